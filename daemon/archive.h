@@ -1,0 +1,122 @@
+/*
+ * The always-on archive: on-disk format, writer and reader.
+ *
+ * One directory per producer session:
+ *   meta.json         identity, CUPTI version, record sizes, clocks, pool
+ *   strings.bin       pointer -> name entries, so that kernel names survive
+ *   seg-NNNNNN.cpt    append-only segments of chunks, rotated by size
+ *
+ * A segment starts with a 16-byte file header ("CPTMSEG1", u32 version,
+ * u32 reserved) followed by chunks.  A chunk is a 96-byte header and
+ * stored_size payload bytes.  All integers are little-endian.  A chunk's
+ * header carries its own CRC32C and one for the payload as stored, so a
+ * torn tail after a crash, or a flipped bit, is detected and skipped.
+ *
+ * strings.bin starts with "CPTMSTR1" + u32 version + u32 reserved, then
+ * entries: u64 ptr, u32 len, u32 crc32c(ptr, len, bytes), bytes[len].
+ *
+ * Bump the matching version on any layout change; readers keep reading
+ * every older version.
+ */
+#ifndef CUPTIMON_ARCHIVE_H
+#define CUPTIMON_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CUPTIMON_SEG_MAGIC "CPTMSEG1"
+#define CUPTIMON_SEG_VERSION 1u
+#define CUPTIMON_SEG_HDR_SIZE 16u
+
+#define CUPTIMON_CHUNK_MAGIC "CPTMCHNK"
+#define CUPTIMON_CHUNK_VERSION 1u
+#define CUPTIMON_CHUNK_HDR_SIZE 96u
+/* A chunk never holds more than this (the pool's largest slot). */
+#define CUPTIMON_CHUNK_MAX_RAW (256u << 20)
+
+#define CUPTIMON_STR_MAGIC "CPTMSTR1"
+#define CUPTIMON_STR_VERSION 1u
+#define CUPTIMON_STR_HDR_SIZE 16u
+#define CUPTIMON_STR_ENTRY_HDR 16u
+
+enum cuptimon_codec {
+    CUPTIMON_CODEC_RAW = 0,
+    CUPTIMON_CODEC_ZSTD = 1,
+};
+
+struct cuptimon_chunk_hdr {
+    uint32_t version;
+    uint32_t header_size;
+    uint64_t index;       /* the producer's buffer sequence number */
+    uint32_t stream_id;   /* CUPTI streamId of the completion */
+    uint32_t codec;       /* enum cuptimon_codec */
+    uint64_t context;     /* CUcontext value, opaque */
+    uint64_t cupti_ts;    /* CUPTI timestamp at completion ... */
+    uint64_t unix_ns;     /* ... and CLOCK_REALTIME next to it */
+    uint64_t raw_size;    /* bytes of CUPTI records */
+    uint64_t stored_size; /* payload bytes on disk */
+    uint64_t dropped;     /* records CUPTI dropped for this ctx/stream */
+    uint64_t records;     /* records the shim counted */
+    uint32_t payload_crc; /* CRC32C of the stored payload */
+    uint32_t header_crc;  /* CRC32C of header bytes [0, 92) */
+};
+
+uint32_t cuptimon__crc32c(uint32_t crc, const void *buf, size_t len);
+
+void cuptimon__chunk_hdr_encode(uint8_t out[CUPTIMON_CHUNK_HDR_SIZE],
+                                const struct cuptimon_chunk_hdr *h);
+/* 0, or -EBADMSG (magic, header CRC, sizes out of range), -EPROTO (a
+ * version this reader does not know). */
+int cuptimon__chunk_hdr_decode(const uint8_t in[CUPTIMON_CHUNK_HDR_SIZE],
+                               struct cuptimon_chunk_hdr *h);
+
+/* ---- reader ----------------------------------------------------------- */
+
+struct cuptimon_archive_chunk {
+    struct cuptimon_chunk_hdr hdr;
+    const uint8_t *data; /* raw_size bytes of CUPTI records (decompressed) */
+    const char *segment; /* file it came from */
+    uint64_t offset;     /* offset of the chunk header in that file */
+};
+
+struct cuptimon_archive_stats {
+    uint64_t segments;
+    uint64_t chunks;
+    uint64_t bytes_raw;
+    uint64_t bytes_stored;
+    uint64_t corrupt_chunks;  /* bad CRC / bad header, skipped */
+    uint64_t torn_tails;      /* segment ended inside a chunk */
+    uint64_t skipped_bytes;   /* bytes passed over while resynchronising */
+    uint64_t strings;
+    uint64_t corrupt_strings;
+};
+
+struct cuptimon_archive_reader;
+
+/* Opens a session directory (the one holding meta.json). Returns 0 or
+ * -errno; *err (when not NULL) gets a malloc'd message naming the problem. */
+int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out, char **err);
+void cuptimon__archive_close(struct cuptimon_archive_reader *r);
+
+/* meta.json as text (NUL-terminated, owned by the reader). */
+const char *cuptimon__archive_meta(const struct cuptimon_archive_reader *r);
+
+/* Calls fn for each string entry of strings.bin, in file order. */
+int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
+                              int (*fn)(void *ud, uint64_t ptr, const char *s, size_t len),
+                              void *ud);
+
+/* Returns 1 with *c filled (valid until the next call), 0 at the end, or
+ * -errno on an I/O error.  Corrupt chunks and torn tails are skipped and
+ * counted in the stats, never returned. */
+int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_archive_chunk *c);
+
+const struct cuptimon_archive_stats *cuptimon__archive_stats(const struct cuptimon_archive_reader *r);
+
+/* Lists session directories under an output dir (or the dir itself when it
+ * is one), sorted; *dirs is a NULL-terminated malloc'd array. */
+int cuptimon__archive_find_sessions(const char *root, char ***dirs);
+void cuptimon__archive_free_list(char **dirs);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * cuptimon wire protocol: the one header that names every byte that crosses
+ * the producer socket and the control socket.
+ *
+ * ANY change to a header or body layout below, or to the meaning of a field,
+ * must bump CUPTIMON_PROTO_VERSION.  Message numbers come in ranges; a number
+ * that is retired stays retired and is never given a new meaning.
+ *
+ * Every message is a fixed 16-byte little-endian header followed by `length`
+ * bytes of body.  Data-path bodies (buffer rate) are packed binary structs;
+ * session and control bodies are JSON objects (json-c), not NUL-terminated
+ * on the wire.
+ */
+#ifndef CUPTIMON_PROTO_H
+#define CUPTIMON_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CUPTIMON_PROTO_MAGIC 0x4d545043u /* "CPTM" little-endian */
+#define CUPTIMON_PROTO_VERSION 1u
+
+/* No body may be larger than this; checked before any byte of it is read. */
+#define CUPTIMON_MSG_MAX_BODY (1u << 20)
+
+struct cuptimon_msg_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t length; /* body bytes after this header */
+    uint32_t flags;  /* reserved, must be 0 */
+};
+#define CUPTIMON_MSG_HDR_SIZE 16u
+
+/* Message types.  Ranges: 0x01xx session, 0x02xx data path (producer to
+ * daemon), 0x03xx commands (daemon to producer), 0x04xx control requests,
+ * 0x05xx replies. */
+enum cuptimon_msg_type {
+    /* session */
+    CUPTIMON_MSG_HELLO = 0x0101,     /* producer -> daemon, JSON, carries the pool fd */
+    CUPTIMON_MSG_HELLO_ACK = 0x0102, /* daemon -> producer, JSON */
+    CUPTIMON_MSG_BYE = 0x0103,       /* producer -> daemon, empty: clean exit */
+
+    /* data path */
+    CUPTIMON_MSG_BUFFER_READY = 0x0201,   /* struct cuptimon_buffer_ready */
+    CUPTIMON_MSG_BUFFER_RELEASE = 0x0202, /* struct cuptimon_buffer_release (daemon -> producer) */
+    CUPTIMON_MSG_STRINGS = 0x0203,        /* packed string batch, see below */
+    CUPTIMON_MSG_FLUSH_DONE = 0x0204,     /* struct cuptimon_flush_done */
+
+    /* commands, daemon -> producer */
+    CUPTIMON_MSG_FLUSH = 0x0301,   /* struct cuptimon_flush */
+    CUPTIMON_MSG_ENABLE = 0x0302,  /* JSON {"kinds":[..]} */
+    CUPTIMON_MSG_DISABLE = 0x0303, /* JSON {"kinds":[..]} */
+    CUPTIMON_MSG_CONFIG = 0x0304,  /* JSON */
+
+    /* control, cuptimonctl -> daemon */
+    CUPTIMON_MSG_CONTROL = 0x0401, /* JSON {"op": "...", ...} */
+
+    /* replies */
+    CUPTIMON_MSG_REPLY_OK = 0x0501,    /* JSON */
+    CUPTIMON_MSG_REPLY_ERROR = 0x0502, /* JSON {"error": errno-name, "message": text} */
+};
+
+/* BUFFER_READY: one completed CUPTI buffer is in pool slot `slot`. */
+struct cuptimon_buffer_ready {
+    uint32_t slot;
+    uint32_t stream_id;   /* CUPTI's streamId argument of the completion callback */
+    uint64_t valid_size;  /* bytes of records at the start of the slot */
+    uint64_t context;     /* CUcontext pointer value, as an opaque id */
+    uint64_t dropped;     /* cuptiActivityGetNumDroppedRecords for that ctx/stream */
+    uint64_t cupti_ts;    /* cuptiGetTimestamp() sampled at completion */
+    uint64_t realtime_ns; /* CLOCK_REALTIME sampled next to cupti_ts */
+    uint64_t seq;         /* per-session buffer sequence number, from 0 */
+    uint64_t records;     /* records the shim walked in the buffer */
+};
+#define CUPTIMON_BUFFER_READY_SIZE 64u
+
+/* BUFFER_RELEASE: the daemon is done with a slot (its bytes are written). */
+struct cuptimon_buffer_release {
+    uint32_t slot;
+    uint32_t status; /* 0 archived, else a positive errno: not archived (counted) */
+    uint64_t seq;
+};
+#define CUPTIMON_BUFFER_RELEASE_SIZE 16u
+
+/* FLUSH: ask the producer to call cuptiActivityFlushAll and then send
+ * FLUSH_DONE with the same id after every buffer that flush produced. */
+struct cuptimon_flush {
+    uint64_t flush_id;
+    uint32_t forced;
+    uint32_t reserved;
+};
+#define CUPTIMON_FLUSH_SIZE 16u
+
+struct cuptimon_flush_done {
+    uint64_t flush_id;
+    uint64_t buffers; /* buffers completed during that flush */
+};
+#define CUPTIMON_FLUSH_DONE_SIZE 16u
+
+/*
+ * STRINGS body: uint32 count, uint32 reserved, then `count` entries of
+ *   uint64 ptr; uint32 len; char bytes[len]; '\0'
+ * Entries are not padded.  `ptr` is the address of the string in the
+ * producer (the value stored in records); `len` excludes the terminator,
+ * which must be present.
+ */
+#define CUPTIMON_STRINGS_HDR_SIZE 8u
+#define CUPTIMON_STRING_ENTRY_HDR 12u
+#define CUPTIMON_STRING_MAX_LEN 65535u
+
+/* Default socket names inside the runtime directory. */
+#define CUPTIMON_PRODUCER_SOCKET_NAME "producer.sock"
+#define CUPTIMON_CONTROL_SOCKET_NAME "control.sock"
+#define CUPTIMON_SYSTEM_RUNTIME_DIR "/run/cuptimon"
+
+/* ---- framing ---------------------------------------------------------- */
+
+/* Writes a header for a body of `length` bytes into out[16]. */
+void cuptimon__hdr_encode(uint8_t out[CUPTIMON_MSG_HDR_SIZE], uint16_t type, uint32_t length);
+
+/*
+ * Parses the header at the start of buf[0..len).  Returns 0 with *hdr set
+ * when a whole message (header and body) is present, -EAGAIN when more bytes
+ * are needed, and for a bad header: -EBADMSG (magic or flags), -EPROTO
+ * (version; hdr->version holds the peer's), -EMSGSIZE (length over max).
+ */
+int cuptimon__frame_parse(const uint8_t *buf, size_t len, struct cuptimon_msg_hdr *hdr);
+
+/* True when `type` is one of the types above. */
+int cuptimon__type_known(uint16_t type);
+const char *cuptimon__type_name(uint16_t type);
+
+/* A growable byte buffer used to assemble outgoing frames. */
+struct cuptimon_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+};
+int cuptimon__buf_reserve(struct cuptimon_buf *b, size_t extra);
+int cuptimon__buf_append(struct cuptimon_buf *b, const void *p, size_t n);
+void cuptimon__buf_consume(struct cuptimon_buf *b, size_t n);
+void cuptimon__buf_free(struct cuptimon_buf *b);
+
+/* Appends a whole frame (header + body) to b. */
+int cuptimon__frame_append(struct cuptimon_buf *b, uint16_t type, const void *body, size_t len);
+
+/* ---- data-path bodies ------------------------------------------------- */
+
+void cuptimon__buffer_ready_encode(uint8_t out[CUPTIMON_BUFFER_READY_SIZE],
+                                   const struct cuptimon_buffer_ready *m);
+int cuptimon__buffer_ready_decode(const uint8_t *body, size_t len, struct cuptimon_buffer_ready *m);
+void cuptimon__buffer_release_encode(uint8_t out[CUPTIMON_BUFFER_RELEASE_SIZE],
+                                     const struct cuptimon_buffer_release *m);
+int cuptimon__buffer_release_decode(const uint8_t *body, size_t len,
+                                    struct cuptimon_buffer_release *m);
+void cuptimon__flush_encode(uint8_t out[CUPTIMON_FLUSH_SIZE], const struct cuptimon_flush *m);
+int cuptimon__flush_decode(const uint8_t *body, size_t len, struct cuptimon_flush *m);
+void cuptimon__flush_done_encode(uint8_t out[CUPTIMON_FLUSH_DONE_SIZE],
+                                 const struct cuptimon_flush_done *m);
+int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon_flush_done *m);
+
+/* String batches.  The writer appends entries to a buffer that starts with
+ * the 8-byte batch header; the reader walks and validates one at a time. */
+int cuptimon__strings_begin(struct cuptimon_buf *b);
+int cuptimon__strings_add(struct cuptimon_buf *b, uint64_t ptr, const char *s, size_t len);
+uint32_t cuptimon__strings_count(const struct cuptimon_buf *b);
+
+struct cuptimon_strings_iter {
+    const uint8_t *body;
+    size_t len;
+    size_t off;
+    uint32_t left;
+};
+/* Returns 0 and sets iterator; -EBADMSG when the batch header is short or
+ * claims more entries than the body can hold. */
+int cuptimon__strings_iter_init(struct cuptimon_strings_iter *it, const uint8_t *body, size_t len);
+/* Returns 1 with *ptr, *s and *slen set, 0 at the end, -EBADMSG on a truncated
+ * entry, a missing terminator, an embedded NUL or bytes after the last entry. */
+int cuptimon__strings_next(struct cuptimon_strings_iter *it, uint64_t *ptr, const char **s,
+                           size_t *slen);
+
+/* ---- sockets ---------------------------------------------------------- */
+
+/* sendmsg the whole of buf with one fd attached (fd < 0: none).  Blocking
+ * semantics follow the socket's; returns bytes sent or -errno. */
+ssize_t cuptimon__send_fd(int sock, const void *buf, size_t len, int fd);
+
+/*
+ * recvmsg into buf.  At most one fd is accepted into *fd_out when fd_out is
+ * not NULL (else *fd_out = -1); every other received fd is closed at once,
+ * and *extra_fds (when not NULL) counts them.  Returns bytes read (0 = EOF)
+ * or -errno.
+ */
+ssize_t cuptimon__recv_fd(int sock, void *buf, size_t len, int *fd_out, int *extra_fds);
+
+struct cuptimon_peer {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+int cuptimon__peer_cred(int sock, struct cuptimon_peer *peer);
+
+/* Builds a sockaddr_un for path; -ENAMETOOLONG when it does not fit. */
+struct sockaddr_un;
+int cuptimon__sockaddr(struct sockaddr_un *sa, const char *path);
+
+/* Connects a SOCK_STREAM|SOCK_CLOEXEC socket to path (non-blocking when
+ * nonblock); returns the fd or -errno. */
+int cuptimon__connect(const char *path, int nonblock);
+
+/* The runtime directory a daemon of this user defaults to (into out):
+ * $XDG_RUNTIME_DIR/cuptimon, else /run/cuptimon for root, else
+ * /tmp/cuptimon-UID.  Returns 0 or -ENAMETOOLONG. */
+int cuptimon__default_runtime_dir(char *out, size_t outlen);
+
+/* Blocking request/reply helper for control clients: sends one CONTROL
+ * frame with body json and reads one reply; *reply is malloc'd (NUL
+ * terminated), *reply_type is the reply's type.  timeout_ms bounds the wait.
+ * Returns 0 or -errno (-ETIMEDOUT, -EPROTO with the reply error). */
+int cuptimon__control_call(const char *path, const char *json, int timeout_ms,
+                           uint16_t *reply_type, char **reply, size_t *reply_len);
+
+/* Little-endian helpers. */
+static inline void cuptimon__put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void cuptimon__put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void cuptimon__put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t cuptimon__get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t cuptimon__get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t cuptimon__get_u64(const uint8_t *p)
+{
+    return (uint64_t)cuptimon__get_u32(p) | ((uint64_t)cuptimon__get_u32(p + 4) << 32);
+}
+
+#endif

@@ -1,0 +1,291 @@
+/* Framing and body encoders/decoders of the cuptimon wire protocol. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuptimon-proto.h"
+
+void cuptimon__hdr_encode(uint8_t out[CUPTIMON_MSG_HDR_SIZE], uint16_t type, uint32_t length)
+{
+    cuptimon__put_u32(out, CUPTIMON_PROTO_MAGIC);
+    cuptimon__put_u16(out + 4, CUPTIMON_PROTO_VERSION);
+    cuptimon__put_u16(out + 6, type);
+    cuptimon__put_u32(out + 8, length);
+    cuptimon__put_u32(out + 12, 0);
+}
+
+int cuptimon__frame_parse(const uint8_t *buf, size_t len, struct cuptimon_msg_hdr *hdr)
+{
+    if (len < CUPTIMON_MSG_HDR_SIZE)
+        return -EAGAIN;
+    hdr->magic = cuptimon__get_u32(buf);
+    hdr->version = cuptimon__get_u16(buf + 4);
+    hdr->type = cuptimon__get_u16(buf + 6);
+    hdr->length = cuptimon__get_u32(buf + 8);
+    hdr->flags = cuptimon__get_u32(buf + 12);
+    if (hdr->magic != CUPTIMON_PROTO_MAGIC || hdr->flags != 0)
+        return -EBADMSG;
+    if (hdr->version != CUPTIMON_PROTO_VERSION)
+        return -EPROTO;
+    if (hdr->length > CUPTIMON_MSG_MAX_BODY)
+        return -EMSGSIZE;
+    if (len - CUPTIMON_MSG_HDR_SIZE < hdr->length)
+        return -EAGAIN;
+    return 0;
+}
+
+static const struct {
+    uint16_t type;
+    const char *name;
+} type_names[] = {
+    {CUPTIMON_MSG_HELLO, "HELLO"},
+    {CUPTIMON_MSG_HELLO_ACK, "HELLO_ACK"},
+    {CUPTIMON_MSG_BYE, "BYE"},
+    {CUPTIMON_MSG_BUFFER_READY, "BUFFER_READY"},
+    {CUPTIMON_MSG_BUFFER_RELEASE, "BUFFER_RELEASE"},
+    {CUPTIMON_MSG_STRINGS, "STRINGS"},
+    {CUPTIMON_MSG_FLUSH_DONE, "FLUSH_DONE"},
+    {CUPTIMON_MSG_FLUSH, "FLUSH"},
+    {CUPTIMON_MSG_ENABLE, "ENABLE"},
+    {CUPTIMON_MSG_DISABLE, "DISABLE"},
+    {CUPTIMON_MSG_CONFIG, "CONFIG"},
+    {CUPTIMON_MSG_CONTROL, "CONTROL"},
+    {CUPTIMON_MSG_REPLY_OK, "REPLY_OK"},
+    {CUPTIMON_MSG_REPLY_ERROR, "REPLY_ERROR"},
+};
+
+int cuptimon__type_known(uint16_t type)
+{
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+        if (type_names[i].type == type)
+            return 1;
+    return 0;
+}
+
+const char *cuptimon__type_name(uint16_t type)
+{
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+        if (type_names[i].type == type)
+            return type_names[i].name;
+    return "unknown";
+}
+
+/* ---- buffers ---------------------------------------------------------- */
+
+int cuptimon__buf_reserve(struct cuptimon_buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX / 2 - b->len)
+        return -ENOMEM;
+    if (b->len + extra <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra)
+        cap *= 2;
+    uint8_t *d = realloc(b->data, cap);
+    if (!d)
+        return -ENOMEM;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+int cuptimon__buf_append(struct cuptimon_buf *b, const void *p, size_t n)
+{
+    int rc = cuptimon__buf_reserve(b, n);
+    if (rc < 0)
+        return rc;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+void cuptimon__buf_consume(struct cuptimon_buf *b, size_t n)
+{
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+void cuptimon__buf_free(struct cuptimon_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+int cuptimon__frame_append(struct cuptimon_buf *b, uint16_t type, const void *body, size_t len)
+{
+    if (len > CUPTIMON_MSG_MAX_BODY)
+        return -EMSGSIZE;
+    int rc = cuptimon__buf_reserve(b, CUPTIMON_MSG_HDR_SIZE + len);
+    if (rc < 0)
+        return rc;
+    cuptimon__hdr_encode(b->data + b->len, type, (uint32_t)len);
+    b->len += CUPTIMON_MSG_HDR_SIZE;
+    return cuptimon__buf_append(b, body, len);
+}
+
+/* ---- data-path bodies ------------------------------------------------- */
+
+void cuptimon__buffer_ready_encode(uint8_t out[CUPTIMON_BUFFER_READY_SIZE],
+                                   const struct cuptimon_buffer_ready *m)
+{
+    cuptimon__put_u32(out, m->slot);
+    cuptimon__put_u32(out + 4, m->stream_id);
+    cuptimon__put_u64(out + 8, m->valid_size);
+    cuptimon__put_u64(out + 16, m->context);
+    cuptimon__put_u64(out + 24, m->dropped);
+    cuptimon__put_u64(out + 32, m->cupti_ts);
+    cuptimon__put_u64(out + 40, m->realtime_ns);
+    cuptimon__put_u64(out + 48, m->seq);
+    cuptimon__put_u64(out + 56, m->records);
+}
+
+int cuptimon__buffer_ready_decode(const uint8_t *body, size_t len, struct cuptimon_buffer_ready *m)
+{
+    if (len != CUPTIMON_BUFFER_READY_SIZE)
+        return -EBADMSG;
+    m->slot = cuptimon__get_u32(body);
+    m->stream_id = cuptimon__get_u32(body + 4);
+    m->valid_size = cuptimon__get_u64(body + 8);
+    m->context = cuptimon__get_u64(body + 16);
+    m->dropped = cuptimon__get_u64(body + 24);
+    m->cupti_ts = cuptimon__get_u64(body + 32);
+    m->realtime_ns = cuptimon__get_u64(body + 40);
+    m->seq = cuptimon__get_u64(body + 48);
+    m->records = cuptimon__get_u64(body + 56);
+    return 0;
+}
+
+void cuptimon__buffer_release_encode(uint8_t out[CUPTIMON_BUFFER_RELEASE_SIZE],
+                                     const struct cuptimon_buffer_release *m)
+{
+    cuptimon__put_u32(out, m->slot);
+    cuptimon__put_u32(out + 4, m->status);
+    cuptimon__put_u64(out + 8, m->seq);
+}
+
+int cuptimon__buffer_release_decode(const uint8_t *body, size_t len,
+                                    struct cuptimon_buffer_release *m)
+{
+    if (len != CUPTIMON_BUFFER_RELEASE_SIZE)
+        return -EBADMSG;
+    m->slot = cuptimon__get_u32(body);
+    m->status = cuptimon__get_u32(body + 4);
+    m->seq = cuptimon__get_u64(body + 8);
+    return 0;
+}
+
+void cuptimon__flush_encode(uint8_t out[CUPTIMON_FLUSH_SIZE], const struct cuptimon_flush *m)
+{
+    cuptimon__put_u64(out, m->flush_id);
+    cuptimon__put_u32(out + 8, m->forced);
+    cuptimon__put_u32(out + 12, 0);
+}
+
+int cuptimon__flush_decode(const uint8_t *body, size_t len, struct cuptimon_flush *m)
+{
+    if (len != CUPTIMON_FLUSH_SIZE)
+        return -EBADMSG;
+    m->flush_id = cuptimon__get_u64(body);
+    m->forced = cuptimon__get_u32(body + 8);
+    m->reserved = cuptimon__get_u32(body + 12);
+    if (m->forced > 1 || m->reserved != 0)
+        return -EBADMSG;
+    return 0;
+}
+
+void cuptimon__flush_done_encode(uint8_t out[CUPTIMON_FLUSH_DONE_SIZE],
+                                 const struct cuptimon_flush_done *m)
+{
+    cuptimon__put_u64(out, m->flush_id);
+    cuptimon__put_u64(out + 8, m->buffers);
+}
+
+int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon_flush_done *m)
+{
+    if (len != CUPTIMON_FLUSH_DONE_SIZE)
+        return -EBADMSG;
+    m->flush_id = cuptimon__get_u64(body);
+    m->buffers = cuptimon__get_u64(body + 8);
+    return 0;
+}
+
+/* ---- string batches --------------------------------------------------- */
+
+int cuptimon__strings_begin(struct cuptimon_buf *b)
+{
+    uint8_t h[CUPTIMON_STRINGS_HDR_SIZE] = {0};
+    b->len = 0;
+    return cuptimon__buf_append(b, h, sizeof h);
+}
+
+int cuptimon__strings_add(struct cuptimon_buf *b, uint64_t ptr, const char *s, size_t len)
+{
+    if (len > CUPTIMON_STRING_MAX_LEN || b->len < CUPTIMON_STRINGS_HDR_SIZE)
+        return -EINVAL;
+    if (memchr(s, '\0', len))
+        return -EINVAL;
+    int rc = cuptimon__buf_reserve(b, CUPTIMON_STRING_ENTRY_HDR + len + 1);
+    if (rc < 0)
+        return rc;
+    uint8_t *p = b->data + b->len;
+    cuptimon__put_u64(p, ptr);
+    cuptimon__put_u32(p + 8, (uint32_t)len);
+    memcpy(p + 12, s, len);
+    p[12 + len] = '\0';
+    b->len += CUPTIMON_STRING_ENTRY_HDR + len + 1;
+    cuptimon__put_u32(b->data, cuptimon__get_u32(b->data) + 1);
+    return 0;
+}
+
+uint32_t cuptimon__strings_count(const struct cuptimon_buf *b)
+{
+    return b->len >= CUPTIMON_STRINGS_HDR_SIZE ? cuptimon__get_u32(b->data) : 0;
+}
+
+int cuptimon__strings_iter_init(struct cuptimon_strings_iter *it, const uint8_t *body, size_t len)
+{
+    if (len < CUPTIMON_STRINGS_HDR_SIZE)
+        return -EBADMSG;
+    uint32_t count = cuptimon__get_u32(body);
+    if (cuptimon__get_u32(body + 4) != 0)
+        return -EBADMSG;
+    /* Each entry takes at least 13 bytes; a count beyond that is a lie. */
+    if ((uint64_t)count * (CUPTIMON_STRING_ENTRY_HDR + 1) > len - CUPTIMON_STRINGS_HDR_SIZE)
+        return -EBADMSG;
+    it->body = body;
+    it->len = len;
+    it->off = CUPTIMON_STRINGS_HDR_SIZE;
+    it->left = count;
+    return 0;
+}
+
+int cuptimon__strings_next(struct cuptimon_strings_iter *it, uint64_t *ptr, const char **s,
+                           size_t *slen)
+{
+    if (it->left == 0)
+        return it->off == it->len ? 0 : -EBADMSG;
+    size_t room = it->len - it->off;
+    if (room < CUPTIMON_STRING_ENTRY_HDR + 1)
+        return -EBADMSG;
+    const uint8_t *p = it->body + it->off;
+    uint32_t n = cuptimon__get_u32(p + 8);
+    if (n > CUPTIMON_STRING_MAX_LEN || (size_t)n + 1 > room - CUPTIMON_STRING_ENTRY_HDR)
+        return -EBADMSG;
+    const char *str = (const char *)p + CUPTIMON_STRING_ENTRY_HDR;
+    if (str[n] != '\0' || memchr(str, '\0', n))
+        return -EBADMSG;
+    *ptr = cuptimon__get_u64(p);
+    *s = str;
+    *slen = n;
+    it->off += CUPTIMON_STRING_ENTRY_HDR + n + 1;
+    it->left--;
+    return 1;
+}
