@@ -1,0 +1,494 @@
+/*
+ * The shim's IO thread: the only code in the job that touches the daemon's
+ * socket.  It connects (and reconnects with backoff), sends the hello with
+ * the pool fd, forwards queued strings and BUFFER_READY messages in order,
+ * and carries out the daemon's commands.  A missing or slow daemon costs
+ * the job nothing but the pool filling up (then CUPTI drops and counts).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define STRINGS_BATCH_MAX (512u << 10)
+
+struct io {
+    struct shim *s;
+    int fd;
+    struct cuptimon_buf out, in;
+    long long next_attempt;
+    int backoff_ms;
+    int stop;
+    int refused_logged;
+    uint64_t session;
+};
+
+static struct io io_state;
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void cuptimon__io_wake(struct shim *s)
+{
+    uint64_t one = 1;
+    if (s->wake_fd >= 0) {
+        ssize_t w = write(s->wake_fd, &one, sizeof one);
+        (void)w;
+    }
+}
+
+static void signal_drained_locked(struct shim *s)
+{
+    if (s->ring_len == 0 && atomic_load(&s->in_flight) == 0)
+        pthread_cond_broadcast(&s->drained);
+}
+
+/* ---- the hello ---------------------------------------------------------- */
+
+static void add_env(json_object *o, const char *key, const char *env)
+{
+    const char *v = getenv(env);
+    if (v && *v)
+        json_object_object_add(o, key, json_object_new_string(v));
+}
+
+static char *hello_json(struct shim *s)
+{
+    json_object *o = json_object_new_object(), *job = json_object_new_object();
+    json_object *sizes = json_object_new_object(), *kinds = json_object_new_array();
+    json_object *pool = json_object_new_object();
+    char host[256] = "", exe[512] = "";
+    gethostname(host, sizeof host - 1);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0)
+        exe[n] = '\0';
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+
+    json_object_object_add(o, "pid", json_object_new_int64(getpid()));
+    json_object_object_add(o, "io_tid", json_object_new_int64((int64_t)syscall(SYS_gettid)));
+    json_object_object_add(o, "uid", json_object_new_int64(getuid()));
+    json_object_object_add(o, "hostname", json_object_new_string(host));
+    json_object_object_add(o, "exe", json_object_new_string(exe));
+    json_object_object_add(o, "shim_version", json_object_new_string(PACKAGE_VERSION));
+    json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti.version));
+    json_object_object_add(o, "cupti_build_version", json_object_new_int64(CUPTI_API_VERSION));
+    json_object_object_add(o, "cupti_path", json_object_new_string(s->cupti.path));
+    json_object_object_add(o, "start_unix_ns",
+                           json_object_new_int64((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec));
+    /* The record sizes of the layouts this shim was built with; the daemon
+     * decodes only kinds whose size it agrees with. */
+    static const struct {
+        const char *kind;
+        size_t size;
+    } rs[] = {
+        {"1", sizeof(CUpti_ActivityMemcpy6)},
+        {"2", sizeof(CUpti_ActivityMemset4)},
+        {"3", sizeof(CUpti_ActivityKernel10)},
+        {"4", sizeof(CUpti_ActivityAPI)},
+        {"5", sizeof(CUpti_ActivityAPI)},
+        {"10", sizeof(CUpti_ActivityKernel10)},
+        {"12", sizeof(CUpti_ActivityMarker2)},
+        {"13", sizeof(CUpti_ActivityMarkerData2)},
+        {"17", sizeof(CUpti_ActivityOverhead3)},
+        {"22", sizeof(CUpti_ActivityMemcpyPtoP4)},
+        {"36", sizeof(CUpti_ActivityCudaEvent2)},
+        {"38", sizeof(CUpti_ActivitySynchronization2)},
+        {"39", sizeof(CUpti_ActivityExternalCorrelation)},
+    };
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++)
+        json_object_object_add(sizes, rs[i].kind, json_object_new_int64((int64_t)rs[i].size));
+    json_object_object_add(o, "record_sizes", sizes);
+    for (int i = 0; i < s->nkinds; i++)
+        json_object_array_add(kinds, json_object_new_int64(s->kinds[i]));
+    json_object_object_add(o, "kinds", kinds);
+    json_object_object_add(pool, "slots", json_object_new_int64(s->nslots));
+    json_object_object_add(pool, "slot_size", json_object_new_int64((int64_t)s->slot_size));
+    json_object_object_add(o, "pool", pool);
+    add_env(job, "slurm_job_id", "SLURM_JOB_ID");
+    add_env(job, "rank", "RANK");
+    add_env(job, "local_rank", "LOCAL_RANK");
+    add_env(job, "world_size", "WORLD_SIZE");
+    add_env(job, "torchelastic_run_id", "TORCHELASTIC_RUN_ID");
+    add_env(job, "label", "CUPTIMON_LABEL");
+    json_object_object_add(o, "job", job);
+
+    char *txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+    return txt;
+}
+
+/* ---- connection ------------------------------------------------------- */
+
+static void disconnect(struct io *io, const char *why)
+{
+    struct shim *s = io->s;
+    if (io->fd < 0)
+        return;
+    shim_debug(s, "daemon connection closed: %s", why);
+    close(io->fd);
+    io->fd = -1;
+    io->out.len = 0;
+    io->in.len = 0;
+    atomic_store(&s->connected, 0);
+    /* Buffers the old daemon held are gone with it: reclaim the slots and
+     * count them as lost.  Buffers not yet sent stay queued for the next
+     * daemon, and so do all strings (a new session needs them again). */
+    pthread_mutex_lock(&s->qlock);
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        if (atomic_load(&s->slot_state[i]) != SLOT_SENT)
+            continue;
+        memset(s->pool + (size_t)i * s->slot_size, 0, s->slot_used[i]);
+        s->slot_used[i] = 0;
+        atomic_fetch_sub(&s->in_flight, 1);
+        atomic_fetch_add(&s->buffers_lost, 1);
+        cuptimon__slot_free(s, i);
+    }
+    s->strings_sent = 0;
+    pthread_cond_broadcast(&s->drained);
+    pthread_mutex_unlock(&s->qlock);
+    io->next_attempt = mono_ms() + io->backoff_ms;
+}
+
+static int try_connect(struct io *io)
+{
+    struct shim *s = io->s;
+    int fd = -1;
+    for (int i = 0; i < s->nsockets && fd < 0; i++)
+        fd = cuptimon__connect(s->sockets[i], 1);
+    if (fd < 0) {
+        io->next_attempt = mono_ms() + io->backoff_ms;
+        io->backoff_ms = io->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : io->backoff_ms * 2;
+        return -1;
+    }
+    char *hello = hello_json(s);
+    struct cuptimon_buf b = {0};
+    int rc = hello ? cuptimon__frame_append(&b, CUPTIMON_MSG_HELLO, hello, strlen(hello)) : -ENOMEM;
+    free(hello);
+    if (rc == 0) {
+        ssize_t n = cuptimon__send_fd(fd, b.data, b.len, s->pool_fd);
+        rc = n == (ssize_t)b.len ? 0 : -EIO;
+    }
+    cuptimon__buf_free(&b);
+    if (rc < 0) {
+        close(fd);
+        io->next_attempt = mono_ms() + io->backoff_ms;
+        return -1;
+    }
+    io->fd = fd;
+    io->backoff_ms = BACKOFF_MIN_MS;
+    atomic_store(&s->connected, 1);
+    atomic_fetch_add(&s->connects, 1);
+    shim_debug(s, "connected to the daemon");
+    return 0;
+}
+
+/* Moves what the completion callback queued into the output buffer:
+ * strings first, so that every name reaches the daemon before a buffer
+ * that uses it. */
+static void collect(struct io *io)
+{
+    struct shim *s = io->s;
+    pthread_mutex_lock(&s->qlock);
+    while (s->strings.len > CUPTIMON_STRINGS_HDR_SIZE &&
+           s->strings_sent < s->strings.len) {
+        size_t from = s->strings_sent < CUPTIMON_STRINGS_HDR_SIZE ? CUPTIMON_STRINGS_HDR_SIZE
+                                                                  : s->strings_sent;
+        /* Cut at entry boundaries, at most STRINGS_BATCH_MAX per frame. */
+        size_t to = from;
+        uint32_t count = 0;
+        while (to < s->strings.len) {
+            uint32_t len = cuptimon__get_u32(s->strings.data + to + 8);
+            size_t e = CUPTIMON_STRING_ENTRY_HDR + len + 1;
+            if (to - from + e > STRINGS_BATCH_MAX && count > 0)
+                break;
+            to += e;
+            count++;
+        }
+        uint8_t h[CUPTIMON_STRINGS_HDR_SIZE] = {0};
+        cuptimon__put_u32(h, count);
+        size_t body = sizeof h + (to - from);
+        if (cuptimon__buf_reserve(&io->out, CUPTIMON_MSG_HDR_SIZE + body) < 0)
+            break;
+        cuptimon__hdr_encode(io->out.data + io->out.len, CUPTIMON_MSG_STRINGS, (uint32_t)body);
+        io->out.len += CUPTIMON_MSG_HDR_SIZE;
+        cuptimon__buf_append(&io->out, h, sizeof h);
+        cuptimon__buf_append(&io->out, s->strings.data + from, to - from);
+        s->strings_sent = to;
+    }
+    while (s->ring_len > 0) {
+        struct cuptimon_buffer_ready *m = &s->ring[s->ring_head].msg;
+        uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
+        cuptimon__buffer_ready_encode(body, m);
+        if (cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body) < 0)
+            break;
+        atomic_store(&s->slot_state[m->slot], SLOT_SENT);
+        s->ring_head = (s->ring_head + 1) % s->nslots;
+        s->ring_len--;
+        atomic_fetch_add(&s->buffers_sent, 1);
+    }
+    pthread_mutex_unlock(&s->qlock);
+}
+
+static int flush_out(struct io *io)
+{
+    while (io->out.len > 0) {
+        ssize_t n = send(io->fd, io->out.data, io->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                return 0;
+            return -errno;
+        }
+        cuptimon__buf_consume(&io->out, (size_t)n);
+    }
+    return 0;
+}
+
+/* ---- daemon commands ---------------------------------------------------- */
+
+static void on_release(struct io *io, const uint8_t *body, size_t len)
+{
+    struct shim *s = io->s;
+    struct cuptimon_buffer_release m;
+    if (cuptimon__buffer_release_decode(body, len, &m) < 0 || m.slot >= s->nslots ||
+        atomic_load(&s->slot_state[m.slot]) != SLOT_SENT) {
+        shim_debug(s, "ignoring a bad BUFFER_RELEASE");
+        return;
+    }
+    /* Zero what CUPTI wrote, here on the IO thread, so that the slot goes
+     * back pre-zeroed and CUPTI never zeroes on the job's thread. */
+    memset(s->pool + (size_t)m.slot * s->slot_size, 0, s->slot_used[m.slot]);
+    s->slot_used[m.slot] = 0;
+    atomic_fetch_add(&s->buffers_released, 1);
+    cuptimon__slot_free(s, m.slot);
+    pthread_mutex_lock(&s->qlock);
+    atomic_fetch_sub(&s->in_flight, 1);
+    signal_drained_locked(s);
+    pthread_mutex_unlock(&s->qlock);
+}
+
+static void on_flush(struct io *io, const uint8_t *body, size_t len)
+{
+    struct shim *s = io->s;
+    struct cuptimon_flush f;
+    if (cuptimon__flush_decode(body, len, &f) < 0)
+        return;
+    uint64_t before = atomic_load(&s->buffers_completed);
+    /* cuptiActivityFlushAll delivers the buffers through the completion
+     * callback before it returns, so everything it produced is queued
+     * when FLUSH_DONE is framed after it. */
+    s->cupti.FlushAll(f.forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    collect(io);
+    struct cuptimon_flush_done d = {.flush_id = f.flush_id,
+                                    .buffers = atomic_load(&s->buffers_completed) - before};
+    uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
+    cuptimon__flush_done_encode(out, &d);
+    cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);
+}
+
+static void on_enable(struct io *io, const uint8_t *body, size_t len, int on)
+{
+    json_tokener *tok = json_tokener_new();
+    json_object *o = json_tokener_parse_ex(tok, (const char *)body, (int)len), *kinds;
+    json_tokener_free(tok);
+    if (o && json_object_object_get_ex(o, "kinds", &kinds) &&
+        json_object_is_type(kinds, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(kinds); i++) {
+            int64_t k = json_object_get_int64(json_object_array_get_idx(kinds, i));
+            if (k > 0 && k < CUPTI_ACTIVITY_KIND_COUNT)
+                cuptimon__enable_kind(io->s, (uint32_t)k, on);
+        }
+    }
+    json_object_put(o);
+}
+
+static void on_error(struct io *io, const uint8_t *body, size_t len)
+{
+    if (!io->refused_logged) {
+        cuptimon__log("the daemon refused this process: %.*s", (int)(len > 300 ? 300 : len),
+                      (const char *)body);
+        io->refused_logged = 1;
+    }
+    disconnect(io, "refused");
+    io->backoff_ms = BACKOFF_MAX_MS * 6;
+    io->next_attempt = mono_ms() + io->backoff_ms;
+}
+
+static void read_input(struct io *io)
+{
+    for (;;) {
+        if (cuptimon__buf_reserve(&io->in, 65536) < 0) {
+            disconnect(io, "out of memory");
+            return;
+        }
+        ssize_t n = recv(io->fd, io->in.data + io->in.len, io->in.cap - io->in.len, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n <= 0) {
+            disconnect(io, n == 0 ? "daemon closed the connection" : strerror(errno));
+            return;
+        }
+        io->in.len += (size_t)n;
+    }
+    for (;;) {
+        struct cuptimon_msg_hdr h;
+        int rc = cuptimon__frame_parse(io->in.data, io->in.len, &h);
+        if (rc == -EAGAIN)
+            return;
+        if (rc < 0) {
+            cuptimon__log("bad message from the daemon (%s); reconnecting", strerror(-rc));
+            disconnect(io, "protocol error");
+            return;
+        }
+        const uint8_t *body = io->in.data + CUPTIMON_MSG_HDR_SIZE;
+        switch (h.type) {
+        case CUPTIMON_MSG_BUFFER_RELEASE:
+            on_release(io, body, h.length);
+            break;
+        case CUPTIMON_MSG_FLUSH:
+            on_flush(io, body, h.length);
+            break;
+        case CUPTIMON_MSG_ENABLE:
+        case CUPTIMON_MSG_DISABLE:
+            on_enable(io, body, h.length, h.type == CUPTIMON_MSG_ENABLE);
+            break;
+        case CUPTIMON_MSG_HELLO_ACK:
+        case CUPTIMON_MSG_CONFIG:
+            break;
+        case CUPTIMON_MSG_REPLY_ERROR:
+            on_error(io, body, h.length);
+            return;
+        default:
+            shim_debug(io->s, "ignoring daemon message type 0x%04x", h.type);
+            break;
+        }
+        if (io->fd < 0)
+            return;
+        cuptimon__buf_consume(&io->in, CUPTIMON_MSG_HDR_SIZE + h.length);
+    }
+}
+
+static void *io_main(void *arg)
+{
+    struct io *io = arg;
+    struct shim *s = io->s;
+    while (!__atomic_load_n(&io->stop, __ATOMIC_ACQUIRE)) {
+        long long now = mono_ms();
+        if (io->fd < 0 && now >= io->next_attempt)
+            try_connect(io);
+        if (io->fd >= 0) {
+            collect(io);
+            if (flush_out(io) < 0)
+                disconnect(io, "send failed");
+        }
+        struct pollfd p[2] = {{.fd = s->wake_fd, .events = POLLIN},
+                              {.fd = io->fd, .events = POLLIN}};
+        if (io->fd >= 0 && io->out.len)
+            p[1].events |= POLLOUT;
+        int timeout = 1000;
+        if (io->fd < 0) {
+            long long left = io->next_attempt - mono_ms();
+            timeout = left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
+        }
+        int r = poll(p, io->fd >= 0 ? 2 : 1, timeout);
+        if (r < 0)
+            continue;
+        if (p[0].revents & POLLIN) {
+            uint64_t v;
+            ssize_t rr = read(s->wake_fd, &v, sizeof v);
+            (void)rr;
+        }
+        if (io->fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            read_input(io);
+    }
+    return NULL;
+}
+
+int cuptimon__io_start(struct shim *s)
+{
+    struct io *io = &io_state;
+    io->s = s;
+    io->fd = -1;
+    io->backoff_ms = BACKOFF_MIN_MS;
+    s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->wake_fd < 0)
+        return -errno;
+    /* The thread takes no signals: they belong to the job. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->io_thread, NULL, io_main, io);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -rc;
+    pthread_setname_np(s->io_thread, "cuptimon-io");
+    s->io_running = 1;
+    return 0;
+}
+
+int cuptimon__io_drain(struct shim *s, int timeout_ms)
+{
+    cuptimon__io_wake(s);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&s->qlock);
+    while ((s->ring_len > 0 || atomic_load(&s->in_flight) > 0) && atomic_load(&s->connected)) {
+        if (pthread_cond_timedwait(&s->drained, &s->qlock, &dl) == ETIMEDOUT) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+    }
+    if (s->ring_len > 0 || atomic_load(&s->in_flight) > 0)
+        rc = rc ? rc : -ENOTCONN;
+    pthread_mutex_unlock(&s->qlock);
+    return rc;
+}
+
+void cuptimon__io_stop(struct shim *s)
+{
+    struct io *io = &io_state;
+    if (!s->io_running)
+        return;
+    __atomic_store_n(&io->stop, 1, __ATOMIC_RELEASE);
+    cuptimon__io_wake(s);
+    pthread_join(s->io_thread, NULL);
+    s->io_running = 0;
+    if (io->fd >= 0) {
+        uint8_t h[CUPTIMON_MSG_HDR_SIZE];
+        cuptimon__hdr_encode(h, CUPTIMON_MSG_BYE, 0);
+        send(io->fd, h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(io->fd);
+        io->fd = -1;
+    }
+    atomic_store(&s->connected, 0);
+}

@@ -1,0 +1,115 @@
+/* Internal state of the shim, shared by shim.c (CUPTI side) and io.c (the
+ * IO thread).  Nothing here is exported from libcuptimon.so. */
+#ifndef CUPTIMON_SHIM_H
+#define CUPTIMON_SHIM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cupti.h>
+
+#include "cuptimon-proto.h"
+
+#define SHIM_MAX_SOCKETS 4
+
+/* A pool slot's life: FREE -> CUPTI (handed out by the request callback) ->
+ * READY (completed, queued) -> SENT (BUFFER_READY on the wire) -> FREE on
+ * BUFFER_RELEASE, or FREE counted as lost when the daemon goes away. */
+enum slot_state { SLOT_FREE = 0, SLOT_CUPTI, SLOT_READY, SLOT_SENT };
+
+struct shim_cupti {
+    void *handle;
+    char path[512];
+    uint32_t version;
+    CUptiResult (*GetVersion)(uint32_t *);
+    CUptiResult (*GetResultString)(CUptiResult, const char **);
+    CUptiResult (*RegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+                                     CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*Enable)(CUpti_ActivityKind);
+    CUptiResult (*Disable)(CUpti_ActivityKind);
+    CUptiResult (*FlushAll)(uint32_t);
+    CUptiResult (*GetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*GetNumDroppedRecords)(CUcontext, uint32_t, size_t *);
+    CUptiResult (*SetAttribute)(CUpti_ActivityAttribute, size_t *, void *);
+    CUptiResult (*GetTimestamp)(uint64_t *);
+    CUptiResult (*PushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
+    CUptiResult (*PopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t *);
+};
+
+struct shim_ready {
+    struct cuptimon_buffer_ready msg;
+};
+
+struct shim {
+    /* configuration, fixed after start */
+    uint32_t nslots;
+    uint64_t slot_size;
+    char sockets[SHIM_MAX_SOCKETS][108];
+    int nsockets;
+    uint32_t kinds[32];
+    int nkinds;
+    int debug;
+
+    struct shim_cupti cupti;
+
+    /* the pool */
+    int pool_fd;
+    uint8_t *pool;
+    _Atomic uint64_t free_head; /* (tag << 32) | (index + 1); 0 index = empty */
+    _Atomic uint32_t *free_next;
+    _Atomic uint8_t *slot_state;
+    uint64_t *slot_used; /* valid bytes per slot, for zeroing on release */
+    _Atomic uint32_t pool_free;
+
+    /* completion -> IO thread queue, under qlock */
+    pthread_mutex_t qlock;
+    struct shim_ready *ring; /* nslots entries: at most nslots buffers are ready */
+    uint32_t ring_head, ring_len;
+    uint64_t next_seq;
+    /* every interned string, as encoded STRINGS entries; [0, strings_sent)
+     * already went to the current daemon session */
+    struct cuptimon_buf strings;
+    size_t strings_sent;
+    uint64_t strings_count;
+
+    /* interned pointers: open addressing, fixed capacity */
+    uint64_t *intern;
+    uint32_t intern_cap;
+    uint32_t intern_len;
+
+    int wake_fd; /* eventfd: something queued for the IO thread */
+    pthread_t io_thread;
+    int io_running;
+    _Atomic int stopping;
+    _Atomic int connected;
+    pthread_cond_t drained; /* signalled when queue and in-flight both empty */
+
+    /* counters (atomics: read by cuptimon_get_status from any thread) */
+    _Atomic uint64_t buffers_completed, buffers_sent, buffers_released, buffers_lost;
+    _Atomic uint64_t requests_declined, dropped_records, foreign_buffers, connects;
+    _Atomic uint64_t records_walked, layout_mismatch;
+    _Atomic uint32_t in_flight; /* READY + SENT slots */
+};
+
+extern struct shim cuptimon__shim;
+
+/* io.c */
+int cuptimon__io_start(struct shim *s);
+void cuptimon__io_wake(struct shim *s);
+/* Waits until every queued buffer was handed to the daemon and released, or
+ * timeout_ms passed, or no daemon is connected.  Returns 0 when drained. */
+int cuptimon__io_drain(struct shim *s, int timeout_ms);
+void cuptimon__io_stop(struct shim *s);
+
+/* shim.c */
+void cuptimon__slot_free(struct shim *s, uint32_t idx);
+int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);
+void cuptimon__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define shim_debug(s, ...)                                                                         \
+    do {                                                                                           \
+        if ((s)->debug)                                                                            \
+            cuptimon__log(__VA_ARGS__);                                                            \
+    } while (0)
+
+#endif
