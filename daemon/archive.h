@@ -71,6 +71,27 @@ void cuptimon__chunk_hdr_encode(uint8_t out[CUPTIMON_CHUNK_HDR_SIZE],
 int cuptimon__chunk_hdr_decode(const uint8_t in[CUPTIMON_CHUNK_HDR_SIZE],
                                struct cuptimon_chunk_hdr *h);
 
+/* ---- writer (one per session; called from one thread at a time) ------ */
+
+struct cuptimon_archive_writer;
+
+/* Creates dir (and its parents) and writes meta.json there.  level: zstd
+ * compression level for chunk payloads, 0 = store raw.  seg_max: rotate
+ * segments past this many bytes. */
+int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, int level,
+                      struct cuptimon_archive_writer **out, char **err);
+/* Appends one chunk; h's codec, stored_size and CRCs are filled in here.
+ * Returns 0 or -errno (nothing partial stays behind: a failed write is
+ * truncated away so that the segment stays readable). */
+int cuptimon__aw_chunk(struct cuptimon_archive_writer *w, struct cuptimon_chunk_hdr *h,
+                       const uint8_t *data);
+/* Appends the entries of a validated STRINGS message body. */
+int cuptimon__aw_strings(struct cuptimon_archive_writer *w, const uint8_t *body, size_t len);
+/* Atomically replaces meta.json. */
+int cuptimon__aw_meta(struct cuptimon_archive_writer *w, const char *meta_json);
+uint64_t cuptimon__aw_bytes(const struct cuptimon_archive_writer *w);
+void cuptimon__aw_close(struct cuptimon_archive_writer *w);
+
 /* ---- reader ----------------------------------------------------------- */
 
 struct cuptimon_archive_chunk {

@@ -1,1 +1,422 @@
-int main(void) { return 0; }
+/*
+ * cuptimond: the node daemon.  Startup is a straight chain of return codes;
+ * errors at startup are fatal, errors at run time are logged and the
+ * daemon keeps serving.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cupti_version.h>
+
+#include "daemon.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: cuptimond [OPTION]...\n"
+"Keep CUPTI activity tracing on for every CUDA process of this node that runs\n"
+"the cuptimon shim (libcuptimon.so), archive what they produce, and serve\n"
+"cuptimonctl.\n"
+"\n"
+"Options:\n"
+"  -s, --socket=PATH          producer socket the shims connect to\n"
+"                             (default: RUNTIME/" CUPTIMON_PRODUCER_SOCKET_NAME ")\n"
+"  -c, --control-socket=PATH  control socket for cuptimonctl\n"
+"                             (default: RUNTIME/" CUPTIMON_CONTROL_SOCKET_NAME ")\n"
+"  -o, --output-dir=DIR       where the archive goes (default: /var/lib/cuptimon\n"
+"                             for root, else $XDG_DATA_HOME/cuptimon or\n"
+"                             ~/.local/share/cuptimon); sessions are written\n"
+"                             under DIR/archive/\n"
+"  -f, --flush-period=SECONDS periodic non-forced flush of every session,\n"
+"                             staggered over the period; 0 = never (default 1)\n"
+"      --segment-size=BYTES   rotate archive segments past this size, with an\n"
+"                             optional K/M/G suffix (default 64M)\n"
+"  -z, --compress-level=N     zstd level for archive chunks, 0 = store raw\n"
+"                             (default 1)\n"
+"  -l, --log-level=LEVEL      err, warning, notice, info or debug (default info)\n"
+"  -h, --help                 show this help and exit\n"
+"  -V, --version              show the version and exit\n"
+"\n"
+"RUNTIME is $XDG_RUNTIME_DIR/cuptimon when XDG_RUNTIME_DIR is set, else\n"
+"/run/cuptimon for root, else /tmp/cuptimon-UID.  Shims find the socket there\n"
+"by the same rule, or through CUPTIMON_SOCKET.\n"
+"\n"
+"Signals: SIGTERM and SIGINT flush every session, finish writing and exit.\n"
+"Logs go to standard error.  See cuptimond(8).\n");
+}
+
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -EINVAL;
+    unsigned long long mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (*end || v > ULLONG_MAX / mul)
+        return -EINVAL;
+    *out = v * mul;
+    return 0;
+}
+
+static int default_output_dir(char *out, size_t len)
+{
+    const char *v;
+    int n;
+    if (geteuid() == 0)
+        n = snprintf(out, len, "%s/lib/cuptimon", LOCALSTATEDIR);
+    else if ((v = getenv("XDG_DATA_HOME")) && v[0] == '/')
+        n = snprintf(out, len, "%s/cuptimon", v);
+    else if ((v = getenv("HOME")) && v[0] == '/')
+        n = snprintf(out, len, "%s/.local/share/cuptimon", v);
+    else
+        return -ENOENT;
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int mkdirs(const char *path, mode_t mode)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int parent_dir(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash || slash == out)
+        return -EINVAL;
+    *slash = '\0';
+    return 0;
+}
+
+/* Binds a listening socket at path.  A stale socket file (nobody accepts on
+ * it) is replaced; a live one means another daemon runs: that is fatal. */
+static int listen_at(const char *path, mode_t mode)
+{
+    struct sockaddr_un sa;
+    char dir[600];
+    int rc = cuptimon__sockaddr(&sa, path);
+    if (rc < 0) {
+        fprintf(stderr, "cuptimond: socket path '%s' is too long (at most %zu bytes)\n", path,
+                sizeof sa.sun_path - 1);
+        return rc;
+    }
+    if (parent_dir(path, dir, sizeof dir) == 0 && (rc = mkdirs(dir, 0755)) < 0) {
+        fprintf(stderr, "cuptimond: cannot create %s for socket %s: %s\n", dir, path,
+                strerror(-rc));
+        return rc;
+    }
+    int probe = cuptimon__connect(path, 1);
+    if (probe >= 0) {
+        close(probe);
+        fprintf(stderr, "cuptimond: another daemon is already listening on %s\n", path);
+        return -EADDRINUSE;
+    }
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    mode_t old = umask(0777 & ~mode);
+    rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (rc < 0 || listen(fd, 128) < 0) {
+        rc = -errno;
+        fprintf(stderr, "cuptimond: cannot listen on %s: %s\n", path, strerror(-rc));
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+static void on_listen(uv_poll_t *p, int status, int events)
+{
+    struct daemon *d = p->data;
+    int is_control = p == &d->control_poll;
+    int lfd = is_control ? d->control_fd : d->listen_fd;
+    for (int i = 0; i < 64 && !d->stopping; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                log_warn("listen", "accept on %s failed: %s",
+                         is_control ? d->cfg.control_path : d->cfg.socket_path, strerror(errno));
+            return;
+        }
+        if (is_control)
+            control_accept(d, fd);
+        else
+            session_accept(d, fd);
+    }
+}
+
+static void on_walk_close(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void finish_stop(struct daemon *d)
+{
+    d->stop_flushed = 1;
+    session_close_all(d);
+    control_shutdown(d);
+}
+
+/* After the last flush, waits for the sessions' last writes; then closes
+ * the last handles so that the loop ends.  Gives up after 30 s. */
+static void on_stop_timer(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    int64_t waited = unix_ns_now() - d->stop_started_ns;
+    if (d->stop_flushed && (d->sessions == NULL || waited > 30000000000LL)) {
+        if (d->sessions)
+            log_err("main", "gave up waiting for %zu session(s) to finish writing",
+                    session_count(d));
+        uv_timer_stop(t);
+        uv_close((uv_handle_t *)t, NULL);
+        if (!uv_is_closing((uv_handle_t *)&d->sig_int))
+            uv_close((uv_handle_t *)&d->sig_int, NULL);
+        if (d->sessions)
+            uv_stop(d->loop);
+    }
+}
+
+static void on_stop_flushed(struct daemon *d, void *ud, json_object *result)
+{
+    json_object *late;
+    if (json_object_object_get_ex(result, "late", &late) && json_object_array_length(late) > 0)
+        log_warn("main", "shutting down: %zu session(s) did not finish their last flush",
+                 json_object_array_length(late));
+    finish_stop(d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct daemon *d = h->data;
+    if (signum == SIGHUP) {
+        log_info("main", "SIGHUP: nothing to reload yet");
+        return;
+    }
+    if (d->stopping) {
+        log_notice("main", "second %s: stopping now", strsignal(signum));
+        finish_stop(d);
+        d->stop_started_ns = 0;
+        return;
+    }
+    d->stopping = 1;
+    log_notice("main", "%s: flushing %zu session(s) and stopping", strsignal(signum),
+               session_count(d));
+    uv_poll_stop(&d->listen_poll);
+    uv_poll_stop(&d->control_poll);
+    uv_close((uv_handle_t *)&d->listen_poll, NULL);
+    uv_close((uv_handle_t *)&d->control_poll, NULL);
+    close(d->listen_fd);
+    close(d->control_fd);
+    unlink(d->cfg.socket_path);
+    unlink(d->cfg.control_path);
+    uv_signal_stop(&d->sig_hup);
+    uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    uv_signal_stop(&d->sig_term);
+    uv_close((uv_handle_t *)&d->sig_term, NULL);
+    /* Keep SIGINT armed so that a second ^C stops at once. */
+    d->stop_started_ns = unix_ns_now();
+    uv_timer_init(d->loop, &d->stop_timer);
+    d->stop_timer.data = d;
+    uv_timer_start(&d->stop_timer, on_stop_timer, 20, 20);
+    if (flush_all(d, 1, 2.0, on_stop_flushed, NULL) < 0)
+        finish_stop(d);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"control-socket", required_argument, NULL, 'c'},
+        {"output-dir", required_argument, NULL, 'o'},
+        {"flush-period", required_argument, NULL, 'f'},
+        {"segment-size", required_argument, NULL, 'S'},
+        {"compress-level", required_argument, NULL, 'z'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    struct daemon d = {.listen_fd = -1, .control_fd = -1};
+    char rundir[256];
+    int rc, opt, level = LOG_INFO;
+    d.cfg.flush_period_s = 1.0;
+    d.cfg.segment_bytes = 64ull << 20;
+    d.cfg.compress_level = 1;
+    d.cfg.flush_timeout_s = 5.0;
+    while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:hV", opts, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case 's':
+        case 'c': {
+            char *dst = opt == 's' ? d.cfg.socket_path : d.cfg.control_path;
+            if (strlen(optarg) >= sizeof d.cfg.socket_path || optarg[0] == '\0') {
+                fprintf(stderr, "cuptimond: --%s '%s': a socket path must be 1..%zu bytes\n",
+                        opt == 's' ? "socket" : "control-socket", optarg,
+                        sizeof d.cfg.socket_path - 1);
+                return 2;
+            }
+            strcpy(dst, optarg);
+            break;
+        }
+        case 'o':
+            if (strlen(optarg) >= 400 || optarg[0] == '\0') {
+                fprintf(stderr, "cuptimond: --output-dir '%s' is empty or too long\n", optarg);
+                return 2;
+            }
+            snprintf(d.cfg.output_dir, sizeof d.cfg.output_dir, "%s", optarg);
+            break;
+        case 'f':
+            d.cfg.flush_period_s = strtod(optarg, &end);
+            if (*end || end == optarg || !(d.cfg.flush_period_s >= 0) ||
+                d.cfg.flush_period_s > 3600) {
+                fprintf(stderr, "cuptimond: --flush-period '%s' is not a number of seconds in "
+                        "0..3600\n", optarg);
+                return 2;
+            }
+            break;
+        case 'S':
+            if (parse_bytes(optarg, &d.cfg.segment_bytes) < 0 ||
+                d.cfg.segment_bytes < (1u << 20)) {
+                fprintf(stderr, "cuptimond: --segment-size '%s' must be a size of at least 1M "
+                        "(e.g. 64M)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'z':
+            d.cfg.compress_level = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || d.cfg.compress_level < 0 || d.cfg.compress_level > 19) {
+                fprintf(stderr, "cuptimond: --compress-level '%s' must be 0..19\n", optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            if ((level = cuptimon__log_level_parse(optarg)) < 0) {
+                fprintf(stderr, "cuptimond: --log-level '%s': use err, warning, notice, info "
+                        "or debug\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("cuptimond %s (protocol %u, built with CUPTI API %u)\n", PACKAGE_VERSION,
+                   CUPTIMON_PROTO_VERSION, (unsigned)CUPTI_API_VERSION);
+            return 0;
+        default:
+            fprintf(stderr, "Try 'cuptimond --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cuptimond: unexpected argument '%s'\n"
+                        "Try 'cuptimond --help' for more information.\n", argv[optind]);
+        return 2;
+    }
+    cuptimon__log_init(level);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (cuptimon__default_runtime_dir(rundir, sizeof rundir) < 0) {
+        fprintf(stderr, "cuptimond: cannot work out a runtime directory; pass --socket and "
+                        "--control-socket\n");
+        return 1;
+    }
+    if ((!d.cfg.socket_path[0] &&
+         snprintf(d.cfg.socket_path, sizeof d.cfg.socket_path, "%s/%s", rundir,
+                  CUPTIMON_PRODUCER_SOCKET_NAME) >= (int)sizeof d.cfg.socket_path) ||
+        (!d.cfg.control_path[0] &&
+         snprintf(d.cfg.control_path, sizeof d.cfg.control_path, "%s/%s", rundir,
+                  CUPTIMON_CONTROL_SOCKET_NAME) >= (int)sizeof d.cfg.control_path)) {
+        fprintf(stderr, "cuptimond: the runtime directory %s is too long for a socket path; "
+                        "pass --socket and --control-socket\n", rundir);
+        return 1;
+    }
+    if (!d.cfg.output_dir[0] && default_output_dir(d.cfg.output_dir, sizeof d.cfg.output_dir) < 0) {
+        fprintf(stderr, "cuptimond: no HOME or XDG_DATA_HOME to put the archive under; pass "
+                        "--output-dir\n");
+        return 1;
+    }
+    snprintf(d.archive_root, sizeof d.archive_root, "%s/archive", d.cfg.output_dir);
+    if ((rc = mkdirs(d.archive_root, 0750)) < 0) {
+        fprintf(stderr, "cuptimond: cannot create the archive directory %s: %s\n",
+                d.archive_root, strerror(-rc));
+        return 1;
+    }
+    if (access(d.archive_root, W_OK) < 0) {
+        fprintf(stderr, "cuptimond: the archive directory %s is not writable: %s\n",
+                d.archive_root, strerror(errno));
+        return 1;
+    }
+    /* Producers of every user may connect (each speaks only for itself);
+     * the control socket is for this user and root. */
+    if ((d.listen_fd = listen_at(d.cfg.socket_path, 0666)) < 0)
+        return 1;
+    if ((d.control_fd = listen_at(d.cfg.control_path, 0600)) < 0) {
+        unlink(d.cfg.socket_path);
+        return 1;
+    }
+
+    d.loop = uv_default_loop();
+    d.started_unix_ns = unix_ns_now();
+    uv_poll_init(d.loop, &d.listen_poll, d.listen_fd);
+    uv_poll_init(d.loop, &d.control_poll, d.control_fd);
+    d.listen_poll.data = d.control_poll.data = &d;
+    uv_poll_start(&d.listen_poll, UV_READABLE, on_listen);
+    uv_poll_start(&d.control_poll, UV_READABLE, on_listen);
+    uv_signal_init(d.loop, &d.sig_term);
+    uv_signal_init(d.loop, &d.sig_int);
+    uv_signal_init(d.loop, &d.sig_hup);
+    d.sig_term.data = d.sig_int.data = d.sig_hup.data = &d;
+    uv_signal_start(&d.sig_term, on_signal, SIGTERM);
+    uv_signal_start(&d.sig_int, on_signal, SIGINT);
+    uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
+
+    log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s",
+               PACKAGE_VERSION, d.cfg.socket_path, d.cfg.control_path, d.archive_root);
+    /* Readiness line for scripts that start us in the background. */
+    fflush(stderr);
+
+    /* The loop runs until every handle is closed: after a signal, the last
+     * session's archive writes finish before we return. */
+    uv_run(d.loop, UV_RUN_DEFAULT);
+    uv_walk(d.loop, on_walk_close, NULL);
+    uv_run(d.loop, UV_RUN_DEFAULT);
+    rc = uv_loop_close(d.loop);
+    if (rc != 0)
+        log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
+    log_notice("main", "stopped");
+    return 0;
+}

@@ -1,0 +1,8 @@
+/* cuptimonctl's subcommands that live in their own files. */
+#ifndef CUPTIMON_CLI_H
+#define CUPTIMON_CLI_H
+
+/* cuptimonctl decode ...: argv[0] is "decode". Returns the exit status. */
+int cuptimon__cli_decode(int argc, char **argv);
+
+#endif

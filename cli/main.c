@@ -1,0 +1,385 @@
+/* cuptimonctl: every operator action on a cuptimon node. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cuptimon-proto.h"
+
+static char control_path[108];
+static int timeout_ms = 10000;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: cuptimonctl [--control-socket=PATH] COMMAND [ARG]...\n"
+"Control the cuptimon daemon (cuptimond) of this node, or read its archives.\n"
+"\n"
+"Commands:\n"
+"  status [--json]        daemon version and uptime, and each session: pid, uid,\n"
+"                         label/rank/job, CUPTI version, buffers received, bytes\n"
+"                         archived, dropped records, lost buffers, last flush\n"
+"  flush [--forced] [--timeout=S]\n"
+"                         ask every session to hand over its CUPTI buffers now\n"
+"                         and wait until they are archived; --forced also takes\n"
+"                         partly filled buffers\n"
+"  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
+"                         turn an archive (offline, no daemon needed) into a\n"
+"                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
+"\n"
+"Options:\n"
+"  -c, --control-socket=PATH  the daemon's control socket (default:\n"
+"                             $CUPTIMON_CONTROL_SOCKET, else\n"
+"                             RUNTIME/" CUPTIMON_CONTROL_SOCKET_NAME ")\n"
+"  -t, --timeout=SECONDS      how long to wait for the daemon (default 10)\n"
+"  -h, --help                 show this help and exit\n"
+"  -V, --version              show the version and exit\n"
+"\n"
+"RUNTIME is $XDG_RUNTIME_DIR/cuptimon when XDG_RUNTIME_DIR is set, else\n"
+"/run/cuptimon for root, else /tmp/cuptimon-UID.\n"
+"Exit status: 0 on success, 1 when the daemon said no or is not running,\n"
+"2 for bad usage.\n");
+}
+
+static int resolve_control_path(void)
+{
+    if (control_path[0])
+        return 0;
+    const char *env = getenv("CUPTIMON_CONTROL_SOCKET");
+    if (env && *env) {
+        if (strlen(env) >= sizeof control_path) {
+            fprintf(stderr, "cuptimonctl: CUPTIMON_CONTROL_SOCKET is too long\n");
+            return -1;
+        }
+        strcpy(control_path, env);
+        return 0;
+    }
+    char dir[256];
+    if (cuptimon__default_runtime_dir(dir, sizeof dir) < 0 ||
+        snprintf(control_path, sizeof control_path, "%s/%s", dir, CUPTIMON_CONTROL_SOCKET_NAME) >=
+            (int)sizeof control_path) {
+        fprintf(stderr, "cuptimonctl: cannot work out the control socket; pass --control-socket\n");
+        return -1;
+    }
+    /* A user without a daemon of their own talks to the node's. */
+    if (access(control_path, F_OK) != 0 &&
+        access(CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME, F_OK) == 0)
+        snprintf(control_path, sizeof control_path, "%s",
+                 CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME);
+    return 0;
+}
+
+/* Sends one request; returns the parsed reply (REPLY_OK) or NULL after
+ * printing why. */
+static json_object *call(json_object *req)
+{
+    if (resolve_control_path() < 0)
+        return NULL;
+    uint16_t type;
+    char *reply = NULL;
+    size_t len;
+    int rc = cuptimon__control_call(control_path,
+                                    json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
+                                    timeout_ms, &type, &reply, &len);
+    if (rc == -ENOENT || rc == -ECONNREFUSED) {
+        fprintf(stderr,
+                "cuptimonctl: the daemon is not running: nothing listens on %s (%s).\n"
+                "Start it with 'cuptimond' (or 'systemctl start cuptimond'), or pass "
+                "--control-socket.\n",
+                control_path, strerror(-rc));
+        return NULL;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "cuptimonctl: talking to the daemon on %s failed: %s\n", control_path,
+                rc == -ETIMEDOUT ? "no reply in time (see --timeout)" : strerror(-rc));
+        return NULL;
+    }
+    json_object *o = json_tokener_parse(reply);
+    if (!o) {
+        fprintf(stderr, "cuptimonctl: the daemon's reply is not JSON: %.200s\n", reply);
+        free(reply);
+        return NULL;
+    }
+    free(reply);
+    if (type != CUPTIMON_MSG_REPLY_OK) {
+        json_object *m;
+        fprintf(stderr, "cuptimonctl: the daemon refused: %s\n",
+                json_object_object_get_ex(o, "message", &m) ? json_object_get_string(m)
+                                                            : json_object_get_string(o));
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int64_t geti(json_object *o, const char *k)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, k, &v) ? json_object_get_int64(v) : 0;
+}
+
+static const char *gets_(json_object *o, const char *k)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : "";
+}
+
+static void human_bytes(char *out, size_t len, double b)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) {
+        b /= 1024;
+        i++;
+    }
+    snprintf(out, len, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+static void human_duration(char *out, size_t len, double s)
+{
+    if (s < 60)
+        snprintf(out, len, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(out, len, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else if (s < 86400)
+        snprintf(out, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
+    else
+        snprintf(out, len, "%dd%02dh", (int)s / 86400, (int)s / 3600 % 24);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int json = 0, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+        if (opt == 'j')
+            json = 1;
+        else if (opt == 'h') {
+            printf("Usage: cuptimonctl status [--json]\n"
+                   "Show the daemon and its sessions; --json prints the daemon's whole answer.\n");
+            return 0;
+        } else
+            return 2;
+    }
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "op", json_object_new_string("status"));
+    json_object *st = call(req);
+    json_object_put(req);
+    if (!st)
+        return 1;
+    if (json) {
+        printf("%s\n", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PRETTY |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(st);
+        return 0;
+    }
+    json_object *dm, *ss;
+    json_object_object_get_ex(st, "daemon", &dm);
+    json_object_object_get_ex(st, "sessions", &ss);
+    size_t n = ss ? json_object_array_length(ss) : 0, live = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c;
+        if (json_object_object_get_ex(json_object_array_get_idx(ss, i), "connected", &c) &&
+            json_object_get_boolean(c))
+            live++;
+    }
+    char up[32];
+    json_object *upv;
+    human_duration(up, sizeof up,
+                   json_object_object_get_ex(dm, "uptime_s", &upv) ? json_object_get_double(upv)
+                                                                   : 0);
+    printf("cuptimond %s, pid %" PRId64 ", up %s, %zu session(s) connected, %" PRId64
+           " since start\n",
+           gets_(dm, "version"), geti(dm, "pid"), up, live, geti(dm, "sessions_total"));
+    printf("producers: %s\narchive:   %s\n", gets_(dm, "producer_socket"), gets_(dm, "archive_dir"));
+    if (n == 0) {
+        printf("\nno sessions: no process runs the shim (CUDA_INJECTION64_PATH=libcuptimon.so).\n");
+        json_object_put(st);
+        return 0;
+    }
+    printf("\n%-7s %-8s %-6s %-18s %-7s %8s %10s %9s %8s %6s %10s\n", "SESSION", "PID", "UID",
+           "LABEL/RANK/JOB", "CUPTI", "BUFFERS", "ARCHIVED", "RECORDS", "DROPPED", "LOST",
+           "LAST FLUSH");
+    int64_t now = (int64_t)time(NULL) * 1000000000;
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(ss, i), *job = NULL;
+        json_object_object_get_ex(s, "job", &job);
+        char ident[64] = "", bytes[32], fl[32] = "never";
+        const char *label = gets_(s, "label");
+        if (*label)
+            snprintf(ident, sizeof ident, "%s", label);
+        if (job && *gets_(job, "rank"))
+            snprintf(ident + strlen(ident), sizeof ident - strlen(ident), "%srank %s",
+                     *ident ? " " : "", gets_(job, "rank"));
+        if (job && *gets_(job, "slurm_job_id"))
+            snprintf(ident + strlen(ident), sizeof ident - strlen(ident), "%sjob %s",
+                     *ident ? " " : "", gets_(job, "slurm_job_id"));
+        if (!*ident)
+            snprintf(ident, sizeof ident, "-");
+        human_bytes(bytes, sizeof bytes, (double)geti(s, "bytes_archived"));
+        int64_t lf = geti(s, "last_flush_unix_ns");
+        if (lf > 0) {
+            char d[24];
+            human_duration(d, sizeof d, (double)(now - lf) / 1e9 < 0 ? 0 : (double)(now - lf) / 1e9);
+            snprintf(fl, sizeof fl, "%s ago", d);
+        }
+        json_object *c;
+        int connected = json_object_object_get_ex(s, "connected", &c) && json_object_get_boolean(c);
+        printf("%-7" PRId64 " %-8" PRId64 " %-6" PRId64 " %-18.18s %-7" PRId64 " %8" PRId64
+               " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s\n",
+               geti(s, "session"), geti(s, "pid"), geti(s, "uid"), ident, geti(s, "cupti_version"),
+               geti(s, "buffers_received"), bytes, geti(s, "records"), geti(s, "dropped_records"),
+               geti(s, "lost_buffers"), fl, connected ? "" : " (ended)");
+    }
+    json_object_put(st);
+    return 0;
+}
+
+static int cmd_flush(int argc, char **argv)
+{
+    static const struct option opts[] = {{"forced", no_argument, NULL, 'f'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int forced = 0, json = 0, opt;
+    double timeout = 5;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "ft:jh", opts, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case 'f': forced = 1; break;
+        case 'j': json = 1; break;
+        case 't':
+            timeout = strtod(optarg, &end);
+            if (*end || !(timeout > 0 && timeout <= 600)) {
+                fprintf(stderr, "cuptimonctl flush: --timeout '%s' must be seconds in (0, 600]\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            printf("Usage: cuptimonctl flush [--forced] [--timeout=S] [--json]\n"
+                   "Ask every session for its completed CUPTI buffers (--forced: all buffers)\n"
+                   "and wait up to S seconds (default 5) until they are archived.  Sessions\n"
+                   "that do not answer in time are listed as late.\n");
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    if (timeout_ms < (int)(timeout * 1000) + 2000)
+        timeout_ms = (int)(timeout * 1000) + 2000;
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "op", json_object_new_string("flush"));
+    json_object_object_add(req, "forced", json_object_new_boolean(forced));
+    json_object_object_add(req, "timeout_s", json_object_new_double(timeout));
+    json_object *r = call(req);
+    json_object_put(req);
+    if (!r)
+        return 1;
+    if (json) {
+        printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY));
+    } else {
+        json_object *late, *el;
+        json_object_object_get_ex(r, "late", &late);
+        json_object_object_get_ex(r, "elapsed_ms", &el);
+        printf("%sflush: %" PRId64 " of %" PRId64 " session(s) flushed and archived in %.1f ms",
+               forced ? "forced " : "", geti(r, "completed"), geti(r, "sessions"),
+               el ? json_object_get_double(el) : 0.0);
+        if (late && json_object_array_length(late) > 0)
+            printf("; late: %s", json_object_to_json_string(late));
+        printf("\n");
+    }
+    json_object *late;
+    int ok = !(json_object_object_get_ex(r, "late", &late) && json_object_array_length(late) > 0);
+    json_object_put(r);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"control-socket", required_argument, NULL, 'c'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {NULL, 0, NULL, 0}};
+    int opt;
+    /* Global options stop at the command name. */
+    while ((opt = getopt_long(argc, argv, "+c:t:hV", opts, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case 'c':
+            if (strlen(optarg) >= sizeof control_path || !*optarg) {
+                fprintf(stderr, "cuptimonctl: --control-socket '%s' must be 1..%zu bytes\n",
+                        optarg, sizeof control_path - 1);
+                return 2;
+            }
+            strcpy(control_path, optarg);
+            break;
+        case 't': {
+            double t = strtod(optarg, &end);
+            if (*end || !(t > 0 && t <= 3600)) {
+                fprintf(stderr, "cuptimonctl: --timeout '%s' must be seconds in (0, 3600]\n",
+                        optarg);
+                return 2;
+            }
+            timeout_ms = (int)(t * 1000);
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("cuptimonctl %s (protocol %u)\n", PACKAGE_VERSION, CUPTIMON_PROTO_VERSION);
+            return 0;
+        default:
+            fprintf(stderr, "Try 'cuptimonctl --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[optind];
+    int sub_argc = argc - optind;
+    char **sub_argv = argv + optind;
+    if (strcmp(cmd, "status") == 0)
+        return cmd_status(sub_argc, sub_argv);
+    if (strcmp(cmd, "flush") == 0)
+        return cmd_flush(sub_argc, sub_argv);
+    if (strcmp(cmd, "decode") == 0) {
+        optind = 1;
+        return cuptimon__cli_decode(sub_argc, sub_argv);
+    }
+    if (strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: status, flush, decode)\n"
+                    "Try 'cuptimonctl --help' for more information.\n", cmd);
+    return 2;
+}
+
+/* Until the decoder is linked in, decode says so. */
+__attribute__((weak)) int cuptimon__cli_decode(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "cuptimonctl: decode is not built into this binary\n");
+    return 2;
+}

@@ -1,0 +1,315 @@
+/*
+ * The control socket: cuptimonctl's requests.  Each request is one CONTROL
+ * frame with a JSON body {"op": ...}; each gets one reply frame.
+ * Authorization fails closed: only root and the daemon's own user may
+ * control it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+enum { FW_WAIT_DONE, FW_WAIT_WRITES, FW_COMPLETE, FW_GONE };
+
+struct fw_entry {
+    uint64_t session;
+    pid_t pid;
+    int state;
+    uint64_t target;
+};
+
+struct flush_wait {
+    struct daemon *d;
+    uint64_t id;
+    int forced;
+    struct fw_entry *e;
+    size_t n, pending;
+    uv_timer_t timer;
+    flush_all_cb cb;
+    void *ud;
+    int64_t started_ns;
+    int finished;
+    struct flush_wait *next;
+};
+
+static uint64_t flush_ids;
+
+struct ctl {
+    struct conn *conn;
+    int refs;
+};
+
+static void ctl_unref(struct ctl *c)
+{
+    if (--c->refs == 0)
+        free(c);
+}
+
+static void fw_timer_closed(uv_handle_t *h)
+{
+    struct flush_wait *w = h->data;
+    free(w->e);
+    free(w);
+}
+
+static void fw_finish(struct flush_wait *w)
+{
+    if (w->finished)
+        return;
+    w->finished = 1;
+    struct daemon *d = w->d;
+    for (struct flush_wait **pp = &d->flush_waits; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    json_object *r = json_object_new_object(), *late = json_object_new_array(),
+                *gone = json_object_new_array();
+    size_t completed = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->e[i].state == FW_COMPLETE)
+            completed++;
+        else if (w->e[i].state == FW_GONE)
+            json_object_array_add(gone, json_object_new_int64(w->e[i].pid));
+        else
+            json_object_array_add(late, json_object_new_int64(w->e[i].pid));
+    }
+    json_object_object_add(r, "flush_id", json_object_new_int64((int64_t)w->id));
+    json_object_object_add(r, "forced", json_object_new_boolean(w->forced));
+    json_object_object_add(r, "sessions", json_object_new_int64((int64_t)w->n));
+    json_object_object_add(r, "completed", json_object_new_int64((int64_t)completed));
+    json_object_object_add(r, "late", late);
+    json_object_object_add(r, "gone", gone);
+    json_object_object_add(r, "elapsed_ms",
+                           json_object_new_double((double)(unix_ns_now() - w->started_ns) / 1e6));
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, fw_timer_closed);
+    w->cb(d, w->ud, r);
+    json_object_put(r);
+}
+
+static void fw_timeout(uv_timer_t *t)
+{
+    fw_finish(t->data);
+}
+
+static void fw_check(struct flush_wait *w, struct session *s, uint64_t flush_id, int gone)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        struct fw_entry *e = &w->e[i];
+        if (e->session != s->id || e->state == FW_COMPLETE || e->state == FW_GONE)
+            continue;
+        if (gone) {
+            e->state = FW_GONE;
+            w->pending--;
+            continue;
+        }
+        if (e->state == FW_WAIT_DONE && flush_id == w->id) {
+            /* Everything that flush produced arrived before FLUSH_DONE; it
+             * is done when what was queued by now is written. */
+            e->state = FW_WAIT_WRITES;
+            e->target = s->items_queued;
+        }
+        if (e->state == FW_WAIT_WRITES && s->items_done >= e->target) {
+            e->state = FW_COMPLETE;
+            w->pending--;
+        }
+    }
+}
+
+void control_flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone)
+{
+    for (struct flush_wait *w = d->flush_waits, *next; w; w = next) {
+        next = w->next;
+        fw_check(w, s, flush_id, gone);
+        if (w->pending == 0)
+            fw_finish(w);
+    }
+}
+
+int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud)
+{
+    struct flush_wait *w = calloc(1, sizeof *w);
+    size_t n = session_count(d);
+    if (!w)
+        return -ENOMEM;
+    w->e = calloc(n ? n : 1, sizeof *w->e);
+    if (!w->e) {
+        free(w);
+        return -ENOMEM;
+    }
+    w->d = d;
+    w->id = ++flush_ids;
+    w->forced = forced;
+    w->cb = cb;
+    w->ud = ud;
+    w->started_ns = unix_ns_now();
+    uv_timer_init(d->loop, &w->timer);
+    w->timer.data = w;
+    w->next = d->flush_waits;
+    d->flush_waits = w;
+    for (struct session *s = d->sessions; s; s = s->next) {
+        if (!s->conn || !s->hello)
+            continue;
+        w->e[w->n++] = (struct fw_entry){.session = s->id, .pid = s->peer.pid};
+        w->pending++;
+    }
+    for (struct session *s = d->sessions; s; s = s->next)
+        if (s->conn && s->hello)
+            session_request_flush(s, w->id, forced);
+    if (w->pending == 0)
+        fw_finish(w);
+    else
+        uv_timer_start(&w->timer, fw_timeout, (uint64_t)(timeout_s * 1000), 0);
+    return 0;
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static json_object *status_json(struct daemon *d)
+{
+    json_object *o = json_object_new_object(), *dm = json_object_new_object(),
+                *ss = json_object_new_array();
+    int64_t now = unix_ns_now();
+    json_object_object_add(dm, "version", json_object_new_string(PACKAGE_VERSION));
+    json_object_object_add(dm, "protocol", json_object_new_int(CUPTIMON_PROTO_VERSION));
+    json_object_object_add(dm, "pid", json_object_new_int64(getpid()));
+    json_object_object_add(dm, "started_unix_ns", json_object_new_int64(d->started_unix_ns));
+    json_object_object_add(dm, "uptime_s",
+                           json_object_new_double((double)(now - d->started_unix_ns) / 1e9));
+    json_object_object_add(dm, "producer_socket", json_object_new_string(d->cfg.socket_path));
+    json_object_object_add(dm, "control_socket", json_object_new_string(d->cfg.control_path));
+    json_object_object_add(dm, "output_dir", json_object_new_string(d->cfg.output_dir));
+    json_object_object_add(dm, "archive_dir", json_object_new_string(d->archive_root));
+    json_object_object_add(dm, "flush_period_s", json_object_new_double(d->cfg.flush_period_s));
+    json_object_object_add(dm, "compress_level", json_object_new_int(d->cfg.compress_level));
+    json_object_object_add(dm, "sessions_total", json_object_new_int64((int64_t)d->sessions_total));
+    json_object_object_add(dm, "refused_producers",
+                           json_object_new_int64((int64_t)d->refused_producers));
+    json_object_object_add(o, "daemon", dm);
+    /* Oldest first: the list is kept newest first. */
+    size_t n = session_count(d), i = 0;
+    const struct session **arr = calloc(n ? n : 1, sizeof *arr);
+    for (const struct session *s = d->sessions; s && arr; s = s->next)
+        arr[i++] = s;
+    while (arr && i > 0)
+        json_object_array_add(ss, session_status(arr[--i]));
+    free(arr);
+    json_object_object_add(o, "sessions", ss);
+    return o;
+}
+
+static void flush_reply(struct daemon *d, void *ud, json_object *result)
+{
+    struct ctl *c = ud;
+    if (c->conn)
+        conn_send_json(c->conn, CUPTIMON_MSG_REPLY_OK, result);
+    ctl_unref(c);
+}
+
+static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, const uint8_t *body,
+                       int fd)
+{
+    struct ctl *c = conn->owner;
+    struct daemon *d = conn->d;
+    if (fd >= 0)
+        close(fd);
+    if (h->type != CUPTIMON_MSG_CONTROL) {
+        conn_send_error(conn, "EPROTO", "expected a CONTROL message, got %s",
+                        cuptimon__type_name(h->type));
+        return;
+    }
+    json_tokener *tok = json_tokener_new();
+    json_object *req = json_tokener_parse_ex(tok, (const char *)body, (int)h->length), *v;
+    int complete = json_tokener_get_error(tok) == json_tokener_success &&
+                   json_tokener_get_parse_end(tok) == h->length;
+    json_tokener_free(tok);
+    const char *op = NULL;
+    if (req && complete && json_object_is_type(req, json_type_object) &&
+        json_object_object_get_ex(req, "op", &v) && json_object_is_type(v, json_type_string))
+        op = json_object_get_string(v);
+    if (!op) {
+        conn_send_error(conn, "EINVAL", "the request is not a JSON object with a string \"op\"");
+        goto out;
+    }
+    if (strcmp(op, "status") == 0) {
+        json_object *st = status_json(d);
+        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, st);
+        json_object_put(st);
+    } else if (strcmp(op, "flush") == 0) {
+        int forced = json_object_object_get_ex(req, "forced", &v) && json_object_get_boolean(v);
+        double timeout = d->cfg.flush_timeout_s;
+        if (json_object_object_get_ex(req, "timeout_s", &v)) {
+            timeout = json_object_get_double(v);
+            if (!(timeout > 0 && timeout <= 600)) {
+                conn_send_error(conn, "EINVAL", "timeout_s %g is outside (0, 600]", timeout);
+                goto out;
+            }
+        }
+        c->refs++;
+        if (flush_all(d, forced, timeout, flush_reply, c) < 0) {
+            c->refs--;
+            conn_send_error(conn, "ENOMEM", "cannot start the flush");
+        }
+    } else if (strcmp(op, "ping") == 0) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+        json_object_put(o);
+    } else {
+        conn_send_error(conn, "EOPNOTSUPP", "unknown op \"%s\" (known: status, flush, ping)", op);
+    }
+out:
+    json_object_put(req);
+}
+
+static void on_ctl_close(struct conn *conn)
+{
+    struct ctl *c = conn->owner;
+    c->conn = NULL;
+    ctl_unref(c);
+}
+
+void control_accept(struct daemon *d, int fd)
+{
+    struct cuptimon_peer peer;
+    if (cuptimon__peer_cred(fd, &peer) < 0) {
+        close(fd);
+        return;
+    }
+    struct ctl *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->refs = 1;
+    c->conn = conn_new(d, fd, on_ctl_msg, on_ctl_close, c);
+    if (!c->conn) {
+        close(fd);
+        free(c);
+        return;
+    }
+    c->conn->peer = peer;
+    if (peer.uid != 0 && peer.uid != geteuid()) {
+        d->refused_controls++;
+        log_warn("control", "refused control from uid %u pid %d: only root and uid %u may "
+                 "control this daemon", (unsigned)peer.uid, (int)peer.pid, (unsigned)geteuid());
+        conn_send_error(c->conn, "EACCES",
+                        "uid %u may not control this daemon (only root and uid %u may)",
+                        (unsigned)peer.uid, (unsigned)geteuid());
+        conn_close(c->conn);
+    }
+}
+
+void control_shutdown(struct daemon *d)
+{
+    while (d->flush_waits)
+        fw_finish(d->flush_waits);
+}

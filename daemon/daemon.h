@@ -1,0 +1,158 @@
+/* cuptimond internals: the daemon, its connections and sessions. */
+#ifndef CUPTIMON_DAEMON_H
+#define CUPTIMON_DAEMON_H
+
+#include <json-c/json.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "archive.h"
+#include "cuptimon-proto.h"
+#include "log.h"
+
+struct daemon;
+struct conn;
+
+typedef void (*conn_msg_cb)(struct conn *c, const struct cuptimon_msg_hdr *h,
+                            const uint8_t *body, int fd);
+typedef void (*conn_close_cb)(struct conn *c);
+
+/* One accepted socket, driven by a uv_poll_t so that the daemon reads with
+ * recvmsg itself: it decides which message may carry an fd (the hello) and
+ * closes any other. */
+struct conn {
+    uv_poll_t poll;
+    int fd;
+    int closing;
+    int accept_fd;   /* an fd may still arrive (before the hello) */
+    int pending_fd;  /* received with the bytes now in `in` */
+    int watching;    /* current uv_poll events */
+    struct cuptimon_peer peer;
+    struct cuptimon_buf in, out;
+    size_t out_max;
+    conn_msg_cb on_msg;
+    conn_close_cb on_close;
+    void *owner;
+    struct daemon *d;
+};
+
+struct conn *conn_new(struct daemon *d, int fd, conn_msg_cb on_msg, conn_close_cb on_close,
+                      void *owner);
+/* Frames and queues one message; returns 0 or -errno (the connection is
+ * closed when its output grows past out_max: the peer is not reading). */
+int conn_send(struct conn *c, uint16_t type, const void *body, size_t len);
+int conn_send_json(struct conn *c, uint16_t type, json_object *o);
+int conn_send_error(struct conn *c, const char *error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void conn_close(struct conn *c);
+
+/* A queued piece of archive work for a session, done on a worker thread. */
+struct aw_item {
+    int is_strings;
+    struct cuptimon_buffer_ready ready; /* chunk: which slot */
+    uint8_t *strings;                   /* strings: a copy of the STRINGS body */
+    size_t strings_len;
+    int result; /* 0 written, else -errno */
+};
+
+struct flush_wait;
+
+struct session {
+    uint64_t id;
+    struct daemon *d;
+    struct conn *conn; /* NULL once the producer is gone */
+    struct cuptimon_peer peer;
+    json_object *hello;
+    char hostname[256];
+    char label[128];
+    char exe[256];
+    uint32_t cupti_version;
+    int64_t reported_pid;
+    int64_t connected_unix_ns;
+    int64_t disconnected_unix_ns;
+
+    /* the producer's pool, mapped read-only */
+    const uint8_t *pool;
+    size_t pool_size;
+    uint32_t nslots;
+    uint64_t slot_size;
+    uint8_t *slot_held; /* 1 between BUFFER_READY and our BUFFER_RELEASE */
+
+    /* archive */
+    struct cuptimon_archive_writer *aw;
+    char archive_dir[700];
+    struct aw_item *queue; /* pending items, FIFO */
+    size_t qlen, qcap;
+    struct aw_item *work_items; /* items being written by the worker */
+    size_t work_len;
+    uv_work_t work;
+    int working;
+    uint64_t items_queued, items_done;
+
+    /* flushes */
+    uv_timer_t flush_timer;
+    int timer_closed;
+    uint64_t next_flush_id;
+    int64_t last_flush_unix_ns;
+
+    /* counters */
+    uint64_t buffers_received, bytes_received, records, dropped_records;
+    uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
+    uint64_t strings_received;
+
+    struct session *next;
+};
+
+struct daemon_config {
+    char socket_path[108];
+    char control_path[108];
+    char output_dir[512];
+    double flush_period_s;
+    uint64_t segment_bytes;
+    int compress_level;
+    int log_level;
+    double flush_timeout_s;
+};
+
+struct daemon {
+    uv_loop_t *loop;
+    struct daemon_config cfg;
+    int listen_fd, control_fd;
+    uv_poll_t listen_poll, control_poll;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    struct session *sessions;
+    uint64_t next_session_id;
+    uint64_t sessions_total;
+    int64_t started_unix_ns;
+    int stopping, stop_flushed;
+    int64_t stop_started_ns;
+    struct flush_wait *flush_waits;
+    uv_timer_t stop_timer;
+    char archive_root[600];
+    uint64_t refused_producers, refused_controls;
+};
+
+int64_t unix_ns_now(void);
+
+/* session.c */
+void session_accept(struct daemon *d, int fd);
+void session_request_flush(struct session *s, uint64_t flush_id, int forced);
+void session_close_all(struct daemon *d);
+size_t session_count(const struct daemon *d);
+json_object *session_status(const struct session *s);
+int session_idle(const struct session *s);
+
+/* control.c */
+void control_accept(struct daemon *d, int fd);
+/* Called when a session's flush with this id is done and written (or the
+ * session went away: gone = 1). */
+void control_flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone);
+void control_shutdown(struct daemon *d);
+
+/* Starts a daemon-wide flush of every session (used by control and at
+ * shutdown); cb is called once every session answered or timeout passed. */
+typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
+int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
+
+#endif

@@ -1,0 +1,611 @@
+/*
+ * Producer sessions: one per process running the shim.  A session maps
+ * the producer's pool read-only, archives each BUFFER_READY's bytes on a
+ * worker thread, then releases the slot.  Every length, index and offset a
+ * producer sends is checked: producers are untrusted.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#define QUEUE_MAX 65536u
+
+static void session_maybe_free(struct session *s);
+static void start_work(struct session *s);
+static void on_flush_timer(uv_timer_t *t);
+
+int64_t unix_ns_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+size_t session_count(const struct daemon *d)
+{
+    size_t n = 0;
+    for (const struct session *s = d->sessions; s; s = s->next)
+        n++;
+    return n;
+}
+
+int session_idle(const struct session *s)
+{
+    return !s->working && s->qlen == 0;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static int64_t jint(json_object *o, const char *key, int64_t def)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+        return def;
+    return json_object_get_int64(v);
+}
+
+/* ---- archive work (worker threads) ------------------------------------- */
+
+static void work_cb(uv_work_t *w)
+{
+    struct session *s = w->data;
+    for (size_t i = 0; i < s->work_len; i++) {
+        struct aw_item *it = &s->work_items[i];
+        if (!s->aw) {
+            it->result = -EIO;
+            continue;
+        }
+        if (it->is_strings) {
+            it->result = cuptimon__aw_strings(s->aw, it->strings, it->strings_len);
+            continue;
+        }
+        const struct cuptimon_buffer_ready *m = &it->ready;
+        struct cuptimon_chunk_hdr h = {
+            .index = m->seq,
+            .stream_id = m->stream_id,
+            .context = m->context,
+            .cupti_ts = m->cupti_ts,
+            .unix_ns = m->realtime_ns,
+            .raw_size = m->valid_size,
+            .dropped = m->dropped,
+            .records = m->records,
+        };
+        it->result = cuptimon__aw_chunk(s->aw, &h, s->pool + (size_t)m->slot * s->slot_size);
+        if (it->result == 0)
+            it->strings_len = h.stored_size; /* reported back to the loop */
+    }
+}
+
+static void release_slot(struct session *s, const struct cuptimon_buffer_ready *m, int status)
+{
+    s->slot_held[m->slot] = 0;
+    if (!s->conn)
+        return;
+    struct cuptimon_buffer_release r = {.slot = m->slot, .status = (uint32_t)status, .seq = m->seq};
+    uint8_t body[CUPTIMON_BUFFER_RELEASE_SIZE];
+    cuptimon__buffer_release_encode(body, &r);
+    conn_send(s->conn, CUPTIMON_MSG_BUFFER_RELEASE, body, sizeof body);
+}
+
+static void after_work_cb(uv_work_t *w, int status)
+{
+    struct session *s = w->data;
+    s->working = 0;
+    for (size_t i = 0; i < s->work_len; i++) {
+        struct aw_item *it = &s->work_items[i];
+        if (status < 0 && it->result == 0)
+            it->result = status;
+        if (it->is_strings) {
+            if (it->result < 0) {
+                s->write_errors++;
+                log_err("archive", "session %" PRIu64 " (pid %d): cannot write strings: %s",
+                        s->id, (int)s->peer.pid, strerror(-it->result));
+            }
+            free(it->strings);
+        } else {
+            if (it->result == 0) {
+                s->chunks_written++;
+                s->bytes_archived += it->ready.valid_size;
+                s->bytes_stored += it->strings_len;
+            } else {
+                s->write_errors++;
+                if (s->write_errors == 1 || s->write_errors % 1000 == 0)
+                    log_err("archive",
+                            "session %" PRIu64 " (pid %d): cannot write chunk %" PRIu64
+                            " to %s: %s (%" PRIu64 " failed so far; still serving)",
+                            s->id, (int)s->peer.pid, it->ready.seq, s->archive_dir,
+                            strerror(-it->result), s->write_errors);
+            }
+            /* The bytes are in the file (or could not be): the slot goes
+             * back to the producer either way, so the job never stalls. */
+            release_slot(s, &it->ready, it->result < 0 ? -it->result : 0);
+        }
+        s->items_done++;
+    }
+    s->work_len = 0;
+    if (s->conn)
+        control_flush_progress(s->d, s, 0, 0);
+    start_work(s);
+    session_maybe_free(s);
+}
+
+static void start_work(struct session *s)
+{
+    if (s->working || s->qlen == 0)
+        return;
+    /* Hand the whole queue to one work item: a session's writes stay in
+     * order, and one batch costs one thread hop. */
+    free(s->work_items);
+    s->work_items = s->queue;
+    s->work_len = s->qlen;
+    s->queue = NULL;
+    s->qcap = s->qlen = 0;
+    s->work.data = s;
+    s->working = 1;
+    if (uv_queue_work(s->d->loop, &s->work, work_cb, after_work_cb) < 0) {
+        s->working = 0;
+        for (size_t i = 0; i < s->work_len; i++)
+            s->work_items[i].result = -EAGAIN;
+        after_work_cb(&s->work, 0);
+    }
+}
+
+static int enqueue(struct session *s, const struct aw_item *it)
+{
+    if (s->qlen + s->work_len >= QUEUE_MAX)
+        return -ENOBUFS;
+    if (s->qlen == s->qcap) {
+        size_t cap = s->qcap ? s->qcap * 2 : 16;
+        struct aw_item *nq = realloc(s->queue, cap * sizeof *nq);
+        if (!nq)
+            return -ENOMEM;
+        s->queue = nq;
+        s->qcap = cap;
+    }
+    s->queue[s->qlen++] = *it;
+    s->items_queued++;
+    start_work(s);
+    return 0;
+}
+
+/* ---- messages from the producer ---------------------------------------- */
+
+static void protocol_error(struct session *s, const char *what)
+{
+    s->protocol_errors++;
+    log_warn("session", "session %" PRIu64 " (pid %d): %s", s->id, (int)s->peer.pid, what);
+}
+
+static int map_pool(struct session *s, int fd, char *why, size_t whylen)
+{
+    struct stat sb;
+    int seals = fcntl(fd, F_GET_SEALS);
+    int need = F_SEAL_SHRINK | F_SEAL_GROW;
+    if (seals < 0 || (seals & need) != need) {
+        snprintf(why, whylen,
+                 "the pool fd is not a memfd sealed against shrink and grow (seals 0x%x); "
+                 "refusing it",
+                 seals < 0 ? 0 : seals);
+        return -EPERM;
+    }
+    if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != (uint64_t)s->nslots * s->slot_size) {
+        snprintf(why, whylen, "the pool is %lld bytes, but the hello says %u slots x %" PRIu64,
+                 (long long)sb.st_size, s->nslots, s->slot_size);
+        return -EINVAL;
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        snprintf(why, whylen, "cannot map the pool: %s", strerror(errno));
+        return -errno;
+    }
+    s->pool = p;
+    s->pool_size = (size_t)sb.st_size;
+    return 0;
+}
+
+static char *meta_json(struct session *s)
+{
+    json_object *m = json_object_new_object();
+    json_object_object_foreach(s->hello, k, v)
+    {
+        json_object_object_add(m, k, json_object_get(v));
+    }
+    /* pid is the one the kernel vouches for (SO_PEERCRED, in our pid
+     * namespace); what the shim said is kept beside it. */
+    json_object_object_add(m, "reported_pid", json_object_new_int64(s->reported_pid));
+    json_object_object_add(m, "pid", json_object_new_int64(s->peer.pid));
+    json_object_object_add(m, "uid", json_object_new_int64(s->peer.uid));
+    json_object_object_add(m, "gid", json_object_new_int64(s->peer.gid));
+    json_object_object_add(m, "archive_version", json_object_new_int(1));
+    json_object_object_add(m, "session_id", json_object_new_int64((int64_t)s->id));
+    json_object_object_add(m, "daemon_version", json_object_new_string(PACKAGE_VERSION));
+    json_object_object_add(m, "timebase", json_object_new_string("cupti"));
+    json_object_object_add(m, "connected_unix_ns", json_object_new_int64(s->connected_unix_ns));
+    if (s->disconnected_unix_ns) {
+        json_object_object_add(m, "disconnected_unix_ns",
+                               json_object_new_int64(s->disconnected_unix_ns));
+        json_object *st = json_object_new_object();
+        json_object_object_add(st, "buffers_received",
+                               json_object_new_int64((int64_t)s->buffers_received));
+        json_object_object_add(st, "chunks_written",
+                               json_object_new_int64((int64_t)s->chunks_written));
+        json_object_object_add(st, "records", json_object_new_int64((int64_t)s->records));
+        json_object_object_add(st, "dropped_records",
+                               json_object_new_int64((int64_t)s->dropped_records));
+        json_object_object_add(st, "write_errors", json_object_new_int64((int64_t)s->write_errors));
+        json_object_object_add(m, "final", st);
+    }
+    char *txt = strdup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PRETTY));
+    json_object_put(m);
+    return txt;
+}
+
+static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
+{
+    struct daemon *d = s->d;
+    char why[300];
+    json_tokener *tok = json_tokener_new();
+    json_object *o = json_tokener_parse_ex(tok, (const char *)body, (int)len);
+    int complete = json_tokener_get_error(tok) == json_tokener_success &&
+                   json_tokener_get_parse_end(tok) == len;
+    json_tokener_free(tok);
+    json_object *pool;
+    if (!o || !complete || !json_object_is_type(o, json_type_object)) {
+        snprintf(why, sizeof why, "the hello is not a JSON object");
+        goto refuse;
+    }
+    if (fd < 0) {
+        snprintf(why, sizeof why, "the hello carried no pool fd");
+        goto refuse;
+    }
+    if (!json_object_object_get_ex(o, "pool", &pool)) {
+        snprintf(why, sizeof why, "the hello has no \"pool\"");
+        goto refuse;
+    }
+    int64_t slots = jint(pool, "slots", -1), slot_size = jint(pool, "slot_size", -1);
+    if (slots < 1 || slots > 4096 || slot_size < 4096 || slot_size > (256 << 20) ||
+        slot_size % 8) {
+        snprintf(why, sizeof why, "pool geometry %" PRId64 " x %" PRId64 " is out of range "
+                 "(1..4096 slots of 4 KiB..256 MiB)", slots, slot_size);
+        goto refuse;
+    }
+    s->nslots = (uint32_t)slots;
+    s->slot_size = (uint64_t)slot_size;
+    if (map_pool(s, fd, why, sizeof why) < 0)
+        goto refuse;
+    close(fd);
+    fd = -1;
+    s->slot_held = calloc(s->nslots, 1);
+    s->hello = o;
+    s->reported_pid = jint(o, "pid", -1);
+    s->cupti_version = (uint32_t)jint(o, "cupti_version", 0);
+    snprintf(s->hostname, sizeof s->hostname, "%s", jstr(o, "hostname") ? jstr(o, "hostname") : "");
+    snprintf(s->exe, sizeof s->exe, "%s", jstr(o, "exe") ? jstr(o, "exe") : "");
+    json_object *job;
+    if (json_object_object_get_ex(o, "job", &job) && jstr(job, "label"))
+        snprintf(s->label, sizeof s->label, "%s", jstr(job, "label"));
+
+    struct tm tm;
+    time_t secs = (time_t)(s->connected_unix_ns / 1000000000);
+    gmtime_r(&secs, &tm);
+    if (snprintf(s->archive_dir, sizeof s->archive_dir,
+                 "%s/%04d%02d%02dT%02d%02d%02dZ-%d-%" PRIu64, d->archive_root, tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)s->peer.pid,
+                 s->id) >= (int)sizeof s->archive_dir)
+        s->archive_dir[0] = '\0'; /* cannot happen: the root is bounded at startup */
+    char *meta = meta_json(s), *err = NULL;
+    if (cuptimon__aw_open(s->archive_dir, meta, d->cfg.segment_bytes, d->cfg.compress_level,
+                          &s->aw, &err) < 0) {
+        /* Keep the session (the producer must still get its slots back),
+         * but say loudly that it is not being archived. */
+        log_err("archive", "%s; session %" PRIu64 " (pid %d) is not archived",
+                err ? err : "cannot open the archive", s->id, (int)s->peer.pid);
+        free(err);
+        s->aw = NULL;
+    }
+    free(meta);
+
+    json_object *ack = json_object_new_object();
+    json_object_object_add(ack, "session", json_object_new_int64((int64_t)s->id));
+    json_object_object_add(ack, "daemon_version", json_object_new_string(PACKAGE_VERSION));
+    json_object_object_add(ack, "archive", json_object_new_string(s->archive_dir));
+    conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
+    json_object_put(ack);
+    s->conn->accept_fd = 0;
+    log_info("session", "session %" PRIu64 ": pid %d uid %u (%s%s%s) CUPTI %u, pool %u x %" PRIu64
+             ", archive %s",
+             s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
+             s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
+
+    /* Stagger the periodic flushes of the sessions over the period. */
+    uint64_t period = (uint64_t)(d->cfg.flush_period_s * 1000);
+    if (period > 0) {
+        uint64_t first = (uint64_t)((double)period * ((double)((s->id * 0x9e3779b97f4a7c15ull) >> 11) /
+                                                      (double)(1ull << 53)));
+        uv_timer_start(&s->flush_timer, on_flush_timer, first ? first : 1, period);
+    }
+    return;
+refuse:
+    if (fd >= 0)
+        close(fd);
+    json_object_put(o);
+    log_warn("session", "refused a producer, pid %d uid %u: %s", (int)s->peer.pid,
+             (unsigned)s->peer.uid, why);
+    s->d->refused_producers++;
+    conn_send_error(s->conn, "EINVAL", "%s", why);
+    conn_close(s->conn);
+}
+
+static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
+{
+    struct cuptimon_buffer_ready m;
+    char why[200];
+    if (cuptimon__buffer_ready_decode(body, len, &m) < 0) {
+        protocol_error(s, "BUFFER_READY with a bad body size");
+        return;
+    }
+    if (m.slot >= s->nslots || m.valid_size > s->slot_size) {
+        snprintf(why, sizeof why, "BUFFER_READY slot %u size %" PRIu64 " is outside the pool "
+                 "(%u slots of %" PRIu64 ")", m.slot, m.valid_size, s->nslots, s->slot_size);
+        protocol_error(s, why);
+        return;
+    }
+    if (s->slot_held[m.slot]) {
+        snprintf(why, sizeof why, "BUFFER_READY for slot %u, which the daemon still holds",
+                 m.slot);
+        protocol_error(s, why);
+        return;
+    }
+    s->slot_held[m.slot] = 1;
+    s->buffers_received++;
+    s->bytes_received += m.valid_size;
+    s->records += m.records;
+    s->dropped_records += m.dropped;
+    struct aw_item it = {.ready = m};
+    int rc = enqueue(s, &it);
+    if (rc < 0) {
+        s->write_errors++;
+        release_slot(s, &m, -rc);
+    }
+}
+
+static void on_strings(struct session *s, const uint8_t *body, size_t len)
+{
+    struct cuptimon_strings_iter iter;
+    uint64_t ptr;
+    const char *str;
+    size_t n;
+    int rc = cuptimon__strings_iter_init(&iter, body, len);
+    uint32_t count = 0;
+    while (rc == 0 && (rc = cuptimon__strings_next(&iter, &ptr, &str, &n)) == 1) {
+        count++;
+        rc = 0;
+    }
+    if (rc < 0) {
+        protocol_error(s, "STRINGS batch is malformed (ignored whole)");
+        return;
+    }
+    struct aw_item it = {.is_strings = 1, .strings = malloc(len), .strings_len = len};
+    if (!it.strings)
+        return;
+    memcpy(it.strings, body, len);
+    s->strings_received += count;
+    if (enqueue(s, &it) < 0)
+        free(it.strings);
+}
+
+static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
+{
+    struct cuptimon_flush_done f;
+    if (cuptimon__flush_done_decode(body, len, &f) < 0) {
+        protocol_error(s, "FLUSH_DONE with a bad body size");
+        return;
+    }
+    s->last_flush_unix_ns = unix_ns_now();
+    control_flush_progress(s->d, s, f.flush_id, 0);
+}
+
+static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8_t *body, int fd)
+{
+    struct session *s = c->owner;
+    if (!s->hello && h->type != CUPTIMON_MSG_HELLO) {
+        if (fd >= 0)
+            close(fd);
+        conn_send_error(c, "EPROTO", "the first message must be HELLO, not %s",
+                        cuptimon__type_name(h->type));
+        conn_close(c);
+        return;
+    }
+    if (fd >= 0 && h->type != CUPTIMON_MSG_HELLO) {
+        close(fd);
+        protocol_error(s, "an fd arrived with a message other than HELLO; closed it");
+    }
+    switch (h->type) {
+    case CUPTIMON_MSG_HELLO:
+        if (s->hello) {
+            if (fd >= 0)
+                close(fd);
+            protocol_error(s, "a second HELLO (ignored)");
+            return;
+        }
+        on_hello(s, body, h->length, fd);
+        break;
+    case CUPTIMON_MSG_BUFFER_READY:
+        on_buffer_ready(s, body, h->length);
+        break;
+    case CUPTIMON_MSG_STRINGS:
+        on_strings(s, body, h->length);
+        break;
+    case CUPTIMON_MSG_FLUSH_DONE:
+        on_flush_done(s, body, h->length);
+        break;
+    case CUPTIMON_MSG_BYE:
+        break;
+    default: {
+        char why[100];
+        snprintf(why, sizeof why, "unexpected message %s (0x%04x) ignored",
+                 cuptimon__type_name(h->type), h->type);
+        protocol_error(s, why);
+        break;
+    }
+    }
+}
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct session *s = h->data;
+    s->timer_closed = 1;
+    session_maybe_free(s);
+}
+
+static void on_conn_close(struct conn *c)
+{
+    struct session *s = c->owner;
+    s->conn = NULL;
+    s->disconnected_unix_ns = unix_ns_now();
+    if (s->hello)
+        log_info("session", "session %" PRIu64 " (pid %d) ended: %" PRIu64 " buffers, %" PRIu64
+                 " records, %" PRIu64 " dropped by CUPTI, %" PRIu64 " write errors",
+                 s->id, (int)s->peer.pid, s->buffers_received, s->records, s->dropped_records,
+                 s->write_errors);
+    uv_timer_stop(&s->flush_timer);
+    if (!uv_is_closing((uv_handle_t *)&s->flush_timer))
+        uv_close((uv_handle_t *)&s->flush_timer, on_timer_closed);
+    control_flush_progress(s->d, s, 0, 1);
+    /* Buffers already announced are still archived: the mapping outlives
+     * the producer.  The session is freed once its queue is written. */
+    session_maybe_free(s);
+}
+
+static void session_maybe_free(struct session *s)
+{
+    if (s->conn || !s->timer_closed || s->working || s->qlen)
+        return;
+    struct daemon *d = s->d;
+    for (struct session **pp = &d->sessions; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    if (s->aw) {
+        char *meta = meta_json(s);
+        if (meta)
+            cuptimon__aw_meta(s->aw, meta);
+        free(meta);
+        cuptimon__aw_close(s->aw);
+    }
+    if (s->pool)
+        munmap((void *)s->pool, s->pool_size);
+    json_object_put(s->hello);
+    free(s->slot_held);
+    free(s->queue);
+    free(s->work_items);
+    free(s);
+}
+
+static void on_flush_timer(uv_timer_t *t)
+{
+    struct session *s = t->data;
+    session_request_flush(s, 0, 0);
+}
+
+void session_request_flush(struct session *s, uint64_t flush_id, int forced)
+{
+    if (!s->conn || !s->hello)
+        return;
+    struct cuptimon_flush f = {.flush_id = flush_id, .forced = forced ? 1 : 0};
+    uint8_t body[CUPTIMON_FLUSH_SIZE];
+    cuptimon__flush_encode(body, &f);
+    conn_send(s->conn, CUPTIMON_MSG_FLUSH, body, sizeof body);
+}
+
+void session_accept(struct daemon *d, int fd)
+{
+    struct session *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
+        return;
+    }
+    s->d = d;
+    s->id = ++d->next_session_id;
+    s->connected_unix_ns = unix_ns_now();
+    if (cuptimon__peer_cred(fd, &s->peer) < 0) {
+        log_warn("session", "cannot read peer credentials (%s); refusing", strerror(errno));
+        close(fd);
+        free(s);
+        return;
+    }
+    s->conn = conn_new(d, fd, on_msg, on_conn_close, s);
+    if (!s->conn) {
+        close(fd);
+        free(s);
+        return;
+    }
+    s->conn->peer = s->peer;
+    s->conn->accept_fd = 1;
+    uv_timer_init(d->loop, &s->flush_timer);
+    s->flush_timer.data = s;
+    s->next = d->sessions;
+    d->sessions = s;
+    d->sessions_total++;
+}
+
+void session_close_all(struct daemon *d)
+{
+    for (struct session *s = d->sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->conn)
+            conn_close(s->conn);
+    }
+}
+
+json_object *session_status(const struct session *s)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "session", json_object_new_int64((int64_t)s->id));
+    json_object_object_add(o, "pid", json_object_new_int64(s->peer.pid));
+    json_object_object_add(o, "uid", json_object_new_int64(s->peer.uid));
+    json_object_object_add(o, "connected", json_object_new_boolean(s->conn != NULL));
+    json_object_object_add(o, "hostname", json_object_new_string(s->hostname));
+    json_object_object_add(o, "exe", json_object_new_string(s->exe));
+    json_object_object_add(o, "label", json_object_new_string(s->label));
+    json_object *job;
+    if (s->hello && json_object_object_get_ex(s->hello, "job", &job))
+        json_object_object_add(o, "job", json_object_get(job));
+    json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti_version));
+    json_object_object_add(o, "buffers_received", json_object_new_int64((int64_t)s->buffers_received));
+    json_object_object_add(o, "bytes_received", json_object_new_int64((int64_t)s->bytes_received));
+    json_object_object_add(o, "records", json_object_new_int64((int64_t)s->records));
+    json_object_object_add(o, "chunks_written", json_object_new_int64((int64_t)s->chunks_written));
+    json_object_object_add(o, "bytes_archived", json_object_new_int64((int64_t)s->bytes_archived));
+    json_object_object_add(o, "bytes_stored", json_object_new_int64((int64_t)s->bytes_stored));
+    json_object_object_add(o, "dropped_records", json_object_new_int64((int64_t)s->dropped_records));
+    json_object_object_add(o, "lost_buffers", json_object_new_int64((int64_t)s->write_errors));
+    json_object_object_add(o, "protocol_errors", json_object_new_int64((int64_t)s->protocol_errors));
+    json_object_object_add(o, "strings", json_object_new_int64((int64_t)s->strings_received));
+    json_object_object_add(o, "queued", json_object_new_int64((int64_t)(s->qlen + s->work_len)));
+    json_object_object_add(o, "connected_unix_ns", json_object_new_int64(s->connected_unix_ns));
+    json_object_object_add(o, "last_flush_unix_ns", json_object_new_int64(s->last_flush_unix_ns));
+    json_object_object_add(o, "archive", json_object_new_string(s->archive_dir));
+    return o;
+}
