@@ -11,6 +11,17 @@ AM_TESTS_ENVIRONMENT = \
 CHECK_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
 CHECK_TEST_LIBS = $(CHECK_LIBS)
 
+# Unit suites that also run under valgrind (make check-valgrind).
+UNIT_TESTS =
+VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect
+check-valgrind: $(check_PROGRAMS) $(check_LTLIBRARIES)
+	@set -e; for t in $(UNIT_TESTS); do \
+	  echo "  VALGRIND $$t"; \
+	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 $(LIBTOOL) --mode=execute $(VALGRIND) ./$$t >$$t.valgrind.log 2>&1 \
+	    || { cat $$t.valgrind.log; exit 1; }; \
+	done
+.PHONY: check-valgrind
+
 EXTRA_DIST += tests/data tests/demo.sh tests/integration/lib.sh
 
 include tests/fakecupti/local.mk

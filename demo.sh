@@ -1,0 +1,13 @@
+#!/bin/sh
+# The main job, on a fresh machine: install what is missing, build, then run
+# the demo (daemon in the foreground on a private socket, a workload under
+# the shim, status, a forced flush, a clean stop, and where the archive is).
+set -eu
+cd "$(dirname "$0")"
+./scripts/install-deps.sh
+[ -x configure ] || autoreconf -fi
+mkdir -p build
+cd build
+[ -f Makefile ] || ../configure --enable-werror
+make -j"$(nproc)"
+make demo

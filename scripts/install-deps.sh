@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages cuptimon needs to build and test (CUDA itself
+# is expected at /usr/local/cuda, or pass --with-cuda to configure).
+set -eu
+pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libjson-c-dev
+libiberty-dev libzstd-dev libsystemd-dev check python3 zstd valgrind clang procps"
+missing=
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update
+# shellcheck disable=SC2086
+$SUDO apt-get install -y --no-install-recommends $missing

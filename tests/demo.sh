@@ -1,0 +1,65 @@
+#!/bin/bash
+# The README's main job: start cuptimond in the foreground on a private
+# socket, run workloads under the shim, show status, flush, stop cleanly,
+# and show where the archive (and a decoded trace of it) is.
+# Usage: tests/demo.sh BUILD_DIR
+set -eu
+b=${1:?usage: demo.sh BUILD_DIR}
+cd "$b"
+demo=$b/demo-output
+rm -rf "$demo"
+mkdir -p "$demo"
+export CUPTIMON_SOCKET=$demo/producer.sock CUPTIMON_CONTROL_SOCKET=$demo/control.sock
+shim=$b/client-lib/.libs/libcuptimon.so
+ctl() { "$b/cli/cuptimonctl" "$@"; }
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "starting cuptimond (private sockets under $demo)"
+"$b/daemon/cuptimond" --output-dir "$demo/out" --flush-period 0.5 2>"$demo/daemon.log" &
+dpid=$!
+trap 'kill $dpid 2>/dev/null || true' EXIT
+for _ in $(seq 50); do ctl status >/dev/null 2>&1 && break; sleep 0.1; done
+
+if [ -n "${CUPTIMON_DEMO_CMD:-}" ]; then
+    say "running your workload under the shim: $CUPTIMON_DEMO_CMD"
+    CUDA_INJECTION64_PATH=$shim CUPTIMON_LABEL=demo sh -c "$CUPTIMON_DEMO_CMD" &
+    wpids=$!
+else
+    say "running two workloads under the shim (CUDA_INJECTION64_PATH=libcuptimon.so)"
+    echo "(no GPU needed: they drive the libcupti test double, which emits records with"
+    echo " CUPTI 13.0's real layouts; on a GPU node set CUPTIMON_DEMO_CMD to a CUDA program)"
+    wpids=
+    for r in 0 1; do
+        CUDA_INJECTION64_PATH=$shim CUPTIMON_LABEL=demo RANK=$r WORLD_SIZE=2 \
+            "$b/tests/fakecupti/cuptimon-workload" --kernels 200000 --rate 100000 \
+            --report "$demo/workload-$r.json" &
+        wpids="$wpids $!"
+    done
+fi
+sleep 1
+say "cuptimonctl status (while they run)"
+ctl status
+say "cuptimonctl flush --forced"
+ctl flush --forced
+# shellcheck disable=SC2086
+wait $wpids
+say "cuptimonctl status (after they exited)"
+ctl status
+say "stopping cuptimond (SIGTERM: flush, finish writing, exit)"
+kill -TERM $dpid
+wait $dpid
+trap - EXIT
+tail -n 3 "$demo/daemon.log"
+say "the archive"
+find "$demo/out/archive" -maxdepth 2 | sort | sed 's/^/  /'
+if ctl decode "$demo/out" -o "$demo/trace.json" --summary >"$demo/summary.json" 2>"$demo/decode.err"; then
+    say "decoded trace (open it in https://ui.perfetto.dev or chrome://tracing)"
+    echo "  $demo/trace.json ($(du -h "$demo/trace.json" | cut -f1))"
+    echo "  summary: $demo/summary.json"
+    head -c 1500 "$demo/summary.json"; echo
+else
+    echo "(offline decode not available: $(head -n1 "$demo/decode.err"))"
+fi
+echo
+echo "archive: $demo/out/archive"

@@ -1,0 +1,90 @@
+# Shared helpers for the integration tests: sourced, never run.  Each test
+# gets a private directory with its own daemon sockets and output, and
+# drives the real cuptimond, cuptimonctl and shim.
+set -eu
+: "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/cuptimon-test.XXXXXX")
+CUPTIMOND=$top_builddir/daemon/cuptimond
+CTL=$top_builddir/cli/cuptimonctl
+SHIM=$top_builddir/client-lib/.libs/libcuptimon.so
+FAKECUPTI=$top_builddir/tests/fakecupti/.libs/libcupti-fake.so
+WORKLOAD=$top_builddir/tests/fakecupti/cuptimon-workload
+export CUPTIMON_SOCKET=$T/producer.sock
+export CUPTIMON_CONTROL_SOCKET=$T/control.sock
+DPID=
+# A sanitizer build's shim needs the sanitizer runtime first in line when
+# preloaded into a program that was not built with it.
+ASAN_RT=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
+
+cleanup() {
+    local rc=$?
+    if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+        kill -KILL "$DPID" 2>/dev/null || true
+    fi
+    if [ $rc -ne 0 ]; then
+        echo "--- daemon log ($T/daemon.log):"
+        tail -n 40 "$T/daemon.log" 2>/dev/null || true
+    fi
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
+    exit $rc
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+ctl() {
+    "$CTL" --control-socket "$CUPTIMON_CONTROL_SOCKET" "$@"
+}
+
+# start_daemon [ARGS...]: starts cuptimond in the background and waits
+# until its control socket answers.
+start_daemon() {
+    "$CUPTIMOND" --socket "$CUPTIMON_SOCKET" --control-socket "$CUPTIMON_CONTROL_SOCKET" \
+        --output-dir "$T/out" "$@" 2>>"$T/daemon.log" &
+    DPID=$!
+    for _ in $(seq 1 100); do
+        if ctl status >/dev/null 2>&1; then return 0; fi
+        kill -0 "$DPID" 2>/dev/null || fail "cuptimond exited at startup"
+        sleep 0.05
+    done
+    fail "cuptimond did not answer on $CUPTIMON_CONTROL_SOCKET within 5 s"
+}
+
+# stop_daemon: SIGTERM, then the daemon must exit 0 within 10 s.
+stop_daemon() {
+    kill -TERM "$DPID"
+    for _ in $(seq 1 200); do
+        if ! kill -0 "$DPID" 2>/dev/null; then
+            wait "$DPID" || fail "cuptimond exited with status $?"
+            DPID=
+            return 0
+        fi
+        sleep 0.05
+    done
+    fail "cuptimond did not stop within 10 s of SIGTERM"
+}
+
+# workload ARGS...: the test workload under the shim, injected the way the
+# CUDA driver does it (CUDA_INJECTION64_PATH).
+workload() {
+    CUDA_INJECTION64_PATH=$SHIM "$WORKLOAD" "$@"
+}
+
+# workload_preload ARGS...: the same through LD_PRELOAD.
+workload_preload() {
+    LD_PRELOAD="${ASAN_RT:+$ASAN_RT }$SHIM" "$WORKLOAD" "$@"
+}
+
+# wait_for COUNT CMD...: retries CMD every 0.1 s up to COUNT times.
+wait_for() {
+    local n=$1; shift
+    for _ in $(seq 1 "$n"); do
+        if "$@"; then return 0; fi
+        sleep 0.1
+    done
+    return 1
+}
