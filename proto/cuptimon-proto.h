@@ -190,8 +190,8 @@ ssize_t cuptimon__send_fd(int sock, const void *buf, size_t len, int fd);
 /*
  * recvmsg into buf.  At most one fd is accepted into *fd_out when fd_out is
  * not NULL (else *fd_out = -1); every other received fd is closed at once,
- * and *extra_fds (when not NULL) counts them.  Returns bytes read (0 = EOF)
- * or -errno.
+ * and *extra_fds (when not NULL) is set to how many (a lower bound when the
+ * kernel truncated the control data).  Returns bytes read (0 = EOF) or -errno.
  */
 ssize_t cuptimon__recv_fd(int sock, void *buf, size_t len, int *fd_out, int *extra_fds);
 
@@ -202,7 +202,8 @@ struct cuptimon_peer {
 };
 int cuptimon__peer_cred(int sock, struct cuptimon_peer *peer);
 
-/* Builds a sockaddr_un for path; -ENAMETOOLONG when it does not fit. */
+/* Builds a sockaddr_un for path; -EINVAL for "", -ENAMETOOLONG when it
+ * does not fit. */
 struct sockaddr_un;
 int cuptimon__sockaddr(struct sockaddr_un *sa, const char *path);
 
@@ -217,8 +218,10 @@ int cuptimon__default_runtime_dir(char *out, size_t outlen);
 
 /* Blocking request/reply helper for control clients: sends one CONTROL
  * frame with body json and reads one reply; *reply is malloc'd (NUL
- * terminated), *reply_type is the reply's type.  timeout_ms bounds the wait.
- * Returns 0 or -errno (-ETIMEDOUT, -EPROTO with the reply error). */
+ * terminated), *reply_type is REPLY_OK or REPLY_ERROR (whose body says
+ * why).  timeout_ms bounds the whole call.  Returns 0, or -errno: -ETIMEDOUT,
+ * -ECONNRESET when the daemon hangs up, -EPROTO for a reply of another
+ * type, the frame parser's errors for a bad header. */
 int cuptimon__control_call(const char *path, const char *json, int timeout_ms,
                            uint16_t *reply_type, char **reply, size_t *reply_len);
 

@@ -230,7 +230,7 @@ int cuptimon__strings_add(struct cuptimon_buf *b, uint64_t ptr, const char *s, s
 {
     if (len > CUPTIMON_STRING_MAX_LEN || b->len < CUPTIMON_STRINGS_HDR_SIZE)
         return -EINVAL;
-    if (memchr(s, '\0', len))
+    if (len && (!s || memchr(s, '\0', len)))
         return -EINVAL;
     int rc = cuptimon__buf_reserve(b, CUPTIMON_STRING_ENTRY_HDR + len + 1);
     if (rc < 0)
@@ -238,7 +238,8 @@ int cuptimon__strings_add(struct cuptimon_buf *b, uint64_t ptr, const char *s, s
     uint8_t *p = b->data + b->len;
     cuptimon__put_u64(p, ptr);
     cuptimon__put_u32(p + 8, (uint32_t)len);
-    memcpy(p + 12, s, len);
+    if (len)
+        memcpy(p + 12, s, len);
     p[12 + len] = '\0';
     b->len += CUPTIMON_STRING_ENTRY_HDR + len + 1;
     cuptimon__put_u32(b->data, cuptimon__get_u32(b->data) + 1);

@@ -23,6 +23,9 @@ ssize_t cuptimon__send_fd(int sock, const void *buf, size_t len, int fd)
         struct cmsghdr align;
     } u;
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    /* Linux drops an fd attached to an empty stream write. */
+    if (fd >= 0 && len == 0)
+        return -EINVAL;
     if (fd >= 0) {
         memset(&u, 0, sizeof u);
         msg.msg_control = u.buf;
@@ -53,6 +56,8 @@ ssize_t cuptimon__recv_fd(int sock, void *buf, size_t len, int *fd_out, int *ext
                          .msg_controllen = sizeof u.buf};
     if (fd_out)
         *fd_out = -1;
+    if (extra_fds)
+        *extra_fds = 0;
     ssize_t n;
     do
         n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
@@ -99,7 +104,9 @@ int cuptimon__sockaddr(struct sockaddr_un *sa, const char *path)
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
     size_t n = strlen(path);
-    if (n == 0 || n >= sizeof sa->sun_path)
+    if (n == 0)
+        return -EINVAL;
+    if (n >= sizeof sa->sun_path)
         return -ENAMETOOLONG;
     memcpy(sa->sun_path, path, n + 1);
     return 0;
@@ -208,6 +215,10 @@ int cuptimon__control_call(const char *path, const char *json, int timeout_ms,
             goto done;
         }
         in.len += (size_t)n;
+    }
+    if (h.type != CUPTIMON_MSG_REPLY_OK && h.type != CUPTIMON_MSG_REPLY_ERROR) {
+        rc = -EPROTO;
+        goto done;
     }
     char *body = malloc(h.length + 1);
     if (!body) {

@@ -1,1 +1,58 @@
-# (filled in by its owner)
+# Fuzz targets of the wire protocol.  The same sources build two ways:
+#  - always, with any compiler, as plain programs (tests/fuzz/replay-*) that
+#    run LLVMFuzzerTestOneInput over the corpus under `make check`;
+#  - with --enable-fuzzing (clang), as libFuzzer binaries tests/fuzz/fuzz-*,
+#    run for a while by `make fuzz-smoke FUZZ_SECONDS=N`.
+# The seed corpus is written by tests/fuzz/gen-corpus and committed.
+
+FUZZ_REPLAY_LIBS = proto/libcuptimon-proto.la
+
+check_PROGRAMS += tests/fuzz/replay-frame tests/fuzz/replay-strings tests/fuzz/gen-corpus
+tests_fuzz_replay_frame_SOURCES = tests/fuzz/fuzz-frame.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_frame_LDADD = $(FUZZ_REPLAY_LIBS)
+tests_fuzz_replay_strings_SOURCES = tests/fuzz/fuzz-strings.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_strings_LDADD = $(FUZZ_REPLAY_LIBS)
+tests_fuzz_gen_corpus_SOURCES = tests/fuzz/gen-corpus.c
+tests_fuzz_gen_corpus_LDADD = $(FUZZ_REPLAY_LIBS)
+
+TESTS += tests/fuzz/replay.sh
+EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/corpus
+
+FUZZ_SECONDS = 30
+
+if FUZZING
+# The protocol sources are compiled into each target rather than linked
+# from libcuptimon-proto.la, so that they carry libFuzzer's coverage
+# instrumentation (the library itself is built without it).
+noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings
+tests_fuzz_fuzz_frame_SOURCES = tests/fuzz/fuzz-frame.c proto/proto.c
+tests_fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_frame_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_strings_SOURCES = tests/fuzz/fuzz-strings.c proto/proto.c
+tests_fuzz_fuzz_strings_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_strings_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+
+# Each target runs FUZZ_SECONDS over a scratch copy of its seed corpus (new
+# inputs it finds land there, not in the source tree).  A crash leaves its
+# reproducer as tests/fuzz/crash-* in the build tree and fails the target;
+# replay it with tests/fuzz/fuzz-TARGET FILE, and commit it under
+# tests/fuzz/corpus/TARGET/ once fixed.
+fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT)
+	@set -e; \
+	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
+	trap 'rm -rf "$$work"' EXIT; \
+	for t in frame strings; do \
+	  mkdir "$$work/$$t"; \
+	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
+	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \
+	  ./tests/fuzz/fuzz-$$t$(EXEEXT) -max_total_time=$(FUZZ_SECONDS) \
+	    -print_final_stats=1 -artifact_prefix=tests/fuzz/ "$$work/$$t"; \
+	done
+else
+fuzz-smoke:
+	@echo "fuzz-smoke: the libFuzzer targets are not built;" \
+	  "configure with: ./configure CC=clang --enable-fuzzing [--enable-sanitizers]" >&2; \
+	exit 1
+endif
+.PHONY: fuzz-smoke
+CLEANFILES += tests/fuzz/crash-* tests/fuzz/leak-* tests/fuzz/timeout-* tests/fuzz/oom-*

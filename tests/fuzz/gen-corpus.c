@@ -1,0 +1,258 @@
+/*
+ * Writes the seed corpus of the fuzz targets: gen-corpus DIR makes
+ * DIR/frame/ and DIR/strings/ (both must exist) and fills them with valid
+ * inputs (ok-*) and inputs each decoder must reject (bad-*).  The committed
+ * files under tests/fuzz/corpus are its output; replay.sh checks that they
+ * still match, so after a layout change (and version bump) regenerate with
+ *   tests/fuzz/gen-corpus $(top_srcdir)/tests/fuzz/corpus
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuptimon-proto.h"
+
+static const char *outdir;
+static int failed;
+
+static void put(const char *sub, const char *name, const void *p, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/%s", outdir, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) {
+        fprintf(stderr, "gen-corpus: cannot write %s: %s\n", path, strerror(errno));
+        failed = 1;
+    }
+}
+
+static void put_buf(const char *sub, const char *name, struct cuptimon_buf *b)
+{
+    put(sub, name, b->data, b->len);
+    b->len = 0;
+}
+
+static void must(int rc)
+{
+    if (rc < 0) {
+        fprintf(stderr, "gen-corpus: encoder failed: %s\n", strerror(-rc));
+        exit(1);
+    }
+}
+
+/* A header written field by field, for the headers the encoder cannot make. */
+static void raw_hdr(uint8_t *p, uint32_t magic, uint16_t version, uint16_t type, uint32_t length,
+                    uint32_t flags)
+{
+    cuptimon__put_u32(p, magic);
+    cuptimon__put_u16(p + 4, version);
+    cuptimon__put_u16(p + 6, type);
+    cuptimon__put_u32(p + 8, length);
+    cuptimon__put_u32(p + 12, flags);
+}
+
+static void strings_batch(struct cuptimon_buf *b)
+{
+    must(cuptimon__strings_begin(b));
+    must(cuptimon__strings_add(b, 0x00007f3a10002000ull, "_Z6kernelPfi", 12));
+    must(cuptimon__strings_add(b, 0x00007f3a10002100ull, "", 0));
+    must(cuptimon__strings_add(b, 0x00007f3a10002200ull, "cudaLaunchKernel", 16));
+}
+
+/* One entry by hand: ptr, len, then `n` bytes of s (the caller says
+ * whether a terminator is among them). */
+static void raw_entry(struct cuptimon_buf *b, uint64_t ptr, uint32_t len, const void *s, size_t n)
+{
+    uint8_t h[CUPTIMON_STRING_ENTRY_HDR];
+    cuptimon__put_u64(h, ptr);
+    cuptimon__put_u32(h + 8, len);
+    must(cuptimon__buf_append(b, h, sizeof h));
+    must(cuptimon__buf_append(b, s, n));
+}
+
+static void raw_strings_hdr(struct cuptimon_buf *b, uint32_t count, uint32_t reserved)
+{
+    uint8_t h[CUPTIMON_STRINGS_HDR_SIZE];
+    cuptimon__put_u32(h, count);
+    cuptimon__put_u32(h + 4, reserved);
+    b->len = 0;
+    must(cuptimon__buf_append(b, h, sizeof h));
+}
+
+static void gen_frames(void)
+{
+    struct cuptimon_buf f = {0}, all = {0}, body = {0};
+    uint8_t b[CUPTIMON_BUFFER_READY_SIZE + 1];
+
+    static const char hello[] = "{\"proto\":1,\"pid\":4242,\"slots\":64,\"slot_size\":8388608}";
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_HELLO, hello, strlen(hello)));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-hello", &f);
+
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_BYE, NULL, 0));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-bye", &f);
+
+    const struct cuptimon_buffer_ready r = {.slot = 3,
+                                            .stream_id = 7,
+                                            .valid_size = 8388000,
+                                            .context = 0x5555deadbeefull,
+                                            .dropped = 2,
+                                            .cupti_ts = 1722000000123456789ull,
+                                            .realtime_ns = 1722000000123450000ull,
+                                            .seq = 41,
+                                            .records = 90210};
+    cuptimon__buffer_ready_encode(b, &r);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_BUFFER_READY, b, CUPTIMON_BUFFER_READY_SIZE));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-buffer-ready", &f);
+    /* One byte short: length 63. */
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_BUFFER_READY, b, CUPTIMON_BUFFER_READY_SIZE - 1));
+    put_buf("frame", "bad-buffer-ready-short", &f);
+
+    const struct cuptimon_buffer_release rl = {.slot = 3, .status = 0, .seq = 41};
+    cuptimon__buffer_release_encode(b, &rl);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_BUFFER_RELEASE, b, CUPTIMON_BUFFER_RELEASE_SIZE));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-buffer-release", &f);
+    b[CUPTIMON_BUFFER_RELEASE_SIZE] = 0;
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_BUFFER_RELEASE, b,
+                                CUPTIMON_BUFFER_RELEASE_SIZE + 1));
+    put_buf("frame", "bad-buffer-release-long", &f);
+
+    const struct cuptimon_flush fl = {.flush_id = 99, .forced = 1};
+    cuptimon__flush_encode(b, &fl);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_FLUSH, b, CUPTIMON_FLUSH_SIZE));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-flush", &f);
+    cuptimon__put_u32(b + 8, 2);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_FLUSH, b, CUPTIMON_FLUSH_SIZE));
+    put_buf("frame", "bad-flush-forced", &f);
+
+    const struct cuptimon_flush_done fd = {.flush_id = 99, .buffers = 5};
+    cuptimon__flush_done_encode(b, &fd);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_FLUSH_DONE, b, CUPTIMON_FLUSH_DONE_SIZE));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-flush-done", &f);
+
+    strings_batch(&body);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_STRINGS, body.data, body.len));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-strings", &f);
+    body.data[body.len - 1] = 'x'; /* last terminator gone */
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_STRINGS, body.data, body.len));
+    put_buf("frame", "bad-strings-noterm", &f);
+
+    static const char ctl[] = "{\"op\":\"status\"}";
+    static const char ok[] = "{\"sessions\":[]}";
+    static const char err[] = "{\"error\":\"ENOENT\",\"message\":\"no session 7\"}";
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_CONTROL, ctl, strlen(ctl)));
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_REPLY_OK, ok, strlen(ok)));
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_REPLY_ERROR, err, strlen(err)));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-control-replies", &f);
+
+    put_buf("frame", "ok-stream", &all);
+
+    uint8_t h[CUPTIMON_MSG_HDR_SIZE + 4] = {0};
+    raw_hdr(h, 0x4d545044u, CUPTIMON_PROTO_VERSION, CUPTIMON_MSG_BYE, 0, 0);
+    put("frame", "bad-magic", h, CUPTIMON_MSG_HDR_SIZE);
+    raw_hdr(h, CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION, CUPTIMON_MSG_BYE, 0, 1);
+    put("frame", "bad-flags", h, CUPTIMON_MSG_HDR_SIZE);
+    raw_hdr(h, CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION + 1, CUPTIMON_MSG_HELLO, 0, 0);
+    put("frame", "bad-version", h, CUPTIMON_MSG_HDR_SIZE);
+    raw_hdr(h, CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION, CUPTIMON_MSG_STRINGS,
+            CUPTIMON_MSG_MAX_BODY + 1, 0);
+    put("frame", "bad-too-long", h, CUPTIMON_MSG_HDR_SIZE);
+    raw_hdr(h, CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION, CUPTIMON_MSG_BUFFER_READY,
+            CUPTIMON_BUFFER_READY_SIZE, 0);
+    put("frame", "bad-truncated-body", h, sizeof h);
+    raw_hdr(h, CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION, 0x0666, 4, 0);
+    memcpy(h + CUPTIMON_MSG_HDR_SIZE, "????", 4);
+    put("frame", "bad-unknown-type", h, sizeof h);
+
+    cuptimon__buf_free(&f);
+    cuptimon__buf_free(&all);
+    cuptimon__buf_free(&body);
+}
+
+static void gen_strings(void)
+{
+    struct cuptimon_buf b = {0};
+
+    must(cuptimon__strings_begin(&b));
+    put_buf("strings", "ok-empty", &b);
+
+    must(cuptimon__strings_begin(&b));
+    must(cuptimon__strings_add(&b, 0x00005555aaaa0000ull, "memcpy HtoD", 11));
+    put_buf("strings", "ok-one", &b);
+
+    strings_batch(&b);
+    put_buf("strings", "ok-several", &b);
+
+    char *big = malloc(CUPTIMON_STRING_MAX_LEN + 2);
+    if (!big)
+        exit(1);
+    memset(big, 'k', CUPTIMON_STRING_MAX_LEN + 1);
+    big[CUPTIMON_STRING_MAX_LEN + 1] = '\0';
+    must(cuptimon__strings_begin(&b));
+    must(cuptimon__strings_add(&b, 1, big, CUPTIMON_STRING_MAX_LEN));
+    put_buf("strings", "ok-max-len", &b);
+
+    raw_strings_hdr(&b, 1, 0);
+    raw_entry(&b, 1, CUPTIMON_STRING_MAX_LEN + 1, big, CUPTIMON_STRING_MAX_LEN + 2);
+    put_buf("strings", "bad-over-max-len", &b);
+    free(big);
+
+    static const uint8_t four[4] = {1, 0, 0, 0};
+    put("strings", "bad-short-header", four, sizeof four);
+
+    raw_strings_hdr(&b, 0, 1);
+    put_buf("strings", "bad-reserved", &b);
+
+    raw_strings_hdr(&b, 2, 0);
+    raw_entry(&b, 9, 2, "ab", 3);
+    put_buf("strings", "bad-count-too-large", &b);
+
+    raw_strings_hdr(&b, 0xffffffffu, 0);
+    raw_entry(&b, 9, 0, "", 1);
+    put_buf("strings", "bad-count-huge", &b);
+
+    raw_strings_hdr(&b, 1, 0);
+    raw_entry(&b, 9, 3, "abcd", 4);
+    put_buf("strings", "bad-noterm", &b);
+
+    raw_strings_hdr(&b, 1, 0);
+    raw_entry(&b, 9, 3, "a\0c", 4);
+    put_buf("strings", "bad-embedded-nul", &b);
+
+    raw_strings_hdr(&b, 1, 0);
+    raw_entry(&b, 9, 2, "ab\0X", 4);
+    put_buf("strings", "bad-trailing", &b);
+
+    raw_strings_hdr(&b, 2, 0);
+    raw_entry(&b, 9, 13, "abcdefghijklm", 14);
+    must(cuptimon__buf_append(&b, "\x02\0\0\0\0", 5));
+    put_buf("strings", "bad-truncated-hdr", &b);
+
+    raw_strings_hdr(&b, 1, 0);
+    raw_entry(&b, 9, 10, "abcde", 5);
+    put_buf("strings", "bad-truncated-body", &b);
+
+    cuptimon__buf_free(&b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR (with DIR/frame and DIR/strings present)\n", argv[0]);
+        return 2;
+    }
+    outdir = argv[1];
+    gen_frames();
+    gen_strings();
+    return failed;
+}
