@@ -131,6 +131,13 @@ static char *hello_json(struct shim *s)
     add_env(job, "torchelastic_run_id", "TORCHELASTIC_RUN_ID");
     add_env(job, "label", "CUPTIMON_LABEL");
     json_object_object_add(o, "job", job);
+    /* Totals so far: a reconnecting shim tells the new daemon what was lost. */
+    json_object *cnt = json_object_new_object();
+    json_object_object_add(cnt, "buffers_lost", json_object_new_int64((int64_t)atomic_load(&s->buffers_lost)));
+    json_object_object_add(cnt, "requests_declined",
+                           json_object_new_int64((int64_t)atomic_load(&s->requests_declined)));
+    json_object_object_add(cnt, "connects", json_object_new_int64((int64_t)atomic_load(&s->connects)));
+    json_object_object_add(o, "counters", cnt);
 
     char *txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
@@ -301,7 +308,10 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     s->cupti.FlushAll(f.forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
     collect(io);
     struct cuptimon_flush_done d = {.flush_id = f.flush_id,
-                                    .buffers = atomic_load(&s->buffers_completed) - before};
+                                    .buffers = atomic_load(&s->buffers_completed) - before,
+                                    .buffers_lost = atomic_load(&s->buffers_lost),
+                                    .requests_declined = atomic_load(&s->requests_declined),
+                                    .foreign_buffers = atomic_load(&s->foreign_buffers)};
     uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
     cuptimon__flush_done_encode(out, &d);
     cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);

@@ -100,6 +100,7 @@ struct session {
     uint64_t buffers_received, bytes_received, records, dropped_records;
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
     uint64_t strings_received;
+    uint64_t shim_lost, shim_declined, shim_foreign; /* the shim's totals, from FLUSH_DONE */
 
     struct session *next;
 };

@@ -298,7 +298,11 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     s->cupti_version = (uint32_t)jint(o, "cupti_version", 0);
     snprintf(s->hostname, sizeof s->hostname, "%s", jstr(o, "hostname") ? jstr(o, "hostname") : "");
     snprintf(s->exe, sizeof s->exe, "%s", jstr(o, "exe") ? jstr(o, "exe") : "");
-    json_object *job;
+    json_object *job, *cnt;
+    if (json_object_object_get_ex(o, "counters", &cnt)) {
+        s->shim_lost = (uint64_t)jint(cnt, "buffers_lost", 0);
+        s->shim_declined = (uint64_t)jint(cnt, "requests_declined", 0);
+    }
     if (json_object_object_get_ex(o, "job", &job) && jstr(job, "label"))
         snprintf(s->label, sizeof s->label, "%s", jstr(job, "label"));
 
@@ -419,6 +423,9 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
         return;
     }
     s->last_flush_unix_ns = unix_ns_now();
+    s->shim_lost = f.buffers_lost;
+    s->shim_declined = f.requests_declined;
+    s->shim_foreign = f.foreign_buffers;
     control_flush_progress(s->d, s, f.flush_id, 0);
 }
 
@@ -600,7 +607,12 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "bytes_archived", json_object_new_int64((int64_t)s->bytes_archived));
     json_object_object_add(o, "bytes_stored", json_object_new_int64((int64_t)s->bytes_stored));
     json_object_object_add(o, "dropped_records", json_object_new_int64((int64_t)s->dropped_records));
-    json_object_object_add(o, "lost_buffers", json_object_new_int64((int64_t)s->write_errors));
+    /* Lost: reclaimed by the shim when a daemon went away, or not written. */
+    json_object_object_add(o, "lost_buffers",
+                           json_object_new_int64((int64_t)(s->shim_lost + s->write_errors)));
+    json_object_object_add(o, "write_errors", json_object_new_int64((int64_t)s->write_errors));
+    json_object_object_add(o, "requests_declined", json_object_new_int64((int64_t)s->shim_declined));
+    json_object_object_add(o, "foreign_buffers", json_object_new_int64((int64_t)s->shim_foreign));
     json_object_object_add(o, "protocol_errors", json_object_new_int64((int64_t)s->protocol_errors));
     json_object_object_add(o, "strings", json_object_new_int64((int64_t)s->strings_received));
     json_object_object_add(o, "queued", json_object_new_int64((int64_t)(s->qlen + s->work_len)));

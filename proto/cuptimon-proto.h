@@ -93,11 +93,16 @@ struct cuptimon_flush {
 };
 #define CUPTIMON_FLUSH_SIZE 16u
 
+/* FLUSH_DONE also carries the shim's running totals of what the daemon
+ * cannot see for itself. */
 struct cuptimon_flush_done {
     uint64_t flush_id;
-    uint64_t buffers; /* buffers completed during that flush */
+    uint64_t buffers;           /* buffers completed during that flush */
+    uint64_t buffers_lost;      /* slots reclaimed when a daemon went away */
+    uint64_t requests_declined; /* CUPTI asked for a buffer, the pool was empty */
+    uint64_t foreign_buffers;   /* completions of buffers the shim does not own */
 };
-#define CUPTIMON_FLUSH_DONE_SIZE 16u
+#define CUPTIMON_FLUSH_DONE_SIZE 40u
 
 /*
  * STRINGS body: uint32 count, uint32 reserved, then `count` entries of

@@ -206,6 +206,9 @@ void cuptimon__flush_done_encode(uint8_t out[CUPTIMON_FLUSH_DONE_SIZE],
 {
     cuptimon__put_u64(out, m->flush_id);
     cuptimon__put_u64(out + 8, m->buffers);
+    cuptimon__put_u64(out + 16, m->buffers_lost);
+    cuptimon__put_u64(out + 24, m->requests_declined);
+    cuptimon__put_u64(out + 32, m->foreign_buffers);
 }
 
 int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon_flush_done *m)
@@ -214,6 +217,9 @@ int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon
         return -EBADMSG;
     m->flush_id = cuptimon__get_u64(body);
     m->buffers = cuptimon__get_u64(body + 8);
+    m->buffers_lost = cuptimon__get_u64(body + 16);
+    m->requests_declined = cuptimon__get_u64(body + 24);
+    m->foreign_buffers = cuptimon__get_u64(body + 32);
     return 0;
 }
 

@@ -1,1 +1,30 @@
-# (filled in by its owner)
+# tests/fakecupti: the libcupti test double (libcupti-fake.so: CUPTI 13.0's activity API
+# plus a fake CUDA API), the workload that drives it, and the double's own unit test.
+# Nothing here is installed; all of it is built by `make check`.
+
+# -rpath /nowhere makes libtool build a real shared object (.libs/libcupti-fake.so)
+# rather than a convenience archive.  No -module: the programs below link it, and libtool
+# warns about linking a module ("not portable"); the name has the lib prefix anyway.  The double is found at run time by path (the shim
+# looks for an already-loaded library whose path contains "libcupti").
+check_LTLIBRARIES += tests/fakecupti/libcupti-fake.la
+tests_fakecupti_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h
+tests_fakecupti_libcupti_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
+tests_fakecupti_libcupti_fake_la_LIBADD = $(PTHREAD_LIBS)
+
+# The workload links the double, so libcupti-fake.so is already in the process when an
+# injected shim starts (like PyTorch's wheel copy of libcupti).  -no-install: a real
+# binary with an rpath into the build tree, runnable directly and under valgrind.
+check_PROGRAMS += tests/fakecupti/cuptimon-workload
+tests_fakecupti_cuptimon_workload_SOURCES = tests/fakecupti/workload.c tests/fakecupti/fakecupti.h
+tests_fakecupti_cuptimon_workload_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_fakecupti_cuptimon_workload_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS)
+
+# Unit test of the double itself (Check).
+check_PROGRAMS += tests/unit/fakecupti-test
+TESTS += tests/unit/fakecupti-test
+tests_unit_fakecupti_test_SOURCES = tests/unit/fakecupti-test.c tests/fakecupti/fakecupti.h
+tests_unit_fakecupti_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_unit_fakecupti_test_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_fakecupti_test_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_unit_fakecupti_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
+UNIT_TESTS += tests/unit/fakecupti-test

@@ -1,1 +1,5 @@
-# (filled in by its owner)
+# Integration tests: the real cuptimond, cuptimonctl and shim, driven by
+# shell scripts, with the libcupti test double standing in for CUPTI.
+INTEGRATION_TESTS = tests/integration/cli.sh
+TESTS += $(INTEGRATION_TESTS)
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py

@@ -1,0 +1,1718 @@
+/*
+ * fakecupti.c: libcupti-fake.so, a test double for CUPTI 13.0's activity API plus a fake
+ * CUDA API that "launches" work and produces the records a real H200 would.  See
+ * fakecupti.h for the behaviour, the environment knobs and the threading model.
+ *
+ * Locking: one recursive mutex (g.mu) guards all state.  It is held while the buffer
+ * request callback runs (on the launching thread, like CUPTI), so a request callback may
+ * call back into read-only entry points (GetNumDroppedRecords, GetAttribute, ...).  It is
+ * NOT held while the completion callback runs on the completion thread.  Every exported
+ * function is a thin wrapper over static helpers: internal calls never go through the
+ * PLT, so a preloaded shim that interposes cupti* symbols only sees the application's
+ * calls.
+ */
+#include "config.h"
+
+#include "fakecupti.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FC_VERSION_DEFAULT 130001u
+#define FC_AHEAD_NS        2000000ull   /* a stream may run this far ahead of the clock */
+#define FC_MIN_RECORD      sizeof(CUpti_ActivityExternalCorrelation)
+#define FC_MAX_RECORD      sizeof(CUpti_ActivityKernel10)
+#define FC_LOCAL_MEM_TOTAL 155713536u   /* what the H200 capture reports */
+#define FC_EXT_KINDS       CUPTI_EXTERNAL_CORRELATION_KIND_SIZE
+#define FC_NATTR           (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS + 1)
+
+_Static_assert(sizeof(CUpti_ActivityKernel10) == 216, "CUpti_ActivityKernel10 layout");
+_Static_assert(sizeof(CUpti_ActivityMemcpy6) == 96, "CUpti_ActivityMemcpy6 layout");
+_Static_assert(sizeof(CUpti_ActivityMemset4) == 88, "CUpti_ActivityMemset4 layout");
+_Static_assert(sizeof(CUpti_ActivityAPI) == 40, "CUpti_ActivityAPI layout");
+_Static_assert(sizeof(CUpti_ActivityExternalCorrelation) == 24,
+               "CUpti_ActivityExternalCorrelation layout");
+
+/* ---------------------------------------------------------------- state */
+
+struct fbuf {
+    uint8_t *base;
+    size_t size, valid, max_records, nrec;
+};
+
+struct qnode {
+    struct qnode *next;
+    struct fbuf b;
+    uint64_t seq;
+};
+
+struct slot {           /* slots[0]: the global buffer; 1..: per-thread buffers */
+    struct fbuf b;
+    int owned;          /* a live thread uses this slot */
+};
+
+struct dropent {
+    CUcontext ctx;
+    uint32_t stream;
+    size_t n;
+};
+
+struct streament {
+    uint32_t device, stream;
+    uint64_t tail_rt;   /* CLOCK_REALTIME ns at which the stream's last work ends */
+};
+
+struct devent {
+    uint32_t device;
+    int64_t next_grid;
+};
+
+struct extstack {
+    uint64_t *ids;
+    size_t n, cap;
+};
+
+struct tstate {
+    int init;
+    int in_callback;
+    size_t slot;                        /* per-thread slot index, 0 = none yet */
+    uint32_t last_result;
+    uint64_t last_ts;                   /* last API timestamp handed out on this thread */
+    CUpti_TimestampCallbackFunc last_tb;/* ... and the timebase it was taken in */
+    struct extstack ext[FC_EXT_KINDS];
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+
+    CUpti_BuffersCallbackRequestFunc req;
+    CUpti_BuffersCallbackCompleteFunc done;
+
+    uint8_t enabled[CUPTI_ACTIVITY_KIND_COUNT];
+    uint8_t rt_ovr[CUPTI_RUNTIME_TRACE_CBID_SIZE];   /* 0 follow the kind, 1 on, 2 off */
+    uint8_t drv_ovr[CUPTI_DRIVER_TRACE_CBID_SIZE];
+    uint64_t attr[FC_NATTR];
+    CUpti_ActivityThreadIdType tid_type;
+
+    struct slot *slots;
+    size_t nslots;
+
+    struct qnode *qhead, *qtail;
+    uint64_t enq_seq, done_seq, inflight_seq;
+
+    pthread_t worker;
+    int running, stop, shutting_down;
+    uint32_t period_ms;
+
+    struct dropent *drops;
+    size_t ndrops, capdrops;
+    struct streament *streams;
+    size_t nstreams, capstreams;
+    struct devent *devs;
+    size_t ndevs, capdevs;
+
+    uint32_t corr;
+    uint64_t rng;
+    uint32_t pid;
+    int log;
+    int warned_dirty, warned_reject;
+    struct fakecupti_stats st;
+} g = {
+    .mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
+    .cv_work = PTHREAD_COND_INITIALIZER,
+    .cv_done = PTHREAD_COND_INITIALIZER,
+};
+
+static CUpti_TimestampCallbackFunc _Atomic g_ts_cb;
+static pthread_key_t g_key;
+static __thread struct tstate t_self;
+
+static const uint64_t attr_default[FC_NATTR] = {
+    [CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE] = 3200000,
+    [CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_CDP] = 8388608,
+    [CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT] = 250,
+    [CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_POOL_SIZE] = 25000,
+    [CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_POOL_LIMIT] = 250,
+    [CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER] = 0,
+    [CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE] = 3,
+    [CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_PRE_ALLOCATE_VALUE] = 3,
+    [CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED] = 0,
+    [CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER] = 1,
+    [CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS] = 16777216,
+};
+
+/* value width of each attribute: size_t, except the three uint8_t flags */
+static size_t attr_width(size_t a)
+{
+    switch (a) {
+    case CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER:
+    case CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED:
+    case CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER:
+        return sizeof(uint8_t);
+    default:
+        return sizeof(size_t);
+    }
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static void lock(void)
+{
+    pthread_mutex_lock(&g.mu);
+}
+
+static void unlock(void)
+{
+    pthread_mutex_unlock(&g.mu);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void fc_log(int level, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int n;
+
+    if (g.log < level)
+        return;
+    n = snprintf(line, sizeof line, "fakecupti[%u]: ", (unsigned)getpid());
+    if (n < 0 || (size_t)n >= sizeof line)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+}
+
+static int env_int(const char *name, long dflt, long *out)
+{
+    const char *s = getenv(name);
+    char *end;
+    long v;
+
+    *out = dflt;
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    v = strtol(s, &end, 0);
+    if (errno || *end || end == s)
+        return -1;
+    *out = v;
+    return 1;
+}
+
+static uint64_t rt_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CUPTI's timestamp: the registered callback's, else CLOCK_REALTIME */
+static uint64_t cupti_now(void)
+{
+    CUpti_TimestampCallbackFunc cb = atomic_load(&g_ts_cb);
+
+    return cb ? cb() : rt_now();
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+                           .tv_nsec = (long)(ns % 1000000000ull) };
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void thread_exit(void *p);
+
+static struct tstate *self(void)
+{
+    struct tstate *t = &t_self;
+
+    if (!t->init) {
+        t->init = 1;
+        pthread_setspecific(g_key, t);
+    }
+    return t;
+}
+
+/* An API timestamp, strictly increasing per thread (within one timebase). */
+static uint64_t api_ts(struct tstate *t)
+{
+    CUpti_TimestampCallbackFunc cb = atomic_load(&g_ts_cb);
+    uint64_t ts = cb ? cb() : rt_now();
+
+    if (cb != t->last_tb) {
+        t->last_tb = cb;
+        t->last_ts = 0;
+    }
+    if (ts <= t->last_ts)
+        ts = t->last_ts + 1;
+    t->last_ts = ts;
+    return ts;
+}
+
+static uint32_t thread_id(void)
+{
+    if (g.tid_type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
+        return (uint32_t)syscall(SYS_gettid);
+    return (uint32_t)(uintptr_t)pthread_self();   /* CUPTI's default: pthread_self() */
+}
+
+static uint64_t rnd_locked(void)
+{
+    /* xorshift64*: deterministic per process, good enough for jitter */
+    uint64_t x = g.rng ? g.rng : 0x9e3779b97f4a7c15ull;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    g.rng = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u;
+
+    for (; s && *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap;
+    void *p;
+
+    if (need <= *cap)
+        return 0;
+    ncap = *cap ? *cap * 2 : 8;
+    while (ncap < need)
+        ncap *= 2;
+    p = realloc(*arr, ncap * elem);
+    if (!p)
+        return -1;
+    memset((char *)p + *cap * elem, 0, (ncap - *cap) * elem);
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static size_t record_size(uint32_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        return sizeof(CUpti_ActivityExternalCorrelation);
+    default:
+        return 0;
+    }
+}
+
+/* ---------------------------------------------------------------- completion thread */
+
+static void deliver(struct qnode *n)
+{
+    struct tstate *t = self();
+    CUpti_BuffersCallbackCompleteFunc cb;
+    long delay;
+
+    env_int("FAKECUPTI_COMPLETE_DELAY_US", 0, &delay);
+    if (delay > 0)
+        sleep_ns((uint64_t)delay * 1000ull);
+    lock();
+    cb = g.done;
+    unlock();
+    fc_log(1, "complete buffer %p size %zu valid %zu (%zu records)%s", (void *)n->b.base,
+           n->b.size, n->b.valid, n->b.nrec, cb ? "" : ": no completion callback, lost");
+    if (cb) {
+        t->in_callback++;
+        cb(NULL, 0, n->b.base, n->b.size, n->b.valid);
+        t->in_callback--;
+    }
+}
+
+/* with g.mu held once: take the queue head, deliver it with the lock released */
+static void deliver_one_locked(void)
+{
+    struct qnode *n = g.qhead;
+    int had_cb;
+
+    g.qhead = n->next;
+    if (!g.qhead)
+        g.qtail = NULL;
+    g.st.buffers_pending--;
+    g.inflight_seq = n->seq;
+    had_cb = g.done != NULL;
+    unlock();
+    deliver(n);
+    lock();
+    g.inflight_seq = 0;
+    if (n->seq > g.done_seq)
+        g.done_seq = n->seq;
+    if (had_cb)
+        g.st.buffers_completed++;
+    else
+        g.st.buffers_lost++;
+    free(n);
+    pthread_cond_broadcast(&g.cv_done);
+}
+
+static void enqueue_locked(struct fbuf *b);
+
+/* periodic flush: complete the current buffers that are full */
+static void periodic_flush_locked(void)
+{
+    for (size_t i = 0; i < g.nslots; i++) {
+        struct fbuf *b = &g.slots[i].b;
+
+        if (b->base && b->valid && b->size - b->valid < FC_MAX_RECORD)
+            enqueue_locked(b);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    lock();
+    for (;;) {
+        while (!g.qhead && !g.stop) {
+            if (g.period_ms) {
+                struct timespec ts;
+                uint64_t at = rt_now() + (uint64_t)g.period_ms * 1000000ull;
+
+                ts.tv_sec = (time_t)(at / 1000000000ull);
+                ts.tv_nsec = (long)(at % 1000000000ull);
+                if (pthread_cond_timedwait(&g.cv_work, &g.mu, &ts) == ETIMEDOUT)
+                    periodic_flush_locked();
+            } else {
+                pthread_cond_wait(&g.cv_work, &g.mu);
+            }
+        }
+        if (!g.qhead)
+            break;                      /* stop requested and queue drained */
+        deliver_one_locked();
+    }
+    g.running = 0;
+    pthread_cond_broadcast(&g.cv_done);
+    unlock();
+    return NULL;
+}
+
+static int start_worker_locked(void)
+{
+    sigset_t all, old;
+    int rc;
+
+    if (g.running)
+        return 0;
+    if (g.shutting_down)
+        return -1;
+    g.stop = 0;
+    /* like CUPTI's worker, take no signals meant for the application */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&g.worker, NULL, worker_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "fakecupti: cannot start the completion thread: %s\n", strerror(rc));
+        return -1;
+    }
+    g.running = 1;
+    fc_log(1, "completion thread started");
+    return 0;
+}
+
+/* Stop the completion thread once it has drained the queue.  timed: give up after 2 s
+ * (library unload: a completion callback may be stuck on something already gone). */
+static void stop_worker(int timed)
+{
+    pthread_t w;
+
+    lock();
+    if (!g.running || pthread_equal(g.worker, pthread_self())) {
+        unlock();
+        return;
+    }
+    g.stop = 1;
+    w = g.worker;
+    pthread_cond_broadcast(&g.cv_work);
+    unlock();
+    if (timed) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 2;
+        if (pthread_timedjoin_np(w, NULL, &ts) != 0) {
+            fc_log(1, "completion thread did not stop within 2 s; leaving it");
+            return;
+        }
+    } else {
+        pthread_join(w, NULL);
+    }
+    lock();
+    g.stop = 0;
+    unlock();
+}
+
+/* queue a buffer for completion; the slot's fbuf is cleared */
+static void enqueue_locked(struct fbuf *b)
+{
+    struct qnode *n = malloc(sizeof *n);
+
+    if (!n) {
+        fprintf(stderr, "fakecupti: out of memory queueing buffer %p: lost\n", (void *)b->base);
+        g.st.buffers_lost++;
+        memset(b, 0, sizeof *b);
+        return;
+    }
+    n->next = NULL;
+    n->b = *b;
+    n->seq = ++g.enq_seq;
+    memset(b, 0, sizeof *b);
+    if (g.qtail)
+        g.qtail->next = n;
+    else
+        g.qhead = n;
+    g.qtail = n;
+    g.st.buffers_pending++;
+    fc_log(2, "queue buffer %p valid %zu", (void *)n->b.base, n->b.valid);
+    if (!g.running)
+        start_worker_locked();
+    pthread_cond_signal(&g.cv_work);
+}
+
+/* with g.mu held exactly once: wait until everything queued up to `ticket` has completed */
+static void wait_done_locked(uint64_t ticket)
+{
+    while (g.done_seq < ticket) {
+        if (!g.running && start_worker_locked() != 0) {
+            if (g.qhead)
+                deliver_one_locked();   /* no completion thread: deliver inline */
+            else if (g.inflight_seq)
+                pthread_cond_wait(&g.cv_done, &g.mu);  /* another thread delivers inline */
+            else
+                break;
+            continue;
+        }
+        pthread_cond_wait(&g.cv_done, &g.mu);
+    }
+}
+
+static void flush_locked(int include_empty)
+{
+    for (size_t i = 0; i < g.nslots; i++) {
+        struct fbuf *b = &g.slots[i].b;
+
+        if (b->base && (b->valid || include_empty))
+            enqueue_locked(b);
+    }
+    wait_done_locked(g.enq_seq);
+}
+
+/* ---------------------------------------------------------------- buffers and records */
+
+static void count_drop_locked(CUcontext ctx, uint32_t stream)
+{
+    size_t i;
+
+    g.st.records_dropped++;
+    for (i = 0; i < g.ndrops; i++)
+        if (g.drops[i].ctx == ctx && g.drops[i].stream == stream)
+            break;
+    if (i == g.ndrops) {
+        if (grow((void **)&g.drops, &g.capdrops, g.ndrops + 1, sizeof *g.drops) != 0)
+            return;
+        g.drops[i].ctx = ctx;
+        g.drops[i].stream = stream;
+        g.drops[i].n = 0;
+        g.ndrops++;
+    }
+    g.drops[i].n++;
+}
+
+static void thread_exit(void *p)
+{
+    struct tstate *t = p;
+
+    for (size_t k = 0; k < FC_EXT_KINDS; k++) {
+        free(t->ext[k].ids);
+        t->ext[k].ids = NULL;
+        t->ext[k].n = t->ext[k].cap = 0;
+    }
+    if (t->slot) {
+        lock();
+        if (t->slot < g.nslots) {
+            struct slot *s = &g.slots[t->slot];
+
+            /* a thread's records go out when it exits; an empty buffer stays with the
+             * slot for the next thread */
+            if (s->b.base && s->b.valid)
+                enqueue_locked(&s->b);
+            s->owned = 0;
+        }
+        unlock();
+        t->slot = 0;
+    }
+}
+
+/* the slot the calling thread writes into, or (size_t)-1 */
+static size_t slot_locked(struct tstate *t)
+{
+    size_t i;
+
+    if (g.nslots == 0) {
+        g.slots = calloc(1, sizeof *g.slots);
+        if (!g.slots)
+            return (size_t)-1;
+        g.nslots = 1;
+    }
+    if (!g.attr[CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER])
+        return 0;
+    if (t->slot && t->slot < g.nslots && g.slots[t->slot].owned)
+        return t->slot;
+    for (i = 1; i < g.nslots; i++)
+        if (!g.slots[i].owned)
+            break;
+    if (i == g.nslots) {
+        struct slot *p = realloc(g.slots, (g.nslots + 1) * sizeof *p);
+
+        if (!p)
+            return (size_t)-1;
+        memset(&p[g.nslots], 0, sizeof *p);
+        g.slots = p;
+        g.nslots++;
+    }
+    g.slots[i].owned = 1;
+    t->slot = i;
+    return i;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    const uint64_t *w = (const uint64_t *)(const void *)p;
+    size_t i;
+
+    for (i = 0; i < n / 8; i++)
+        if (w[i])
+            return 0;
+    for (i = n & ~(size_t)7; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* ask the client for a buffer for slot si (g.mu held, on the launching thread) */
+static int request_locked(struct tstate *t, size_t si, size_t need)
+{
+    CUpti_BuffersCallbackRequestFunc req = g.req;
+    uint8_t *buf = NULL;
+    size_t size = 0, maxrec = 0;
+    struct fbuf *b;
+
+    g.st.buffers_requested++;
+    t->in_callback++;
+    req(&buf, &size, &maxrec);
+    t->in_callback--;
+    if (!buf || size == 0) {
+        g.st.requests_declined++;
+        fc_log(2, "buffer request declined");
+        return 0;
+    }
+    if (((uintptr_t)buf % ACTIVITY_RECORD_ALIGNMENT) || size < need) {
+        struct fbuf rb = { .base = buf, .size = size };
+
+        g.st.buffers_rejected++;
+        if (!g.warned_reject++)
+            fprintf(stderr, "fakecupti: request callback returned an unusable buffer %p size "
+                    "%zu (needs %d-byte alignment and room for a %zu-byte record); "
+                    "completing it back empty\n", (void *)buf, size,
+                    ACTIVITY_RECORD_ALIGNMENT, need);
+        enqueue_locked(&rb);
+        return 0;
+    }
+    if (g.attr[CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER]) {
+        if (!all_zero(buf, size)) {
+            g.st.dirty_buffers++;
+            if (!g.warned_dirty++)
+                fprintf(stderr, "fakecupti: buffer %p is not zeroed although "
+                        "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set\n", (void *)buf);
+        }
+    } else {
+        memset(buf, 0, size);
+    }
+    b = &g.slots[si].b;
+    if (b->base)                        /* a nested request filled the slot meanwhile */
+        enqueue_locked(b);
+    b->base = buf;
+    b->size = size;
+    b->valid = 0;
+    b->nrec = 0;
+    b->max_records = maxrec;
+    fc_log(1, "got buffer %p size %zu maxNumRecords %zu (slot %zu)", (void *)buf, size,
+           maxrec, si);
+    return 1;
+}
+
+/* write one record for the calling thread; returns 1 written, 0 dropped */
+static int put_locked(struct tstate *t, const void *rec, size_t sz, CUcontext dctx,
+                      uint32_t dstream)
+{
+    size_t si;
+    struct fbuf *b;
+    uint32_t kind;
+
+    if (!g.req || (si = slot_locked(t)) == (size_t)-1) {
+        count_drop_locked(dctx, dstream);
+        return 0;
+    }
+    b = &g.slots[si].b;
+    if (b->base && (b->size - b->valid < sz || (b->max_records && b->nrec >= b->max_records)))
+        enqueue_locked(b);
+    if (!b->base) {
+        if (!request_locked(t, si, sz)) {
+            count_drop_locked(dctx, dstream);
+            return 0;
+        }
+        b = &g.slots[si].b;
+    }
+    memcpy(b->base + b->valid, rec, sz);
+    b->valid += sz;
+    b->nrec++;
+    memcpy(&kind, rec, sizeof kind);
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: g.st.kernels++; break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: g.st.memcpys++; break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: g.st.memsets++; break;
+    case CUPTI_ACTIVITY_KIND_RUNTIME: g.st.runtime_api++; break;
+    case CUPTI_ACTIVITY_KIND_DRIVER: g.st.driver_api++; break;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: g.st.external_correlation++; break;
+    default: break;
+    }
+    /* full: hand it to the completion thread now */
+    if ((b->max_records && b->nrec >= b->max_records) || b->size - b->valid < FC_MIN_RECORD)
+        enqueue_locked(b);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the fake GPU */
+
+static struct streament *stream_locked(uint32_t device, uint32_t stream, int create)
+{
+    for (size_t i = 0; i < g.nstreams; i++)
+        if (g.streams[i].device == device && g.streams[i].stream == stream)
+            return &g.streams[i];
+    if (!create || grow((void **)&g.streams, &g.capstreams, g.nstreams + 1,
+                        sizeof *g.streams) != 0)
+        return NULL;
+    g.streams[g.nstreams] = (struct streament){ .device = device, .stream = stream };
+    return &g.streams[g.nstreams++];
+}
+
+static int64_t next_grid_locked(uint32_t device)
+{
+    size_t i;
+
+    for (i = 0; i < g.ndevs; i++)
+        if (g.devs[i].device == device)
+            return g.devs[i].next_grid++;
+    if (grow((void **)&g.devs, &g.capdevs, g.ndevs + 1, sizeof *g.devs) != 0)
+        return 0;
+    g.devs[i] = (struct devent){ .device = device, .next_grid = 2 };
+    g.ndevs++;
+    return 1;
+}
+
+/* a launch blocks while its stream is too far ahead of the clock (a full launch queue) */
+static void throttle(uint32_t device, uint32_t stream)
+{
+    struct streament *s;
+    uint64_t tail = 0, now;
+
+    lock();
+    s = stream_locked(device, stream, 0);
+    if (s)
+        tail = s->tail_rt;
+    unlock();
+    now = rt_now();
+    if (tail > now + FC_AHEAD_NS)
+        sleep_ns(tail - FC_AHEAD_NS - now);
+}
+
+CUcontext fakecuda_context(uint32_t device)
+{
+    return (CUcontext)(uintptr_t)(0xc0de0000u + 0x100u * ((uintptr_t)device + 1));
+}
+
+enum op { OP_KERNEL, OP_MEMCPY, OP_MEMSET };
+
+struct launch {
+    enum op op;
+    const struct fakecuda_kernel *k;
+    uint64_t bytes;
+    int copy_kind;
+    uint32_t value;
+    uint32_t device, stream;
+    CUpti_CallbackId rt_cbid, drv_cbid;
+};
+
+static int api_on_locked(CUpti_ActivityKind kind, CUpti_CallbackId cbid)
+{
+    uint8_t ovr = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g.rt_ovr[cbid] : g.drv_ovr[cbid];
+
+    return ovr == 1 || (ovr == 0 && g.enabled[kind]);
+}
+
+static void derive_config(const char *name, int32_t grid[3], int32_t block[3])
+{
+    /* the three kernels of tests/data/cupti-13.0-h200/dump.cu.txt, else by a hash */
+    static const struct { const char *name; int32_t g, b; } known[] = {
+        { "_Z5scaleILi2EEvPfi", 64, 256 },
+        { "_Z5scaleILi3EEvPfi", 32, 128 },
+        { "_ZN2ns7add_oneEPfi", 128, 256 },
+    };
+    uint32_t h;
+
+    grid[1] = grid[2] = block[1] = block[2] = 1;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (name && strcmp(name, known[i].name) == 0) {
+            grid[0] = known[i].g;
+            block[0] = known[i].b;
+            return;
+        }
+    h = hash_str(name);
+    grid[0] = 16 << (h % 5);
+    block[0] = 64 << ((h >> 8) % 4);
+}
+
+static void memcpy_kinds(int ck, uint8_t *src, uint8_t *dst)
+{
+    enum { U = CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN, H = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+           D = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, A = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY };
+    static const uint8_t map[][2] = {
+        [CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN] = { U, U },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_HTOD] = { H, D },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOH] = { D, H },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_HTOA] = { H, A },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOH] = { A, H },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOA] = { A, A },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOD] = { A, D },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOA] = { D, A },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOD] = { D, D },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_HTOH] = { H, H },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_PTOP] = { D, D },
+    };
+
+    if (ck < 0 || (size_t)ck >= sizeof map / sizeof map[0])
+        ck = CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN;
+    *src = map[ck][0];
+    *dst = map[ck][1];
+}
+
+static uint32_t channel_of(uint32_t stream)
+{
+    return 1 + (stream ? (stream - 1) % 8 : 0);
+}
+
+/* the FAKECUDA_REC_* bit of a record written, or of a record dropped */
+static uint32_t mark(int written, uint32_t bit)
+{
+    return written ? bit : bit << FAKECUDA_DROPPED_SHIFT;
+}
+
+static uint32_t do_launch(const struct launch *L)
+{
+    struct tstate *t = self();
+    CUcontext gctx = NULL;
+    uint32_t gstream = 0, corr = 0, res = 0, gpu_kind = 0;
+    uint64_t t0, t1, t2, t3, rt3, dur, start_rt, end_rt;
+    int64_t off;
+    int rt_on, drv_on, ext_on;
+    struct streament *s;
+    const char *dq;
+
+    t->last_result = 0;
+    throttle(L->device, L->stream);
+    t0 = api_ts(t);
+
+    lock();
+    switch (L->op) {
+    case OP_KERNEL:
+        if (g.enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL])
+            gpu_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        else if (g.enabled[CUPTI_ACTIVITY_KIND_KERNEL])
+            gpu_kind = CUPTI_ACTIVITY_KIND_KERNEL;
+        dur = L->k->duration_ns ? L->k->duration_ns : 1000 + rnd_locked() % 4001;
+        break;
+    case OP_MEMCPY:
+        if (g.enabled[CUPTI_ACTIVITY_KIND_MEMCPY])
+            gpu_kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+        if (L->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ||
+            L->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP)
+            dur = 1000 + L->bytes / 2000 + rnd_locked() % 401;   /* ~2 TB/s */
+        else
+            dur = 1200 + L->bytes / 25 + rnd_locked() % 401;     /* ~25 GB/s over PCIe */
+        break;
+    default:
+        if (g.enabled[CUPTI_ACTIVITY_KIND_MEMSET])
+            gpu_kind = CUPTI_ACTIVITY_KIND_MEMSET;
+        dur = 1200 + L->bytes / 2000 + rnd_locked() % 401;
+        break;
+    }
+    rt_on = api_on_locked(CUPTI_ACTIVITY_KIND_RUNTIME, L->rt_cbid);
+    drv_on = api_on_locked(CUPTI_ACTIVITY_KIND_DRIVER, L->drv_cbid);
+    ext_on = (rt_on || drv_on) && g.enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION];
+    if (gpu_kind || rt_on || drv_on)
+        corr = ++g.corr;
+    g.st.last_correlation = g.corr;
+
+    /* API call: [t0 runtime [t1 driver t2] t3]; the work starts after t3 */
+    t1 = api_ts(t);
+    t2 = api_ts(t);
+    t3 = api_ts(t);
+    rt3 = atomic_load(&g_ts_cb) ? rt_now() : t3;
+    off = (int64_t)(t3 - rt3);
+    start_rt = rt3 + 800 + rnd_locked() % 1201;
+    s = stream_locked(L->device, L->stream, 1);
+    if (s) {
+        uint64_t gap = 150 + rnd_locked() % 351;
+
+        if (s->tail_rt + gap > start_rt)
+            start_rt = s->tail_rt + gap;
+    }
+    end_rt = start_rt + dur;
+    if (s)
+        s->tail_rt = end_rt;
+
+    if (corr && (dq = getenv("FAKECUPTI_DROP_QUEUE")) && strcmp(dq, "stream") == 0) {
+        gctx = fakecuda_context(L->device);
+        gstream = L->stream;
+    }
+
+    if (ext_on) {
+        for (uint32_t k = 1; k < FC_EXT_KINDS; k++) {
+            CUpti_ActivityExternalCorrelation r;
+
+            if (!t->ext[k].n)
+                continue;
+            memset(&r, 0, sizeof r);
+            r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+            r.externalKind = (CUpti_ExternalCorrelationKind)k;
+            r.externalId = t->ext[k].ids[t->ext[k].n - 1];
+            r.correlationId = corr;
+            res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_EXTCORR);
+        }
+    }
+
+    if (gpu_kind && L->op == OP_KERNEL) {
+        const struct fakecuda_kernel *k = L->k;
+        CUpti_ActivityKernel10 r;
+        int32_t grid[3], block[3];
+
+        derive_config(k->name, grid, block);
+        for (int i = 0; i < 3; i++) {
+            if (k->grid[i] > 0)
+                grid[i] = k->grid[i];
+            if (k->block[i] > 0)
+                block[i] = k->block[i];
+        }
+        memset(&r, 0, sizeof r);
+        r.kind = (CUpti_ActivityKind)gpu_kind;
+        r.registersPerThread = 16;
+        r.partitionedGlobalCacheRequested =
+            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;
+        r.partitionedGlobalCacheExecuted =
+            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;
+        r.start = (uint64_t)((int64_t)start_rt + off);
+        r.end = (uint64_t)((int64_t)end_rt + off);
+        r.completed = r.end;
+        r.deviceId = L->device;
+        r.contextId = L->device + 1;
+        r.streamId = L->stream;
+        r.gridX = grid[0];
+        r.gridY = grid[1];
+        r.gridZ = grid[2];
+        r.blockX = block[0];
+        r.blockY = block[1];
+        r.blockZ = block[2];
+        r.staticSharedMemory = 0;
+        r.dynamicSharedMemory = k->dynamic_shared;
+        r.localMemoryPerThread = 0;
+        r.localMemoryTotal = FC_LOCAL_MEM_TOTAL;
+        r.correlationId = corr;
+        r.gridId = next_grid_locked(L->device);
+        r.name = k->name;
+        r.reserved0 = NULL;
+        r.queued = CUPTI_TIMESTAMP_UNKNOWN;
+        r.submitted = CUPTI_TIMESTAMP_UNKNOWN;
+        r.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
+        r.sharedMemoryExecuted = k->dynamic_shared > 32768
+            ? (uint32_t)(((uint32_t)k->dynamic_shared + 8191u) & ~8191u) : 32768u;
+        r.graphNodeId = k->graph_node_id;
+        r.shmemLimitConfig = CUPTI_FUNC_SHMEM_LIMIT_DEFAULT;
+        r.graphId = (uint32_t)k->graph_id;
+        r.pAccessPolicyWindow = NULL;
+        r.channelID = channel_of(L->stream);
+        r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
+        r.clusterSchedulingPolicy = 1;
+        r.localMemoryTotal_v2 = FC_LOCAL_MEM_TOTAL;
+        r.isDeviceLaunched = 0;
+        res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+    } else if (gpu_kind && L->op == OP_MEMCPY) {
+        CUpti_ActivityMemcpy6 r;
+        uint8_t src, dst;
+
+        memcpy_kinds(L->copy_kind, &src, &dst);
+        memset(&r, 0, sizeof r);
+        r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+        r.copyKind = (uint8_t)L->copy_kind;
+        r.srcKind = src;
+        r.dstKind = dst;
+        r.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+        r.bytes = L->bytes;
+        r.start = (uint64_t)((int64_t)start_rt + off);
+        r.end = (uint64_t)((int64_t)end_rt + off);
+        r.deviceId = L->device;
+        r.contextId = L->device + 1;
+        r.streamId = L->stream;
+        r.correlationId = corr;
+        r.runtimeCorrelationId = 0;         /* 0 in the H200 capture */
+        r.reserved0 = NULL;
+        r.graphNodeId = 0;
+        r.graphId = 0;
+        r.channelID = 12;
+        r.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
+        r.isDeviceLaunched = 0;
+        r.copyCount = 1;
+        res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+    } else if (gpu_kind) {
+        CUpti_ActivityMemset4 r;
+
+        memset(&r, 0, sizeof r);
+        r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+        r.value = L->value;
+        r.bytes = L->bytes;
+        r.start = (uint64_t)((int64_t)start_rt + off);
+        r.end = (uint64_t)((int64_t)end_rt + off);
+        r.deviceId = L->device;
+        r.contextId = L->device + 1;
+        r.streamId = L->stream;
+        r.correlationId = corr;
+        r.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
+        r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+        r.reserved0 = NULL;
+        r.graphNodeId = 0;
+        r.graphId = 0;
+        r.channelID = channel_of(L->stream);
+        r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
+        r.isDeviceLaunched = 0;
+        res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+    }
+
+    if (drv_on) {
+        CUpti_ActivityAPI r;
+
+        memset(&r, 0, sizeof r);
+        r.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+        r.cbid = L->drv_cbid;
+        r.start = t1;
+        r.end = t2;
+        r.processId = g.pid;
+        r.threadId = thread_id();
+        r.correlationId = corr;
+        r.returnValue = 0;                  /* CUDA_SUCCESS */
+        res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_DRIVER);
+    }
+    if (rt_on) {
+        CUpti_ActivityAPI r;
+
+        memset(&r, 0, sizeof r);
+        r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+        r.cbid = L->rt_cbid;
+        r.start = t0;
+        r.end = t3;
+        r.processId = g.pid;
+        r.threadId = thread_id();
+        r.correlationId = corr;
+        r.returnValue = 0;                  /* cudaSuccess */
+        res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_RUNTIME);
+    }
+    unlock();
+
+    t->last_result = res;
+    fc_log(2, "launch op %d dev %u stream %u corr %u result 0x%x", (int)L->op, L->device,
+           L->stream, corr, res);
+    return corr;
+}
+
+/* ---------------------------------------------------------------- fake CUDA API */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_rc;
+
+static void do_init(void)
+{
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    void *h, *sym;
+    int (*fn)(void);
+    int r;
+
+    init_rc = 0;
+    if (!path || !*path)
+        return;
+    h = dlopen(path, RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "fakecuda: cannot load CUDA_INJECTION64_PATH=%s: %s\n", path, dlerror());
+        init_rc = -1;
+        return;
+    }
+    sym = dlsym(h, "InitializeInjection");
+    if (!sym) {
+        fprintf(stderr, "fakecuda: %s has no InitializeInjection: %s\n", path, dlerror());
+        dlclose(h);
+        init_rc = -1;
+        return;
+    }
+    fn = (int (*)(void))sym;
+    fc_log(1, "calling InitializeInjection of %s", path);
+    r = fn();
+    fc_log(1, "InitializeInjection returned %d", r);
+}
+
+int fakecuda_init(void)
+{
+    pthread_once(&init_once, do_init);
+    return init_rc;
+}
+
+uint32_t fakecuda_launch_kernel_ex(const struct fakecuda_kernel *k)
+{
+    struct launch L = { .op = OP_KERNEL, .k = k, .device = k->device, .stream = k->stream };
+
+    if (k->graph_id) {
+        L.rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch;
+    } else {
+        L.rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    }
+    return do_launch(&L);
+}
+
+uint32_t fakecuda_launch_kernel(const char *name, uint32_t device, uint32_t stream,
+                                uint64_t graph_id, uint64_t graph_node_id)
+{
+    struct fakecuda_kernel k = { .name = name, .device = device, .stream = stream,
+                                 .graph_id = graph_id, .graph_node_id = graph_node_id };
+
+    return fakecuda_launch_kernel_ex(&k);
+}
+
+uint32_t fakecuda_memcpy(uint64_t bytes, int copy_kind, uint32_t device, uint32_t stream)
+{
+    struct launch L = { .op = OP_MEMCPY, .bytes = bytes, .copy_kind = copy_kind,
+                        .device = device, .stream = stream,
+                        .rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 };
+
+    switch (copy_kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2;
+        break;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2;
+        break;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2;
+        break;
+    default:
+        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync;
+        break;
+    }
+    return do_launch(&L);
+}
+
+uint32_t fakecuda_memset(uint64_t bytes, uint32_t value, uint32_t device, uint32_t stream)
+{
+    struct launch L = { .op = OP_MEMSET, .bytes = bytes, .value = value,
+                        .device = device, .stream = stream,
+                        .rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+                        .drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async };
+
+    return do_launch(&L);
+}
+
+uint32_t fakecuda_last_result(void)
+{
+    return self()->last_result;
+}
+
+void fakecuda_synchronize(void)
+{
+    uint64_t tail = 0, now;
+
+    lock();
+    for (size_t i = 0; i < g.nstreams; i++)
+        if (g.streams[i].tail_rt > tail)
+            tail = g.streams[i].tail_rt;
+    unlock();
+    now = rt_now();
+    if (tail >= now)
+        sleep_ns(tail - now + 1);
+}
+
+void fakecupti_get_stats(struct fakecupti_stats *out)
+{
+    lock();
+    *out = g.st;
+    out->callbacks_registered = g.req != NULL && g.done != NULL;
+    unlock();
+}
+
+static void defaults_locked(void)
+{
+    memset(g.enabled, 0, sizeof g.enabled);
+    memset(g.rt_ovr, 0, sizeof g.rt_ovr);
+    memset(g.drv_ovr, 0, sizeof g.drv_ovr);
+    memcpy(g.attr, attr_default, sizeof g.attr);
+    g.tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+    g.period_ms = 0;
+}
+
+void fakecupti_reset(void)
+{
+    struct tstate *t = self();
+
+    lock();
+    if (g.done)
+        flush_locked(1);
+    else
+        wait_done_locked(g.enq_seq);
+    unlock();
+    stop_worker(0);
+
+    lock();
+    /* without a completion callback the queue is dropped on the floor */
+    while (g.qhead) {
+        struct qnode *n = g.qhead;
+
+        g.qhead = n->next;
+        free(n);
+    }
+    g.qtail = NULL;
+    free(g.slots);
+    g.slots = NULL;
+    g.nslots = 0;
+    free(g.drops);
+    g.drops = NULL;
+    g.ndrops = g.capdrops = 0;
+    free(g.streams);
+    g.streams = NULL;
+    g.nstreams = g.capstreams = 0;
+    free(g.devs);
+    g.devs = NULL;
+    g.ndevs = g.capdevs = 0;
+    g.req = NULL;
+    g.done = NULL;
+    atomic_store(&g_ts_cb, NULL);
+    defaults_locked();
+    g.enq_seq = g.done_seq = g.inflight_seq = 0;
+    g.corr = 0;
+    g.rng = 0;
+    g.warned_dirty = g.warned_reject = 0;
+    memset(&g.st, 0, sizeof g.st);
+    unlock();
+
+    for (size_t k = 0; k < FC_EXT_KINDS; k++)
+        t->ext[k].n = 0;
+    t->slot = 0;
+    t->last_result = 0;
+    t->last_ts = 0;
+}
+
+/* ---------------------------------------------------------------- load, unload, fork */
+
+static void fork_prepare(void)
+{
+    lock();
+}
+
+static void fork_parent(void)
+{
+    unlock();
+}
+
+static void fork_child(void)
+{
+    pthread_mutexattr_t a;
+
+    /* Only the forking thread exists in the child, and no completion thread.  Every
+     * buffer out at the fork (current, queued or being delivered) belongs to the parent,
+     * which completes it: the child forgets them (no duplicate completions) and requests
+     * new buffers for its own records. */
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&g.mu, &a);
+    pthread_mutexattr_destroy(&a);
+    pthread_cond_init(&g.cv_work, NULL);
+    pthread_cond_init(&g.cv_done, NULL);
+    g.running = 0;
+    g.stop = 0;
+    while (g.qhead) {
+        struct qnode *n = g.qhead;
+
+        g.qhead = n->next;
+        free(n);
+    }
+    g.qtail = NULL;
+    g.st.buffers_pending = 0;
+    g.done_seq = g.enq_seq;
+    g.inflight_seq = 0;
+    free(g.slots);
+    g.slots = NULL;
+    g.nslots = 0;
+    t_self.slot = 0;
+    g.pid = (uint32_t)getpid();
+}
+
+__attribute__((constructor))
+static void fc_load(void)
+{
+    long lvl;
+
+    pthread_key_create(&g_key, thread_exit);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    env_int("FAKECUPTI_LOG", 0, &lvl);
+    g.log = (int)(lvl < 0 ? 0 : lvl > 9 ? 9 : lvl);
+    g.pid = (uint32_t)getpid();
+    defaults_locked();
+    fc_log(1, "loaded (CUPTI API version %u emulated)", FC_VERSION_DEFAULT);
+}
+
+__attribute__((destructor))
+static void fc_unload(void)
+{
+    lock();
+    g.shutting_down = 1;                /* later flushes deliver inline */
+    unlock();
+    stop_worker(1);
+}
+
+/* ---------------------------------------------------------------- CUPTI API */
+
+#define RESULTS(X) \
+    X(CUPTI_SUCCESS) X(CUPTI_ERROR_INVALID_PARAMETER) X(CUPTI_ERROR_INVALID_DEVICE) \
+    X(CUPTI_ERROR_INVALID_CONTEXT) X(CUPTI_ERROR_INVALID_EVENT_DOMAIN_ID) \
+    X(CUPTI_ERROR_INVALID_EVENT_ID) X(CUPTI_ERROR_INVALID_EVENT_NAME) \
+    X(CUPTI_ERROR_INVALID_OPERATION) X(CUPTI_ERROR_OUT_OF_MEMORY) X(CUPTI_ERROR_HARDWARE) \
+    X(CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT) X(CUPTI_ERROR_API_NOT_IMPLEMENTED) \
+    X(CUPTI_ERROR_MAX_LIMIT_REACHED) X(CUPTI_ERROR_NOT_READY) X(CUPTI_ERROR_NOT_COMPATIBLE) \
+    X(CUPTI_ERROR_NOT_INITIALIZED) X(CUPTI_ERROR_INVALID_METRIC_ID) \
+    X(CUPTI_ERROR_INVALID_METRIC_NAME) X(CUPTI_ERROR_QUEUE_EMPTY) X(CUPTI_ERROR_INVALID_HANDLE) \
+    X(CUPTI_ERROR_INVALID_STREAM) X(CUPTI_ERROR_INVALID_KIND) X(CUPTI_ERROR_INVALID_EVENT_VALUE) \
+    X(CUPTI_ERROR_DISABLED) X(CUPTI_ERROR_INVALID_MODULE) X(CUPTI_ERROR_INVALID_METRIC_VALUE) \
+    X(CUPTI_ERROR_HARDWARE_BUSY) X(CUPTI_ERROR_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED) X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE) \
+    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_NON_P2P_DEVICES) \
+    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS) X(CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE) \
+    X(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) X(CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED) \
+    X(CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE) X(CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) \
+    X(CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED) X(CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_INVALID_CHIP_NAME) \
+    X(CUPTI_ERROR_UNKNOWN)
+
+CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str)
+{
+    if (!str)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    switch (result) {
+#define CASE(r) case r: *str = #r; return CUPTI_SUCCESS;
+    RESULTS(CASE)
+#undef CASE
+    default:
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+}
+
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+{
+    long v;
+
+    if (!version)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (env_int("FAKECUPTI_VERSION", FC_VERSION_DEFAULT, &v) <= 0 || v < 0 || v > UINT32_MAX)
+        v = FC_VERSION_DEFAULT;
+    *version = (uint32_t)v;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
+    CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+    CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
+{
+    if (!funcBufferRequested || !funcBufferCompleted)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    lock();
+    if (g.req && (g.req != funcBufferRequested || g.done != funcBufferCompleted))
+        fc_log(1, "buffer callbacks replaced: buffers out now complete to the new pair");
+    g.req = funcBufferRequested;
+    g.done = funcBufferCompleted;
+    g.st.callback_registrations++;
+    unlock();
+    fc_log(1, "cuptiActivityRegisterCallbacks(%p, %p)", (void *)(uintptr_t)funcBufferRequested,
+           (void *)(uintptr_t)funcBufferCompleted);
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult set_kind(CUpti_ActivityKind kind, uint8_t on)
+{
+    if ((int)kind <= CUPTI_ACTIVITY_KIND_INVALID || (int)kind >= CUPTI_ACTIVITY_KIND_COUNT)
+        return CUPTI_ERROR_INVALID_KIND;
+    lock();
+    g.enabled[kind] = on;
+    /* the kind overrides earlier per-API settings */
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+        memset(g.rt_ovr, 0, sizeof g.rt_ovr);
+    else if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
+        memset(g.drv_ovr, 0, sizeof g.drv_ovr);
+    unlock();
+    fc_log(1, "cuptiActivity%s(%d)", on ? "Enable" : "Disable", (int)kind);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    return set_kind(kind, 1);
+}
+
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+    return set_kind(kind, 0);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableContext(CUcontext context, CUpti_ActivityKind kind)
+{
+    if ((int)kind <= CUPTI_ACTIVITY_KIND_INVALID || (int)kind >= CUPTI_ACTIVITY_KIND_COUNT)
+        return CUPTI_ERROR_INVALID_KIND;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityDisableContext(CUcontext context, CUpti_ActivityKind kind)
+{
+    if ((int)kind <= CUPTI_ACTIVITY_KIND_INVALID || (int)kind >= CUPTI_ACTIVITY_KIND_COUNT)
+        return CUPTI_ERROR_INVALID_KIND;
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult flush_all(uint32_t flag)
+{
+    struct tstate *t = self();
+
+    if (t->in_callback) {
+        fprintf(stderr, "fakecupti: cuptiActivityFlushAll called from a CUPTI buffer callback: "
+                "refused (CUPTI_ERROR_INVALID_OPERATION), it would deadlock\n");
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
+    lock();
+    if (!g.req || !g.done) {
+        unlock();
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
+    g.st.flushes++;
+    fc_log(1, "cuptiActivityFlushAll(%u)", flag);
+    flush_locked(0);
+    unlock();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
+{
+    return flush_all(flag);
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlush(CUcontext context, uint32_t streamId, uint32_t flag)
+{
+    return flush_all(flag);             /* deprecated: context and stream are ignored */
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t time)
+{
+    lock();
+    g.period_ms = time;
+    if (time && !g.running)
+        start_worker_locked();
+    pthread_cond_broadcast(&g.cv_work);
+    unlock();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes,
+                                                CUpti_Activity **record)
+{
+    uintptr_t base = (uintptr_t)buffer, p;
+    size_t off, sz;
+    uint32_t kind;
+
+    if (!buffer || !record)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (*record == NULL) {
+        off = 0;
+    } else {
+        p = (uintptr_t)*record;
+        if (p < base || p - base >= validBufferSizeBytes)
+            return CUPTI_ERROR_INVALID_PARAMETER;
+        off = p - base;
+        memcpy(&kind, buffer + off, sizeof kind);
+        sz = record_size(kind);
+        if (!sz)
+            return CUPTI_ERROR_INVALID_KIND;
+        off += sz;
+    }
+    if (off >= validBufferSizeBytes)
+        return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    if (validBufferSizeBytes - off < sizeof kind)
+        return CUPTI_ERROR_INVALID_KIND;
+    memcpy(&kind, buffer + off, sizeof kind);
+    sz = record_size(kind);
+    if (!sz || validBufferSizeBytes - off < sz)
+        return CUPTI_ERROR_INVALID_KIND;
+    *record = (CUpti_Activity *)(void *)(buffer + off);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId,
+                                                       size_t *dropped)
+{
+    if (!dropped)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *dropped = 0;
+    lock();
+    for (size_t i = 0; i < g.ndrops; i++)
+        if (g.drops[i].ctx == context && g.drops[i].stream == streamId) {
+            *dropped = g.drops[i].n;
+            g.drops[i].n = 0;           /* reset on read, like CUPTI */
+            break;
+        }
+    unlock();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t *valueSize,
+                                               void *value)
+{
+    size_t w;
+
+    if (!valueSize || !value || (int)attr < 0 || (size_t)attr >= FC_NATTR)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    w = attr_width((size_t)attr);
+    if (*valueSize < w)
+        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    lock();
+    if (w == sizeof(uint8_t)) {
+        uint8_t v = (uint8_t)g.attr[attr];
+
+        memcpy(value, &v, sizeof v);
+    } else {
+        size_t v = (size_t)g.attr[attr];
+
+        memcpy(value, &v, sizeof v);
+    }
+    unlock();
+    *valueSize = w;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *valueSize,
+                                               void *value)
+{
+    size_t w;
+    uint64_t v;
+
+    if (!valueSize || !value || (int)attr < 0 || (size_t)attr >= FC_NATTR)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    w = attr_width((size_t)attr);
+    if (*valueSize < w)
+        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    if (w == sizeof(uint8_t)) {
+        uint8_t b;
+
+        memcpy(&b, value, sizeof b);
+        v = b;
+    } else {
+        size_t s;
+
+        memcpy(&s, value, sizeof s);
+        v = s;
+    }
+    lock();
+    g.attr[attr] = v;
+    unlock();
+    fc_log(1, "cuptiActivitySetAttribute(%d, %llu)", (int)attr, (unsigned long long)v);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
+{
+    if (!timestamp)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *timestamp = cupti_now();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(
+    CUpti_TimestampCallbackFunc funcTimestamp)
+{
+    if (!funcTimestamp)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    atomic_store(&g_ts_cb, funcTimestamp);
+    fc_log(1, "timestamp callback %p registered", (void *)(uintptr_t)funcTimestamp);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                            uint64_t id)
+{
+    struct tstate *t = self();
+    struct extstack *s;
+
+    if ((int)kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || (int)kind >= FC_EXT_KINDS)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    s = &t->ext[kind];
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 16;
+        uint64_t *p = realloc(s->ids, ncap * sizeof *p);
+
+        if (!p)
+            return CUPTI_ERROR_OUT_OF_MEMORY;
+        s->ids = p;
+        s->cap = ncap;
+    }
+    s->ids[s->n++] = id;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                           uint64_t *lastId)
+{
+    struct tstate *t = self();
+    struct extstack *s;
+
+    if ((int)kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || (int)kind >= FC_EXT_KINDS)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    s = &t->ext[kind];
+    if (!s->n)
+        return CUPTI_ERROR_QUEUE_EMPTY;
+    s->n--;
+    if (lastId)
+        *lastId = s->ids[s->n];
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult set_api(uint8_t *ovr, size_t n, CUpti_CallbackId cbid, uint8_t enable)
+{
+    if (cbid == 0 || cbid >= n)         /* 0 is the INVALID cbid of both domains */
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    lock();
+    ovr[cbid] = enable ? 1 : 2;
+    unlock();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    return set_api(g.rt_ovr, CUPTI_RUNTIME_TRACE_CBID_SIZE, cbid, enable);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    return set_api(g.drv_ovr, CUPTI_DRIVER_TRACE_CBID_SIZE, cbid, enable);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableHWTrace(uint8_t enable)
+{
+    long hw;
+
+    env_int("FAKECUPTI_HW_TRACE", 0, &hw);
+    if (!enable || hw == 1)
+        return CUPTI_SUCCESS;
+    return CUPTI_ERROR_NOT_SUPPORTED;   /* the H200 (Hopper) has no HES trace */
+}
+
+CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType type)
+{
+    if ((int)type < 0 || type >= CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    lock();
+    g.tid_type = type;
+    unlock();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetThreadIdType(CUpti_ActivityThreadIdType *type)
+{
+    if (!type)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    lock();
+    *type = g.tid_type;
+    unlock();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiFinalize(void)
+{
+    if (self()->in_callback) {
+        fprintf(stderr, "fakecupti: cuptiFinalize called from a CUPTI buffer callback: refused\n");
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
+    fc_log(1, "cuptiFinalize");
+    lock();
+    /* detach: every buffer goes back, empty ones included */
+    if (g.done)
+        flush_locked(1);
+    else
+        wait_done_locked(g.enq_seq);
+    unlock();
+    stop_worker(0);
+    lock();
+    memset(g.enabled, 0, sizeof g.enabled);
+    memset(g.rt_ovr, 0, sizeof g.rt_ovr);
+    memset(g.drv_ovr, 0, sizeof g.drv_ovr);
+    g.req = NULL;
+    g.done = NULL;
+    g.period_ms = 0;
+    atomic_store(&g_ts_cb, NULL);
+    for (size_t i = 0; i < g.ndrops; i++)
+        g.drops[i].n = 0;
+    unlock();
+    return CUPTI_SUCCESS;
+}

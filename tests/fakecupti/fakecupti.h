@@ -1,0 +1,180 @@
+/*
+ * fakecupti.h: the libcupti test double (libcupti-fake.so) and its fake CUDA API.
+ *
+ * There is no GPU in CI.  libcupti-fake.so exports the CUPTI 13.0 activity API with the
+ * prototypes of the real <cupti.h> (the implementation includes it, so the compiler checks
+ * every signature) and behaves like the real library as far as a test can tell:
+ *
+ *   - records use the real CUPTI 13.0 structs (CUpti_ActivityKernel10 216 bytes, Memcpy6 96,
+ *     Memset4 88, API 40, ExternalCorrelation 24), packed back to back in the client's
+ *     buffer; cuptiActivityGetNextRecord walks them by the kind at offset 0 and the struct
+ *     size (CUPTI_ERROR_MAX_LIMIT_REACHED at validSize, CUPTI_ERROR_INVALID_KIND for an
+ *     unknown kind or a truncated record);
+ *   - the buffer-request callback is called on the launching thread, with the double's
+ *     lock held (like CUPTI, the request blocks other launching threads); a NULL/0 answer
+ *     drops the record and counts it for cuptiActivityGetNumDroppedRecords;
+ *   - buffers are per thread by default, like CUPTI 13.0
+ *     (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER defaults to 1): each launching thread
+ *     fills its own buffer, so a client has one buffer out per launching thread plus the
+ *     ones waiting for completion.  Set the attribute to 0 for one global buffer;
+ *   - a full buffer is completed asynchronously on the double's completion thread (its
+ *     "CUPTI worker"), one at a time, in the order they filled, with ctx NULL, streamId 0.
+ *     The completion callback is called WITHOUT the double's lock held; it is read at
+ *     delivery time, so a second cuptiActivityRegisterCallbacks takes over buffers that
+ *     were handed out under the first (as measured on the H200);
+ *   - cuptiActivityFlushAll(0) and cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
+ *     both complete every non-empty current buffer (the double's records are always
+ *     complete) and return only after the completion thread has returned from the
+ *     completion callback of every buffer queued so far.  Flushing from inside a
+ *     request/completion callback is refused with CUPTI_ERROR_INVALID_OPERATION (it would
+ *     deadlock) and a warning on stderr.  Without a completion thread (after the library
+ *     destructor ran) the flush delivers inline on the caller's thread.  Without registered
+ *     callbacks it returns CUPTI_ERROR_INVALID_OPERATION, as documented;
+ *   - cuptiActivityFlushPeriod(ms) makes the completion thread complete, every ms, the
+ *     current buffers that are full (cannot take one more kernel record);
+ *   - record order in the buffer follows the real H200 capture in tests/data: for one
+ *     launch, [ExternalCorrelation per kind] [GPU record] [driver API] [runtime API], since
+ *     CUPTI reserves the GPU record at launch and writes API records at API exit;
+ *   - one correlation id per fake launch (process-wide counter from 1) on all its records.
+ *     Real CUPTI gives the runtime and a (directly traced) driver call distinct ids; the
+ *     double keeps one id per launch so that tests can join by it;
+ *   - ExternalCorrelation records (one per external kind that has an id pushed on the
+ *     calling thread, with the innermost id) are emitted only when the kind
+ *     EXTERNAL_CORRELATION is enabled AND the launch produces at least one API record: the
+ *     header documents them as preceding API records; do not rely on more;
+ *   - timestamps: CLOCK_REALTIME ns (CUPTI's Linux default), or the callback registered with
+ *     cuptiActivityRegisterTimestampCallback (API times are sampled through it; GPU times
+ *     are mapped into it with a rate of 1 ns per unit);
+ *   - the fake GPU executes each stream's work in order (a kernel lasts 1-5 us, a 4 KiB
+ *     copy about 1.4 us); streams run concurrently; work on a stream starts after the API
+ *     call that launched it returned.  A launch blocks while its stream is more than 2 ms of
+ *     work ahead of the wall clock (a full launch queue), so GPU times stay near real time.
+ *
+ * fork(): the child has no completion thread until it needs one, and forgets every buffer
+ * that was out at the fork (the parent completes those); its own records go to new buffers.
+ *
+ * Internal calls never go through exported symbols, so an LD_PRELOADed shim that
+ * interposes cupti* entry points does not see the double's own calls.
+ *
+ * Environment (read at the moment it matters, so a test may setenv() between calls):
+ *   FAKECUPTI_VERSION=N           cuptiGetVersion returns N (default 130001).
+ *   FAKECUPTI_COMPLETE_DELAY_US=N the completion thread sleeps N us before each completion
+ *                                 callback (a slow CUPTI: buffers come back late).
+ *   FAKECUPTI_LOG=1               trace API calls and buffer events on stderr ("fakecupti: ").
+ *                                 2 also traces each launch.  Read once, at load.
+ *   FAKECUPTI_DROP_QUEUE=stream   count dropped GPU records under (fakecuda_context(device),
+ *                                 streamId) instead of the global queue (NULL, 0).  By
+ *                                 default every drop is counted under (NULL, 0), where a
+ *                                 client that asks with the completion callback's (ctx,
+ *                                 streamId) finds it: CUDA >= 6.0 buffers are global.
+ *   FAKECUPTI_HW_TRACE=1          cuptiActivityEnableHWTrace(1) succeeds (a Blackwell);
+ *                                 default CUPTI_ERROR_NOT_SUPPORTED, like the H200.
+ */
+#ifndef CUPTIMON_FAKECUPTI_H
+#define CUPTIMON_FAKECUPTI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cupti.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- fake CUDA API (what the "application" calls) ---- */
+
+/* Emulates the CUDA driver's tool injection at cuInit: if CUDA_INJECTION64_PATH is set,
+ * dlopen(RTLD_NOW) it and call its `int InitializeInjection(void)` (the return value is
+ * logged and otherwise ignored, as the driver does).  Once per process: later calls return
+ * the first result.  Returns 0 (also when the variable is unset), or -1 with a message on
+ * stderr when the library cannot be loaded or has no InitializeInjection. */
+int fakecuda_init(void);
+
+/* A kernel launch: cudaLaunchKernel (or cudaGraphLaunch when graph_id != 0).  Emits, as
+ * enabled: the kernel record (kind CONCURRENT_KERNEL if enabled, else KERNEL), the driver
+ * record cuLaunchKernel (cuGraphLaunch), the runtime record cudaLaunchKernel_v7000
+ * (cudaGraphLaunch_v10000), preceded by ExternalCorrelation records.  `name` is stored as
+ * the record's `name` pointer: it must stay valid until the buffers have been consumed
+ * (for a shim, until the process exits).  Grid/block are derived from a hash of the name.
+ * Returns the launch's correlation id, or 0 when no record kind for it was enabled (then
+ * no id is consumed).  A non-zero id does not mean the records were written: they may
+ * have been dropped; see fakecuda_last_result(). */
+uint32_t fakecuda_launch_kernel(const char *name, uint32_t device, uint32_t stream,
+                                uint64_t graph_id, uint64_t graph_node_id);
+
+struct fakecuda_kernel {
+    const char *name;
+    uint32_t device, stream;
+    int32_t grid[3], block[3];      /* 0 = derived from the name */
+    int32_t dynamic_shared;         /* bytes */
+    uint64_t graph_id, graph_node_id;
+    uint64_t duration_ns;           /* 0 = 1000..5000 ns, pseudo-random */
+};
+/* The same with an explicit launch configuration. */
+uint32_t fakecuda_launch_kernel_ex(const struct fakecuda_kernel *k);
+
+/* cudaMemcpyAsync_v3020 (driver: cuMemcpyHtoDAsync_v2 / DtoH / DtoD / cuMemcpyAsync) and a
+ * CUpti_ActivityMemcpy6 record; copy_kind is a CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH,
+ * 8 DtoD, 9 HtoH...), which also sets srcKind/dstKind (host side pageable). */
+uint32_t fakecuda_memcpy(uint64_t bytes, int copy_kind, uint32_t device, uint32_t stream);
+
+/* cudaMemsetAsync_v3020 (driver: cuMemsetD8Async) and a CUpti_ActivityMemset4 record
+ * (device memory). */
+uint32_t fakecuda_memset(uint64_t bytes, uint32_t value, uint32_t device, uint32_t stream);
+
+/* What the calling thread's last fakecuda_launch_kernel/_ex/memcpy/memset did with each
+ * of its records: FAKECUDA_REC_* bits for records written into a buffer, the same bits
+ * shifted by FAKECUDA_DROPPED_SHIFT for records dropped. */
+#define FAKECUDA_REC_GPU      0x1u  /* kernel, memcpy or memset record */
+#define FAKECUDA_REC_RUNTIME  0x2u
+#define FAKECUDA_REC_DRIVER   0x4u
+#define FAKECUDA_REC_EXTCORR  0x8u  /* at least one ExternalCorrelation record */
+#define FAKECUDA_DROPPED_SHIFT 8
+uint32_t fakecuda_last_result(void);
+
+/* Like cudaDeviceSynchronize on every device: returns when the fake GPU has finished all
+ * work launched so far (every record's end time is then in the past). */
+void fakecuda_synchronize(void);
+
+/* The opaque CUcontext handle of a device's (fake) primary context; never dereference it.
+ * Records carry contextId = device + 1. */
+CUcontext fakecuda_context(uint32_t device);
+
+/* ---- test introspection ---- */
+
+struct fakecupti_stats {
+    /* records written into client buffers, by kind */
+    uint64_t kernels;               /* CONCURRENT_KERNEL or KERNEL */
+    uint64_t memcpys;
+    uint64_t memsets;
+    uint64_t runtime_api;
+    uint64_t driver_api;
+    uint64_t external_correlation;
+    uint64_t records_dropped;       /* all kinds: no buffer, or no callbacks registered */
+    uint64_t buffers_requested;     /* request callback invocations */
+    uint64_t requests_declined;     /* ... that returned NULL or size 0 */
+    uint64_t buffers_rejected;      /* ... that returned a misaligned or too small buffer
+                                       (completed back at once with validSize 0) */
+    uint64_t buffers_completed;     /* completion callbacks returned */
+    uint64_t buffers_lost;          /* completed while no completion callback was set */
+    uint64_t buffers_pending;       /* queued for completion now */
+    uint64_t dirty_buffers;         /* not all zero although ZEROED_OUT_ACTIVITY_BUFFER=1 */
+    uint64_t flushes;               /* cuptiActivityFlushAll calls that flushed */
+    uint64_t callback_registrations;/* successful cuptiActivityRegisterCallbacks calls */
+    int callbacks_registered;       /* 1 while a pair of buffer callbacks is registered */
+    uint32_t last_correlation;      /* last correlation id handed out (0: none yet) */
+};
+void fakecupti_get_stats(struct fakecupti_stats *out);
+
+/* Back to the state of a freshly loaded library (for tests that share one process):
+ * force-flushes every buffer, empty ones included, to the current completion callback,
+ * stops the completion thread, forgets callbacks, enabled kinds, attributes, drop counts,
+ * the fake GPU's streams, the calling thread's external correlation stacks, statistics,
+ * and restarts correlation ids at 1.  Not to be called while other threads launch. */
+void fakecupti_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUPTIMON_FAKECUPTI_H */

@@ -1,0 +1,450 @@
+/*
+ * cuptimon-workload: a fake CUDA job for tests.  It links libcupti-fake.so (so the double
+ * is already loaded when an injected shim looks for libcupti), calls fakecuda_init() (which
+ * loads CUDA_INJECTION64_PATH like the driver's cuInit), launches kernels, copies and
+ * memsets through the fake CUDA API, waits for the fake GPU, optionally writes a JSON
+ * report, and returns from main.  It never calls cuptimon: the shim flushes at exit on its
+ * own.
+ *
+ * Work item i (0 <= i < --kernels) is kernel names[i % nnames] on device i % D and stream
+ * 1 + (i / D) % S (so with one device: stream 1 + i % S); after it, on the same stream, a
+ * 4 KiB device-to-host copy when i % M == 0 and a 4 KiB memset when i % K == 0 (the pattern
+ * of tests/data/cupti-13.0-h200/dump.cu.txt).  With --threads T, thread t launches the
+ * items i with i % T == t.  With --rate R, item i is launched R^-1 * i seconds after the
+ * start.
+ */
+#include "config.h"
+
+#include "fakecupti.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "cuptimon-workload"
+#define DEFAULT_NAMES "_Z5scaleILi2EEvPfi,_Z5scaleILi3EEvPfi,_ZN2ns7add_oneEPfi"
+
+static struct {
+    uint64_t kernels, memcpy_every, memset_every, bytes;
+    uint32_t streams, devices, threads;
+    double rate;
+    uint64_t graph_id;
+    const char *report;
+    uint64_t linger_ms;
+    int no_init, quiet;
+    /* Kernel names live until the process exits: the shim reads them through the
+     * record's name pointer, possibly in its exit-time flush after main returned. */
+    char *names_buf;
+    const char **names;
+    size_t nnames;
+    struct timespec t0;
+} opt = {
+    .kernels = 1000, .memcpy_every = 50, .memset_every = 70, .bytes = 4096,
+    .streams = 2, .devices = 1, .threads = 1,
+};
+
+struct worker {
+    pthread_t tid;
+    uint32_t index;
+    uint64_t kernels, memcpys, memsets;
+    uint64_t *by_name;          /* kernel records written, per name */
+    uint64_t *launched_by_name;
+    uint32_t first_corr, last_corr;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: " PROG " [OPTION]...\n"
+        "A fake CUDA job: launches kernels, copies and memsets through the fake CUDA API of\n"
+        "libcupti-fake.so (the libcupti test double), so that a cuptimon shim injected with\n"
+        "CUDA_INJECTION64_PATH (or LD_PRELOAD) traces them as it would a real job.\n"
+        "\n"
+        "  -n, --kernels N        kernels to launch (default 1000)\n"
+        "  -N, --names LIST       comma-separated kernel names, launched in turn (default\n"
+        "                         " DEFAULT_NAMES ")\n"
+        "  -s, --streams S        streams per device: item i goes to stream 1 + (i / D) %% S\n"
+        "                         (default 2)\n"
+        "  -d, --devices D        devices: item i goes to device i %% D (default 1)\n"
+        "  -m, --memcpy-every M   a 4 KiB device-to-host copy after item i when i %% M == 0\n"
+        "                         (default 50; 0 = none)\n"
+        "  -e, --memset-every K   a 4 KiB memset after item i when i %% K == 0 (default 70;\n"
+        "                         0 = none)\n"
+        "  -b, --bytes B          size of each copy and memset (default 4096)\n"
+        "  -r, --rate R           launches per second over all threads (default 0: as fast\n"
+        "                         as possible)\n"
+        "  -t, --threads T        launching threads; thread t launches items i %% T == t\n"
+        "                         (default 1)\n"
+        "  -g, --graph-id G       launch the kernels as nodes of CUDA graph G (graphId G,\n"
+        "                         graphNodeId (G << 32) + 1 + i %% nnames; default 0: none)\n"
+        "  -o, --report FILE      write a JSON report to FILE at the end\n"
+        "  -l, --linger-ms MS     sleep MS ms before exiting (default 0)\n"
+        "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
+        "  -q, --quiet            no summary line on stdout\n"
+        "  -h, --help             this help\n"
+        "\n"
+        "After the launches it waits for the fake GPU (like cudaDeviceSynchronize) and\n"
+        "returns from main; a shim flushes at exit by itself.\n");
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    if (!s || !*s || *s == '-')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || *end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_names(const char *list)
+{
+    size_t n = 1;
+    char *p;
+
+    free(opt.names_buf);
+    free(opt.names);
+    opt.names_buf = strdup(list);
+    if (!opt.names_buf)
+        return -1;
+    for (p = opt.names_buf; *p; p++)
+        n += *p == ',';
+    opt.names = calloc(n, sizeof *opt.names);
+    if (!opt.names)
+        return -1;
+    opt.nnames = 0;
+    for (p = opt.names_buf;;) {
+        char *comma = strchr(p, ',');
+
+        if (comma)
+            *comma = '\0';
+        if (!*p)
+            return -1;              /* empty name */
+        opt.names[opt.nnames++] = p;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void pace(uint64_t i)
+{
+    struct timespec at;
+    double when;
+
+    if (opt.rate <= 0)
+        return;
+    when = (double)i / opt.rate;
+    at = opt.t0;
+    at.tv_sec += (time_t)when;
+    at.tv_nsec += (long)((when - (double)(time_t)when) * 1e9);
+    if (at.tv_nsec >= 1000000000L) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR)
+        ;
+}
+
+static void note_corr(struct worker *w, uint32_t corr)
+{
+    if (!corr)
+        return;
+    if (!w->first_corr || corr < w->first_corr)
+        w->first_corr = corr;
+    if (corr > w->last_corr)
+        w->last_corr = corr;
+}
+
+static void *run_worker(void *arg)
+{
+    struct worker *w = arg;
+
+    for (uint64_t i = w->index; i < opt.kernels; i += opt.threads) {
+        size_t ni = (size_t)(i % opt.nnames);
+        struct fakecuda_kernel k = {
+            .name = opt.names[ni],
+            .device = (uint32_t)(i % opt.devices),
+            .stream = 1 + (uint32_t)((i / opt.devices) % opt.streams),
+        };
+        uint32_t corr;
+
+        if (opt.graph_id) {
+            k.graph_id = opt.graph_id;
+            k.graph_node_id = (opt.graph_id << 32) + 1 + ni;
+        }
+        pace(i);
+        corr = fakecuda_launch_kernel_ex(&k);
+        w->kernels++;
+        w->launched_by_name[ni]++;
+        if (fakecuda_last_result() & FAKECUDA_REC_GPU)
+            w->by_name[ni]++;
+        note_corr(w, corr);
+        if (opt.memcpy_every && i % opt.memcpy_every == 0) {
+            note_corr(w, fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
+                                         k.device, k.stream));
+            w->memcpys++;
+        }
+        if (opt.memset_every && i % opt.memset_every == 0) {
+            note_corr(w, fakecuda_memset(opt.bytes, 0, k.device, k.stream));
+            w->memsets++;
+        }
+    }
+    return NULL;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int write_report(const char *path, const struct worker *tot, uint64_t start_ns,
+                        uint64_t end_ns)
+{
+    struct fakecupti_stats st;
+    FILE *f = fopen(path, "w");
+
+    if (!f) {
+        fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fakecupti_get_stats(&st);
+    fprintf(f, "{\n");
+    fprintf(f, "  \"pid\": %ld,\n", (long)getpid());
+    fprintf(f, "  \"kernels\": %" PRIu64 ",\n", tot->kernels);
+    fprintf(f, "  \"memcpys\": %" PRIu64 ",\n", tot->memcpys);
+    fprintf(f, "  \"memsets\": %" PRIu64 ",\n", tot->memsets);
+    fprintf(f, "  \"kernels_recorded\": %" PRIu64 ",\n", st.kernels);
+    fprintf(f, "  \"memcpys_recorded\": %" PRIu64 ",\n", st.memcpys);
+    fprintf(f, "  \"memsets_recorded\": %" PRIu64 ",\n", st.memsets);
+    fprintf(f, "  \"runtime_api_recorded\": %" PRIu64 ",\n", st.runtime_api);
+    fprintf(f, "  \"driver_api_recorded\": %" PRIu64 ",\n", st.driver_api);
+    fprintf(f, "  \"external_correlation_recorded\": %" PRIu64 ",\n", st.external_correlation);
+    fprintf(f, "  \"dropped\": %" PRIu64 ",\n", st.records_dropped);
+    fprintf(f, "  \"buffers_requested\": %" PRIu64 ",\n", st.buffers_requested);
+    fprintf(f, "  \"requests_declined\": %" PRIu64 ",\n", st.requests_declined);
+    fprintf(f, "  \"buffers_completed\": %" PRIu64 ",\n", st.buffers_completed);
+    fprintf(f, "  \"dirty_buffers\": %" PRIu64 ",\n", st.dirty_buffers);
+    fprintf(f, "  \"callbacks_registered\": %s,\n", st.callbacks_registered ? "true" : "false");
+    fprintf(f, "  \"by_name\": {");
+    for (size_t i = 0; i < opt.nnames; i++) {
+        fprintf(f, "%s\n    ", i ? "," : "");
+        json_string(f, opt.names[i]);
+        fprintf(f, ": %" PRIu64, tot->by_name[i]);
+    }
+    fprintf(f, "\n  },\n");
+    fprintf(f, "  \"launched_by_name\": {");
+    for (size_t i = 0; i < opt.nnames; i++) {
+        fprintf(f, "%s\n    ", i ? "," : "");
+        json_string(f, opt.names[i]);
+        fprintf(f, ": %" PRIu64, tot->launched_by_name[i]);
+    }
+    fprintf(f, "\n  },\n");
+    fprintf(f, "  \"first_correlation\": %" PRIu32 ",\n", tot->first_corr);
+    fprintf(f, "  \"last_correlation\": %" PRIu32 ",\n", tot->last_corr);
+    fprintf(f, "  \"threads\": %" PRIu32 ",\n", opt.threads);
+    fprintf(f, "  \"devices\": %" PRIu32 ",\n", opt.devices);
+    fprintf(f, "  \"streams\": %" PRIu32 ",\n", opt.streams);
+    fprintf(f, "  \"start_ns\": %" PRIu64 ",\n", start_ns);
+    fprintf(f, "  \"end_ns\": %" PRIu64 "\n", end_ns);
+    fprintf(f, "}\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "kernels", required_argument, NULL, 'n' },
+        { "names", required_argument, NULL, 'N' },
+        { "streams", required_argument, NULL, 's' },
+        { "devices", required_argument, NULL, 'd' },
+        { "memcpy-every", required_argument, NULL, 'm' },
+        { "memset-every", required_argument, NULL, 'e' },
+        { "bytes", required_argument, NULL, 'b' },
+        { "rate", required_argument, NULL, 'r' },
+        { "threads", required_argument, NULL, 't' },
+        { "graph-id", required_argument, NULL, 'g' },
+        { "report", required_argument, NULL, 'o' },
+        { "linger-ms", required_argument, NULL, 'l' },
+        { "no-init", no_argument, NULL, 'I' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct worker *ws, tot;
+    uint64_t v, start_ns, end_ns;
+    int c, rc = 0;
+
+    if (parse_names(DEFAULT_NAMES) != 0) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:l:Iqh", longopts, NULL)) != -1) {
+        int bad = 0;
+
+        switch (c) {
+        case 'n': bad = parse_u64(optarg, UINT64_MAX / 2, &opt.kernels); break;
+        case 'N': bad = parse_names(optarg); break;
+        case 's': bad = parse_u64(optarg, 1u << 20, &v) || v == 0; opt.streams = (uint32_t)v; break;
+        case 'd': bad = parse_u64(optarg, 1u << 10, &v) || v == 0; opt.devices = (uint32_t)v; break;
+        case 'm': bad = parse_u64(optarg, UINT64_MAX, &opt.memcpy_every); break;
+        case 'e': bad = parse_u64(optarg, UINT64_MAX, &opt.memset_every); break;
+        case 'b': bad = parse_u64(optarg, UINT64_MAX / 2, &opt.bytes); break;
+        case 'r': {
+            char *end;
+
+            errno = 0;
+            opt.rate = strtod(optarg, &end);
+            bad = errno || *end || end == optarg || !(opt.rate >= 0);
+            break;
+        }
+        case 't': bad = parse_u64(optarg, 4096, &v) || v == 0; opt.threads = (uint32_t)v; break;
+        case 'g': bad = parse_u64(optarg, UINT32_MAX, &opt.graph_id); break;
+        case 'o': opt.report = optarg; break;
+        case 'l': bad = parse_u64(optarg, 86400000, &opt.linger_ms); break;
+        case 'I': opt.no_init = 1; break;
+        case 'q': opt.quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+            return 2;
+        }
+        if (bad) {
+            const char *name = "?";
+
+            for (const struct option *o = longopts; o->name; o++)
+                if (o->val == c)
+                    name = o->name;
+            fprintf(stderr, PROG ": invalid value for --%s: '%s'\n"
+                    "Try '" PROG " --help' for more information.\n", name, optarg);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, PROG ": unexpected argument '%s'\n"
+                "Try '" PROG " --help' for more information.\n", argv[optind]);
+        return 2;
+    }
+
+    if (!opt.no_init && fakecuda_init() != 0)
+        return 1;
+
+    ws = calloc(opt.threads, sizeof *ws);
+    if (!ws) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
+    for (uint32_t t = 0; t < opt.threads; t++) {
+        ws[t].index = t;
+        ws[t].by_name = calloc(opt.nnames, sizeof *ws[t].by_name);
+        ws[t].launched_by_name = calloc(opt.nnames, sizeof *ws[t].launched_by_name);
+        if (!ws[t].by_name || !ws[t].launched_by_name) {
+            fprintf(stderr, PROG ": out of memory\n");
+            return 1;
+        }
+    }
+
+    start_ns = realtime_ns();
+    clock_gettime(CLOCK_MONOTONIC, &opt.t0);
+    if (opt.threads == 1) {
+        run_worker(&ws[0]);
+    } else {
+        for (uint32_t t = 0; t < opt.threads; t++) {
+            int e = pthread_create(&ws[t].tid, NULL, run_worker, &ws[t]);
+
+            if (e) {
+                fprintf(stderr, PROG ": pthread_create: %s\n", strerror(e));
+                return 1;
+            }
+        }
+        for (uint32_t t = 0; t < opt.threads; t++)
+            pthread_join(ws[t].tid, NULL);
+    }
+    fakecuda_synchronize();
+    end_ns = realtime_ns();
+
+    memset(&tot, 0, sizeof tot);
+    tot.by_name = calloc(opt.nnames, sizeof *tot.by_name);
+    tot.launched_by_name = calloc(opt.nnames, sizeof *tot.launched_by_name);
+    if (!tot.by_name || !tot.launched_by_name) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
+    for (uint32_t t = 0; t < opt.threads; t++) {
+        tot.kernels += ws[t].kernels;
+        tot.memcpys += ws[t].memcpys;
+        tot.memsets += ws[t].memsets;
+        for (size_t i = 0; i < opt.nnames; i++) {
+            tot.by_name[i] += ws[t].by_name[i];
+            tot.launched_by_name[i] += ws[t].launched_by_name[i];
+        }
+        if (ws[t].first_corr && (!tot.first_corr || ws[t].first_corr < tot.first_corr))
+            tot.first_corr = ws[t].first_corr;
+        if (ws[t].last_corr > tot.last_corr)
+            tot.last_corr = ws[t].last_corr;
+        free(ws[t].by_name);
+        free(ws[t].launched_by_name);
+    }
+    free(ws);
+
+    if (opt.report && write_report(opt.report, &tot, start_ns, end_ns) != 0)
+        rc = 1;
+    if (!opt.quiet) {
+        struct fakecupti_stats st;
+
+        fakecupti_get_stats(&st);
+        printf(PROG ": pid %ld launched %" PRIu64 " kernels, %" PRIu64 " memcpys, %" PRIu64
+               " memsets in %.3f ms; recorded %" PRIu64 " kernels, %" PRIu64 " memcpys, %"
+               PRIu64 " memsets, %" PRIu64 " API records; dropped %" PRIu64 "%s\n",
+               (long)getpid(), tot.kernels, tot.memcpys, tot.memsets,
+               (double)(end_ns - start_ns) / 1e6, st.kernels, st.memcpys, st.memsets,
+               st.runtime_api + st.driver_api, st.records_dropped,
+               st.callbacks_registered ? "" : " (no CUPTI client registered)");
+        fflush(stdout);
+    }
+    free(tot.by_name);
+    free(tot.launched_by_name);
+    if (opt.linger_ms) {
+        struct timespec ts = { .tv_sec = (time_t)(opt.linger_ms / 1000),
+                               .tv_nsec = (long)(opt.linger_ms % 1000) * 1000000L };
+
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    return rc;
+}

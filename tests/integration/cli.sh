@@ -1,0 +1,46 @@
+#!/bin/bash
+# cuptimond and cuptimonctl: help, version, bad usage and a missing daemon
+# each give a clear message and the documented exit status.
+. "$top_srcdir/tests/integration/lib.sh"
+
+"$CUPTIMOND" --help | grep -q -- "--output-dir" || fail "cuptimond --help lacks --output-dir"
+"$CUPTIMOND" --version | grep -q "^cuptimond " || fail "cuptimond --version"
+"$CTL" --help | grep -q "status" || fail "cuptimonctl --help lacks status"
+"$CTL" --version | grep -q "^cuptimonctl " || fail "cuptimonctl --version"
+
+set +e
+out=$("$CUPTIMOND" --flush-period=abc 2>&1); rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bad --flush-period: exit $rc, want 2"
+echo "$out" | grep -q "'abc'" || fail "bad --flush-period message does not name the value: $out"
+
+set +e
+out=$("$CUPTIMOND" --compress-level=42 2>&1); rc=$?
+set -e
+[ $rc -eq 2 ] && echo "$out" | grep -q "'42'" || fail "bad --compress-level: $rc $out"
+
+set +e
+out=$(ctl status 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] || fail "status without a daemon: exit $rc, want 1"
+echo "$out" | grep -q "not running" || fail "status without a daemon says: $out"
+echo "$out" | grep -q "$CUPTIMON_CONTROL_SOCKET" || fail "the message does not name the socket: $out"
+
+set +e
+out=$("$CTL" frobnicate 2>&1); rc=$?
+set -e
+[ $rc -eq 2 ] && echo "$out" | grep -q "unknown command 'frobnicate'" || fail "unknown command: $rc $out"
+
+start_daemon
+# A second daemon on the same sockets refuses to start and says why.
+set +e
+out=$("$CUPTIMOND" --socket "$CUPTIMON_SOCKET" --control-socket "$CUPTIMON_CONTROL_SOCKET" \
+    --output-dir "$T/out2" 2>&1); rc=$?
+set -e
+[ $rc -ne 0 ] && echo "$out" | grep -q "already listening" || fail "second daemon: $rc $out"
+ctl status | grep -q "0 session(s) connected" || fail "status of an idle daemon"
+ctl status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["sessions"]==[]; assert d["daemon"]["version"]'
+ctl flush --forced | grep -q "0 of 0 session(s)" || fail "flush with no sessions"
+stop_daemon
+[ ! -e "$CUPTIMON_SOCKET" ] || fail "the producer socket was left behind"
+echo "ok"
