@@ -190,6 +190,7 @@ static json_object *status_json(struct daemon *d)
     json_object_object_add(dm, "archive_dir", json_object_new_string(d->archive_root));
     json_object_object_add(dm, "flush_period_s", json_object_new_double(d->cfg.flush_period_s));
     json_object_object_add(dm, "compress_level", json_object_new_int(d->cfg.compress_level));
+    json_object_object_add(dm, "socket_activated", json_object_new_boolean(d->activated));
     json_object_object_add(dm, "sessions_total", json_object_new_int64((int64_t)d->sessions_total));
     json_object_object_add(dm, "refused_producers",
                            json_object_new_int64((int64_t)d->refused_producers));

@@ -129,7 +129,8 @@ struct daemon {
     int stopping, stop_flushed;
     int64_t stop_started_ns;
     struct flush_wait *flush_waits;
-    uv_timer_t stop_timer;
+    uv_timer_t stop_timer, watchdog;
+    int activated;
     char archive_root[600];
     uint64_t refused_producers, refused_controls;
 };

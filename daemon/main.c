@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,6 +21,21 @@
 #include <cupti_version.h>
 
 #include "daemon.h"
+
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#else
+static int sd_listen_fds(int unset) { (void)unset; return 0; }
+static int sd_is_socket_unix(int fd, int type, int listening, const char *path, size_t len)
+{
+    (void)fd; (void)type; (void)listening; (void)path; (void)len;
+    return 0;
+}
+static int sd_notify(int unset, const char *state) { (void)unset; (void)state; return 0; }
+static int sd_notifyf(int unset, const char *fmt, ...) { (void)unset; (void)fmt; return 0; }
+static int sd_watchdog_enabled(int unset, uint64_t *usec) { (void)unset; (void)usec; return 0; }
+#define SD_LISTEN_FDS_START 3
+#endif
 
 static void usage(FILE *f)
 {
@@ -177,6 +193,13 @@ static void on_listen(uv_poll_t *p, int status, int events)
     }
 }
 
+/* The watchdog is fed from the loop itself, so a stuck loop is noticed. */
+static void on_watchdog(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    sd_notifyf(0, "WATCHDOG=1\nSTATUS=%zu sessions", session_count(d));
+}
+
 static void on_walk_close(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h))
@@ -232,6 +255,7 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     }
     d->stopping = 1;
+    sd_notify(0, "STOPPING=1");
     log_notice("main", "%s: flushing %zu session(s) and stopping", strsignal(signum),
                session_count(d));
     uv_poll_stop(&d->listen_poll);
@@ -240,8 +264,13 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&d->control_poll, NULL);
     close(d->listen_fd);
     close(d->control_fd);
-    unlink(d->cfg.socket_path);
-    unlink(d->cfg.control_path);
+    /* Socket files that systemd made are systemd's to remove. */
+    if (!d->activated) {
+        unlink(d->cfg.socket_path);
+        unlink(d->cfg.control_path);
+    }
+    if (uv_is_active((uv_handle_t *)&d->watchdog))
+        uv_timer_stop(&d->watchdog);
     uv_signal_stop(&d->sig_hup);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
     uv_signal_stop(&d->sig_term);
@@ -380,12 +409,31 @@ int main(int argc, char **argv)
                 d.archive_root, strerror(errno));
         return 1;
     }
+    /* Socket activation: take the sockets systemd passes, matched by path;
+     * whatever is not passed is bound here. */
+    int nfds = sd_listen_fds(1);
+    for (int i = 0; i < (nfds > 0 ? nfds : 0); i++) {
+        int fd = SD_LISTEN_FDS_START + i;
+        if (sd_is_socket_unix(fd, SOCK_STREAM, 1, d.cfg.socket_path, 0) > 0)
+            d.listen_fd = fd;
+        else if (sd_is_socket_unix(fd, SOCK_STREAM, 1, d.cfg.control_path, 0) > 0)
+            d.control_fd = fd;
+        else {
+            log_warn("main", "ignoring passed fd %d: not a listening Unix socket at %s or %s", fd,
+                     d.cfg.socket_path, d.cfg.control_path);
+            continue;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        d.activated = 1;
+    }
     /* Producers of every user may connect (each speaks only for itself);
      * the control socket is for this user and root. */
-    if ((d.listen_fd = listen_at(d.cfg.socket_path, 0666)) < 0)
+    if (d.listen_fd < 0 && (d.listen_fd = listen_at(d.cfg.socket_path, 0666)) < 0)
         return 1;
-    if ((d.control_fd = listen_at(d.cfg.control_path, 0600)) < 0) {
-        unlink(d.cfg.socket_path);
+    if (d.control_fd < 0 && (d.control_fd = listen_at(d.cfg.control_path, 0600)) < 0) {
+        if (!d.activated)
+            unlink(d.cfg.socket_path);
         return 1;
     }
 
@@ -404,8 +452,17 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sig_int, on_signal, SIGINT);
     uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
 
-    log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s",
-               PACKAGE_VERSION, d.cfg.socket_path, d.cfg.control_path, d.archive_root);
+    uint64_t wd_usec = 0;
+    if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+        uv_timer_init(d.loop, &d.watchdog);
+        d.watchdog.data = &d;
+        uv_timer_start(&d.watchdog, on_watchdog, wd_usec / 2000, wd_usec / 2000);
+    }
+    log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s%s",
+               PACKAGE_VERSION, d.cfg.socket_path, d.cfg.control_path, d.archive_root,
+               d.activated ? " (socket-activated)" : "");
+    /* READY only now that the listeners exist. */
+    sd_notify(0, "READY=1\nSTATUS=0 sessions");
     /* Readiness line for scripts that start us in the background. */
     fflush(stderr);
 

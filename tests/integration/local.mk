@@ -1,5 +1,5 @@
 # Integration tests: the real cuptimond, cuptimonctl and shim, driven by
 # shell scripts, with the libcupti test double standing in for CUPTI.
-INTEGRATION_TESTS = tests/integration/cli.sh
+INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py
