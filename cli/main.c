@@ -375,11 +375,3 @@ int main(int argc, char **argv)
     return 2;
 }
 
-/* Until the decoder is linked in, decode says so. */
-__attribute__((weak)) int cuptimon__cli_decode(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cuptimonctl: decode is not built into this binary\n");
-    return 2;
-}

@@ -198,7 +198,10 @@ static int find_loaded_cupti(struct dl_phdr_info *info, size_t size, void *data)
         return 0;
     const char *base = strrchr(name, '/');
     base = base ? base + 1 : name;
-    if (strncmp(base, "libcupti", 8) == 0 && strstr(base, ".so")) {
+    /* libcupti.so[.N...] or a vendor variant like libcupti-xyz.so; never
+     * this library (libcuptimon.so shares the prefix). */
+    if (strncmp(base, "libcupti", 8) == 0 && (base[8] == '.' || base[8] == '-') &&
+        strstr(base, ".so")) {
         snprintf((char *)data, 512, "%s", name);
         return 1;
     }

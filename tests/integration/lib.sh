@@ -74,6 +74,13 @@ workload() {
     CUDA_INJECTION64_PATH=$SHIM "$WORKLOAD" "$@"
 }
 
+# spawn_workload ARGS...: workload in the background; $SPAWNED is its pid
+# (the program's own, not a subshell's, so that signals reach it).
+spawn_workload() {
+    CUDA_INJECTION64_PATH=$SHIM "$WORKLOAD" "$@" &
+    SPAWNED=$!
+}
+
 # workload_preload ARGS...: the same through LD_PRELOAD.
 workload_preload() {
     LD_PRELOAD="${ASAN_RT:+$ASAN_RT }$SHIM" "$WORKLOAD" "$@"

@@ -1,1 +1,19 @@
-# (filled in by its owner)
+# Unit suites of the decoder library: record layouts and the walker (with
+# the real H200 buffers, damaged and random input), string table,
+# demangling, callback-id names; the trace writer (escaping, exact
+# timestamps, a golden trace parsed back and schema-checked, flows), the
+# summary, and cuptimonctl decode over a real archive.
+check_PROGRAMS += tests/unit/test-decode tests/unit/test-trace
+TESTS += tests/unit/test-decode tests/unit/test-trace
+UNIT_TESTS += tests/unit/test-decode tests/unit/test-trace
+
+tests_unit_test_decode_SOURCES = tests/unit/test-decode.c
+tests_unit_test_decode_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS)
+tests_unit_test_decode_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
+	$(CHECK_TEST_LIBS) $(ZSTD_LIBS) $(JSONC_LIBS) $(IBERTY_LIBS)
+
+# test-trace also drives cuptimonctl decode, so it builds cli/decode.c in.
+tests_unit_test_trace_SOURCES = tests/unit/test-trace.c cli/decode.c cli/decode.h
+tests_unit_test_trace_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS) $(JSONC_CFLAGS)
+tests_unit_test_trace_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
+	$(CHECK_TEST_LIBS) $(ZSTD_LIBS) $(JSONC_LIBS) $(IBERTY_LIBS)

@@ -1,0 +1,644 @@
+/*
+ * cuptimonctl decode ARCHIVE_DIR [--from T] [--to T] [-o trace.json]
+ *                   [--summary] [--summary-out FILE] [--top N] [--no-flows]
+ *
+ * Reads one archive session directory, or every session under an output
+ * root, and writes one Chrome/Perfetto trace with one process per session,
+ * kernel names resolved through the session's strings file.  Corrupt
+ * chunks and torn tails are skipped by the reader; they are reported here
+ * and in the trace's otherData and the summary.
+ */
+#include "config.h"
+
+#include "decode.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "../daemon/decode.h"
+#include "archive.h"
+#include "demangle.h"
+#include "strtab.h"
+#include "summary.h"
+#include "trace.h"
+
+static void usage(FILE *f)
+{
+    fputs("Usage: cuptimonctl decode ARCHIVE_DIR [OPTION]...\n"
+          "Turn the always-on archive into a Chrome/Perfetto trace (JSON), with kernel\n"
+          "names, one process per producer session.\n"
+          "\n"
+          "ARCHIVE_DIR is one session directory (the one holding meta.json) or an output\n"
+          "root holding many; every session found is decoded into the same trace.\n"
+          "\n"
+          "  -o, --output=FILE      write the trace to FILE (default: standard output);\n"
+          "                         FILE appears complete or not at all\n"
+          "      --from=T           keep only events that end at or after T\n"
+          "      --to=T             keep only events that start before T\n"
+          "      --summary          print the summary JSON (counts by kind, top kernels by\n"
+          "                         GPU time, dropped and undecodable counts) to standard\n"
+          "                         output, or to standard error when the trace goes there\n"
+          "      --summary-out=FILE write the summary JSON to FILE\n"
+          "      --top=N            kernels in the summary's top list (default 20)\n"
+          "      --no-flows         no launch -> kernel/memcpy/memset flow arrows\n"
+          "  -h, --help             show this help\n"
+          "\n"
+          "T is Unix time: an integer of 10^12 or more is nanoseconds\n"
+          "(1796208557090027706); an integer below that, or a number with a decimal point,\n"
+          "is seconds (1796208557, 1796208557.090027706); a unit suffix ns, us, ms or s\n"
+          "makes it explicit (1796208557090ms).\n"
+          "\n"
+          "Trace timestamps are microseconds (three decimals: nanosecond precision) since\n"
+          "otherData.base_unix_ns: --from when given, else the earliest record of the\n"
+          "sessions' first chunks rounded down to a whole second.\n"
+          "\n"
+          "Exit status: 0 on success (also when corrupt chunks were skipped: they are\n"
+          "reported on standard error and in the output), 1 on failure, 2 on bad usage.\n",
+          f);
+}
+
+int cuptimon__cli_parse_time(const char *s, uint64_t *ns)
+{
+    uint64_t ip = 0, frac = 0, mult;
+    unsigned fdigits = 0;
+    int have_dot = 0, have_digit = 0;
+    const char *p = s;
+
+    if (s == NULL || *s == '\0')
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (ip > (UINT64_MAX - 9) / 10)
+            return -EINVAL;
+        ip = ip * 10 + (uint64_t)(*p - '0');
+        have_digit = 1;
+    }
+    if (*p == '.') {
+        have_dot = 1;
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            if (fdigits < 9) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                fdigits++;
+            }
+            have_digit = 1;
+        }
+    }
+    if (!have_digit)
+        return -EINVAL;
+    if (strcmp(p, "ns") == 0)
+        mult = 1;
+    else if (strcmp(p, "us") == 0)
+        mult = 1000;
+    else if (strcmp(p, "ms") == 0)
+        mult = 1000000;
+    else if (strcmp(p, "s") == 0)
+        mult = 1000000000;
+    else if (*p == '\0')
+        mult = (have_dot || ip < 1000000000000ull) ? 1000000000 : 1;
+    else
+        return -EINVAL;
+    /* The fraction, as ns of the unit: frac / 10^fdigits * mult. */
+    while (fdigits < 9) {
+        frac *= 10;
+        fdigits++;
+    }
+    if (ip > UINT64_MAX / mult)
+        return -EINVAL;
+    ip *= mult;
+    frac = frac * (mult / 1000000000 ? mult / 1000000000 : 1) /
+           (mult < 1000000000 ? 1000000000 / mult : 1);
+    if (ip > UINT64_MAX - frac)
+        return -EINVAL;
+    *ns = ip + frac;
+    return 0;
+}
+
+/* ---- meta.json -------------------------------------------------------- */
+
+/* An integer member given as a JSON number or as a decimal string (the
+ * shim passes environment variables through as strings). */
+static int64_t jint(json_object *o, const char *key, int64_t dflt)
+{
+    json_object *v;
+    const char *s;
+    char *end;
+    long long x;
+
+    if (o == NULL || !json_object_object_get_ex(o, key, &v) || v == NULL)
+        return dflt;
+    if (json_object_is_type(v, json_type_int))
+        return json_object_get_int64(v);
+    if (!json_object_is_type(v, json_type_string))
+        return dflt;
+    s = json_object_get_string(v);
+    errno = 0;
+    x = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return dflt;
+    return x;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+    json_object *v;
+
+    if (o == NULL || !json_object_object_get_ex(o, key, &v) ||
+        !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+struct session {
+    const char *dir;
+    json_object *meta;
+    struct cuptimon_proc_info info;
+    struct cuptimon_layout layout;
+    int layout_rc;
+    struct cuptimon_strtab *names;
+    struct cuptimon_decode_stats dec;
+    uint64_t chunks, dropped, kept, filtered;
+    struct cuptimon_archive_stats ast;
+};
+
+/* Parses meta.json into the session's identity and layout; a meta that
+ * cannot be parsed leaves an unknown version (nothing decoded) and says so. */
+static void session_meta(struct session *s, const char *text)
+{
+    json_object *job = NULL, *rs = NULL;
+    uint32_t sizes[CUPTIMON_KIND_SLOTS] = {0};
+    int have_sizes = 0;
+
+    s->meta = text ? json_tokener_parse(text) : NULL;
+    if (s->meta == NULL || !json_object_is_type(s->meta, json_type_object)) {
+        fprintf(stderr, "cuptimonctl decode: %s: meta.json is not a JSON object; "
+                        "its records are not decoded\n", s->dir);
+        json_object_put(s->meta);
+        s->meta = NULL;
+    }
+    json_object_object_get_ex(s->meta, "job", &job);
+    s->info.pid = (uint32_t)jint(s->meta, "pid", 0);
+    s->info.hostname = jstr(s->meta, "hostname");
+    s->info.cupti_version = (uint32_t)jint(s->meta, "cupti_version", 0);
+    s->info.rank = jint(job, "rank", -1);
+    s->info.local_rank = jint(job, "local_rank", -1);
+    s->info.world_size = jint(job, "world_size", -1);
+    s->info.job_id = jstr(job, "slurm_job_id");
+    s->info.label = jstr(job, "label");
+    if (s->meta != NULL && json_object_object_get_ex(s->meta, "record_sizes", &rs) &&
+        json_object_is_type(rs, json_type_object)) {
+        json_object_object_foreach(rs, key, val)
+        {
+            char *end;
+            unsigned long k = strtoul(key, &end, 10);
+            int64_t v = json_object_get_int64(val);
+            if (*end != '\0' || end == key || k >= CUPTIMON_KIND_SLOTS || v <= 0 ||
+                v > UINT32_MAX)
+                continue;
+            sizes[k] = (uint32_t)v;
+            have_sizes = 1;
+        }
+    }
+    s->layout_rc = cuptimon__layout_init(&s->layout, s->info.cupti_version,
+                                         have_sizes ? sizes : NULL);
+    if (s->layout_rc == -EPROTONOSUPPORT) {
+        fprintf(stderr,
+                "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
+                "(%u..%u); its records are counted as undecodable\n",
+                s->dir, s->info.cupti_version, CUPTIMON_CUPTI_VERSION_MIN,
+                CUPTIMON_CUPTI_VERSION_MAX);
+    } else if (s->layout_rc > 0) {
+        for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
+            if (s->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT)
+                continue;
+            fprintf(stderr,
+                    "cuptimonctl decode: %s: kind %u (%s): the producer's record size %u is not "
+                    "this build's %u; those records are skipped, not decoded\n",
+                    s->dir, k, cuptimon__kind_name(k) ? cuptimon__kind_name(k) : "?",
+                    sizes[k], s->layout.table_size[k]);
+        }
+    }
+}
+
+static int open_session(struct session *s, struct cuptimon_archive_reader **r)
+{
+    char *err = NULL;
+    int rc = cuptimon__archive_open(s->dir, r, &err);
+
+    if (rc < 0) {
+        fprintf(stderr, "cuptimonctl decode: %s: %s\n", s->dir, err ? err : strerror(-rc));
+        free(err);
+        return rc;
+    }
+    free(err);
+    return 0;
+}
+
+/* The earliest mapped record start in a session's first chunk, or 0. */
+static uint64_t first_time(struct session *s)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    struct cuptimon_decode_stats st;
+    struct cuptimon_layout l;
+    uint64_t best = 0;
+    json_object *m;
+
+    if (open_session(s, &r) < 0)
+        return 0;
+    /* Only the version matters here; sizes are checked in the real pass. */
+    m = json_tokener_parse(cuptimon__archive_meta(r) ? cuptimon__archive_meta(r) : "");
+    cuptimon__layout_init(&l, (uint32_t)jint(m, "cupti_version", 0), NULL);
+    json_object_put(m);
+    if (cuptimon__archive_next(r, &c) == 1) {
+        struct cuptimon_clock clk = {c.hdr.cupti_ts, c.hdr.unix_ns};
+        struct cuptimon_walk w;
+        struct cuptimon_ev ev;
+        memset(&st, 0, sizeof(st));
+        cuptimon__walk_begin(&w, &l, c.data, (size_t)c.hdr.raw_size, &st);
+        while (cuptimon__walk_next(&w, &ev)) {
+            uint64_t t = cuptimon__clock_map(&clk, ev.start);
+            if (t != 0 && (best == 0 || t < best))
+                best = t;
+        }
+        if (best == 0)
+            best = c.hdr.unix_ns;
+    }
+    cuptimon__archive_close(r);
+    return best;
+}
+
+static json_object *u64j(uint64_t v)
+{
+    return json_object_new_uint64(v);
+}
+
+static json_object *session_json(const struct session *s)
+{
+    json_object *o = json_object_new_object();
+
+    if (o == NULL)
+        return NULL;
+    json_object_object_add(o, "dir", json_object_new_string(s->dir));
+    json_object_object_add(o, "pid", json_object_new_int64(s->info.pid));
+    json_object_object_add(o, "cupti_version", json_object_new_int64(s->info.cupti_version));
+    json_object_object_add(o, "version_known", json_object_new_boolean(s->layout.version_known));
+    json_object_object_add(o, "chunks", u64j(s->ast.chunks));
+    json_object_object_add(o, "segments", u64j(s->ast.segments));
+    json_object_object_add(o, "bytes_raw", u64j(s->ast.bytes_raw));
+    json_object_object_add(o, "corrupt_chunks", u64j(s->ast.corrupt_chunks));
+    json_object_object_add(o, "torn_tails", u64j(s->ast.torn_tails));
+    json_object_object_add(o, "skipped_bytes", u64j(s->ast.skipped_bytes));
+    json_object_object_add(o, "strings", u64j(s->ast.strings));
+    json_object_object_add(o, "corrupt_strings", u64j(s->ast.corrupt_strings));
+    json_object_object_add(o, "records_decoded", u64j(s->dec.records));
+    json_object_object_add(o, "records_kept", u64j(s->kept));
+    json_object_object_add(o, "undecodable_bytes", u64j(s->dec.undecodable_bytes));
+    json_object_object_add(o, "dropped_records", u64j(s->dropped));
+    return o;
+}
+
+struct out_file {
+    char *path, *tmp;
+    int fd;
+};
+
+static int out_open(struct out_file *o, const char *path)
+{
+    size_t n;
+
+    o->fd = -1;
+    o->path = o->tmp = NULL;
+    if (path == NULL || strcmp(path, "-") == 0) {
+        o->fd = STDOUT_FILENO;
+        return 0;
+    }
+    n = strlen(path) + 32;
+    o->path = strdup(path);
+    o->tmp = malloc(n);
+    if (o->path == NULL || o->tmp == NULL)
+        return -ENOMEM;
+    snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        int e = errno;
+        fprintf(stderr, "cuptimonctl decode: cannot create %s: %s\n", o->tmp, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+/* Closes; on success renames the temporary file into place, else removes it. */
+static int out_close(struct out_file *o, int ok)
+{
+    int rc = 0;
+
+    if (o->path == NULL)
+        return 0;
+    if (o->fd >= 0 && close(o->fd) != 0 && ok) {
+        fprintf(stderr, "cuptimonctl decode: writing %s: %s\n", o->path, strerror(errno));
+        ok = 0;
+        rc = -EIO;
+    }
+    if (ok && rename(o->tmp, o->path) != 0) {
+        fprintf(stderr, "cuptimonctl decode: cannot rename %s to %s: %s\n", o->tmp, o->path,
+                strerror(errno));
+        rc = -EIO;
+        ok = 0;
+    }
+    if (!ok)
+        unlink(o->tmp);
+    free(o->path);
+    free(o->tmp);
+    o->path = o->tmp = NULL;
+    return rc;
+}
+
+int cuptimon__cli_decode(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"from", required_argument, NULL, 'F'},
+        {"to", required_argument, NULL, 'T'},
+        {"summary", no_argument, NULL, 'S'},
+        {"summary-out", required_argument, NULL, 'U'},
+        {"top", required_argument, NULL, 'N'},
+        {"no-flows", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out_path = NULL, *summary_path = NULL;
+    uint64_t from = 0, to = 0;
+    int have_from = 0, want_summary = 0, no_flows = 0, c, ret = 1;
+    unsigned top = 20;
+    char **dirs = NULL;
+    size_t nsess = 0;
+    struct session *sess = NULL;
+    struct cuptimon_demangler *dm = NULL;
+    struct cuptimon_trace *tr = NULL;
+    struct cuptimon_summary *sum = NULL;
+    struct cuptimon_trace_opts topts;
+    struct cuptimon_decode_stats total;
+    struct out_file of = {NULL, NULL, -1};
+    json_object *extra = NULL, *jsess = NULL;
+    int rc;
+
+    /* 0, not 1: glibc then re-initialises getopt completely, which a
+     * second parse (after cuptimonctl's own, or in tests) needs. */
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            out_path = optarg;
+            break;
+        case 'F':
+        case 'T': {
+            uint64_t v;
+            if (cuptimon__cli_parse_time(optarg, &v) < 0) {
+                fprintf(stderr,
+                        "cuptimonctl decode: --%s: '%s' is not a time (Unix ns, or seconds with "
+                        "a fraction, optionally with a unit ns/us/ms/s)\n",
+                        c == 'F' ? "from" : "to", optarg);
+                return 2;
+            }
+            if (c == 'F') {
+                from = v;
+                have_from = 1;
+            } else {
+                to = v;
+            }
+            break;
+        }
+        case 'S':
+            want_summary = 1;
+            break;
+        case 'U':
+            summary_path = optarg;
+            break;
+        case 'N': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end != '\0' || end == optarg || v == 0 || v > 100000) {
+                fprintf(stderr, "cuptimonctl decode: --top: '%s' is not a count (1..100000)\n",
+                        optarg);
+                return 2;
+            }
+            top = (unsigned)v;
+            break;
+        }
+        case 'n':
+            no_flows = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "Try 'cuptimonctl decode --help' for more information.\n");
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "cuptimonctl decode: %s\nTry 'cuptimonctl decode --help' for more "
+                        "information.\n",
+                optind >= argc ? "ARCHIVE_DIR is missing" : "only one ARCHIVE_DIR is taken");
+        return 2;
+    }
+    if (have_from && to != 0 && to <= from) {
+        fprintf(stderr, "cuptimonctl decode: --to (%" PRIu64 ") must be after --from (%" PRIu64
+                        ")\n", to, from);
+        return 2;
+    }
+
+    rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
+    if (rc < 0) {
+        fprintf(stderr, "cuptimonctl decode: %s: %s\n", argv[optind], strerror(-rc));
+        return 1;
+    }
+    while (dirs[nsess] != NULL)
+        nsess++;
+    if (nsess == 0) {
+        fprintf(stderr, "cuptimonctl decode: %s: no archive sessions (directories with a "
+                        "meta.json) found\n", argv[optind]);
+        cuptimon__archive_free_list(dirs);
+        return 1;
+    }
+    sess = calloc(nsess, sizeof(*sess));
+    memset(&total, 0, sizeof(total));
+    if (sess == NULL || cuptimon__demangler_new(0, &dm) < 0 || cuptimon__summary_new(&sum) < 0)
+        goto oom;
+    for (size_t i = 0; i < nsess; i++)
+        sess[i].dir = dirs[i];
+
+    memset(&topts, 0, sizeof(topts));
+    topts.no_flows = no_flows;
+    if (have_from) {
+        topts.base_ns = from;
+    } else {
+        uint64_t best = 0;
+        for (size_t i = 0; i < nsess; i++) {
+            uint64_t t = first_time(&sess[i]);
+            if (t != 0 && (best == 0 || t < best))
+                best = t;
+        }
+        topts.base_ns = best - best % 1000000000u;
+    }
+    if (out_open(&of, out_path) < 0)
+        goto out;
+    if (cuptimon__trace_new_fd(&topts, of.fd, &tr) < 0)
+        goto oom;
+    jsess = json_object_new_array();
+    if (jsess == NULL)
+        goto oom;
+
+    for (size_t i = 0; i < nsess; i++) {
+        struct session *s = &sess[i];
+        struct cuptimon_archive_reader *r;
+        struct cuptimon_archive_chunk ch;
+        int tproc, sproc;
+
+        if (open_session(s, &r) < 0)
+            continue;
+        session_meta(s, cuptimon__archive_meta(r));
+        if (cuptimon__strtab_new(NULL, &s->names) < 0) {
+            cuptimon__archive_close(r);
+            goto oom;
+        }
+        rc = cuptimon__archive_strings(r, cuptimon__strtab_put_cb, s->names);
+        if (rc < 0)
+            fprintf(stderr, "cuptimonctl decode: %s: reading strings: %s (names may be "
+                            "missing)\n", s->dir, strerror(-rc));
+        tproc = cuptimon__trace_add_process(tr, &s->info, s->names, dm);
+        sproc = cuptimon__summary_add_process(sum, &s->info, s->names, dm);
+        if (tproc < 0 || sproc < 0) {
+            cuptimon__archive_close(r);
+            fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n",
+                    strerror(tproc < 0 ? -tproc : -sproc));
+            goto out;
+        }
+        while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+            struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
+            struct cuptimon_walk w;
+            struct cuptimon_ev ev;
+
+            s->chunks++;
+            s->dropped += ch.hdr.dropped;
+            cuptimon__walk_begin(&w, &s->layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
+            rc = 0;
+            while (cuptimon__walk_next(&w, &ev)) {
+                if ((from || to) && !cuptimon__ev_in_range(&ev, &clk, from, to)) {
+                    s->filtered++;
+                    continue;
+                }
+                s->kept++;
+                cuptimon__summary_event(sum, sproc, &ev);
+                rc = cuptimon__trace_event(tr, tproc, &ev, &clk);
+                if (rc < 0)
+                    break;
+            }
+            if (rc < 0) {
+                fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
+                cuptimon__archive_close(r);
+                goto out;
+            }
+        }
+        if (rc < 0)
+            fprintf(stderr, "cuptimonctl decode: %s: reading: %s (the rest of this session "
+                            "is skipped)\n", s->dir, strerror(-rc));
+        s->ast = *cuptimon__archive_stats(r);
+        cuptimon__archive_close(r);
+        cuptimon__summary_dropped(sum, s->dropped);
+        cuptimon__decode_stats_add(&total, &s->dec);
+        if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings)
+            fprintf(stderr,
+                    "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
+                    " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
+                    " corrupt string(s)\n",
+                    s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
+                    s->ast.corrupt_strings);
+        if (s->dec.undecodable_bytes)
+            fprintf(stderr,
+                    "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded "
+                    "(%" PRIu64 " of unsupported kinds, %" PRIu64 " of unknown layout, %" PRIu64
+                    " under an unknown CUPTI version, %" PRIu64 " buffer(s) cut at an unknown "
+                    "kind, %" PRIu64 " truncated)\n",
+                    s->dir, s->dec.undecodable_bytes, s->dec.skipped_unsupported,
+                    s->dec.skipped_bad_layout, s->dec.skipped_bad_version,
+                    s->dec.unknown_kind_stops, s->dec.truncated);
+        json_object_array_add(jsess, session_json(s));
+    }
+    cuptimon__summary_decode_stats(sum, &total);
+
+    extra = json_object_new_object();
+    if (extra == NULL)
+        goto oom;
+    json_object_object_add(extra, "sessions", json_object_get(jsess));
+    if (from || to) {
+        json_object *rg = json_object_new_object();
+        json_object_object_add(rg, "from_unix_ns", u64j(from));
+        if (to)
+            json_object_object_add(rg, "to_unix_ns", u64j(to));
+        json_object_object_add(extra, "range", rg);
+    }
+    rc = cuptimon__trace_finish(tr, extra);
+    if (rc < 0) {
+        fprintf(stderr, "cuptimonctl decode: writing the trace%s%s: %s\n", of.path ? " to " : "",
+                of.path ? of.path : "", strerror(-rc));
+        goto out;
+    }
+    if (out_close(&of, 1) < 0)
+        goto out;
+
+    if (want_summary || summary_path) {
+        cuptimon__summary_set(sum, "sessions", json_object_get(jsess));
+        if (summary_path) {
+            FILE *f = fopen(summary_path, "w");
+            if (f == NULL) {
+                fprintf(stderr, "cuptimonctl decode: cannot create %s: %s\n", summary_path,
+                        strerror(errno));
+                goto out;
+            }
+            rc = cuptimon__summary_write(sum, f, top);
+            if (fclose(f) != 0 && rc == 0)
+                rc = -errno;
+            if (rc < 0) {
+                fprintf(stderr, "cuptimonctl decode: writing %s: %s\n", summary_path,
+                        strerror(-rc));
+                goto out;
+            }
+        }
+        if (want_summary) {
+            FILE *f = (out_path == NULL || strcmp(out_path, "-") == 0) ? stderr : stdout;
+            if (cuptimon__summary_write(sum, f, top) < 0 || fflush(f) != 0) {
+                fprintf(stderr, "cuptimonctl decode: writing the summary: %s\n", strerror(errno));
+                goto out;
+            }
+        }
+    }
+    ret = 0;
+    goto out;
+
+oom:
+    fprintf(stderr, "cuptimonctl decode: out of memory\n");
+out:
+    out_close(&of, 0);
+    json_object_put(extra);
+    json_object_put(jsess);
+    cuptimon__trace_free(tr);
+    cuptimon__summary_free(sum);
+    cuptimon__demangler_free(dm);
+    for (size_t i = 0; sess != NULL && i < nsess; i++) {
+        cuptimon__strtab_free(sess[i].names);
+        json_object_put(sess[i].meta);
+    }
+    free(sess);
+    if (dirs != NULL)
+        cuptimon__archive_free_list(dirs);
+    return ret;
+}

@@ -1,0 +1,287 @@
+/*
+ * The decoder: walks raw CUPTI activity buffers that another process
+ * produced and turns their records into decoded events.
+ *
+ * A buffer is CUPTI records packed back to back, each starting with its
+ * CUpti_ActivityKind (uint32) and each as long as the struct CUPTI uses for
+ * that kind in the producer's CUPTI API version (always a multiple of 8).
+ * The layouts (field offsets and record sizes) are taken from the CUPTI
+ * header this file is compiled against, with offsetof()/sizeof(), for the
+ * one version family that header describes (CUDA 13.0: CUPTI API versions
+ * 130000..130999).  A producer may announce its own per-kind sizes (the
+ * hello's record_sizes); a size that disagrees with the table marks the
+ * kind "unknown layout": its records are walked over and counted, never
+ * decoded, because a different size means different offsets and guessing
+ * them would misread fields.
+ *
+ * Every byte is untrusted: the walker reads only inside the buffer, reads
+ * fields with memcpy (buffers need not be aligned), and accounts for every
+ * byte as decoded or undecodable.  Pointer fields (kernel and marker names)
+ * are pointer VALUES from the producer's address space: they are carried
+ * as integers and resolved through the producer's string table
+ * (strtab.h), never dereferenced.
+ */
+#ifndef CUPTIMON_DECODE_H
+#define CUPTIMON_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CUPTI activity kinds are small numbers (54 in CUDA 13.0); a kind at or
+ * above this is unknown whatever the producer announces. */
+#define CUPTIMON_KIND_SLOTS 64u
+/* The largest record size a producer may announce; anything bigger, not a
+ * multiple of 8, or smaller than 8 is absurd and ignored. */
+#define CUPTIMON_RECORD_MAX 4096u
+
+/* The CUPTI API version family whose layouts this build knows. */
+#define CUPTIMON_CUPTI_VERSION_MIN 130000u
+#define CUPTIMON_CUPTI_VERSION_MAX 130999u
+
+/* What a decoded event is.  KERNEL covers CUPTI's KERNEL and
+ * CONCURRENT_KERNEL kinds (one struct). */
+enum cuptimon_ev_type {
+    CUPTIMON_EV_NONE = 0,
+    CUPTIMON_EV_KERNEL,
+    CUPTIMON_EV_MEMCPY,
+    CUPTIMON_EV_MEMCPY_P2P,
+    CUPTIMON_EV_MEMSET,
+    CUPTIMON_EV_RUNTIME,
+    CUPTIMON_EV_DRIVER,
+    CUPTIMON_EV_EXTERNAL_CORRELATION,
+    CUPTIMON_EV_OVERHEAD,
+    CUPTIMON_EV_CUDA_EVENT,
+    CUPTIMON_EV_SYNC,
+    CUPTIMON_EV_MARKER,
+    CUPTIMON_EV_MARKER_DATA,
+    CUPTIMON_EV_TYPES
+};
+
+/* CUpti_ActivityObjectKindId as raw words: for PROCESS/THREAD objects
+ * a = processId, b = threadId; for DEVICE/CONTEXT/STREAM objects
+ * a = deviceId, b = contextId, c = streamId. */
+struct cuptimon_objid {
+    uint32_t a, b, c;
+};
+
+/*
+ * One decoded record.  Fields common to several kinds sit at the top;
+ * the rest are in the union member named after the type.  Times are
+ * CUPTI timestamps (ns in CUPTI's timebase, not yet mapped to Unix time:
+ * see cuptimon__clock_map); for kinds with one timestamp (CUDA event
+ * device timestamp, marker timestamp) start == end == it; kinds without a
+ * time (external correlation, marker data) have start == end == 0.
+ */
+struct cuptimon_ev {
+    uint16_t type;       /* enum cuptimon_ev_type */
+    uint16_t cupti_kind; /* the record's CUpti_ActivityKind */
+    uint32_t correlation_id;
+    uint64_t start;
+    uint64_t end;
+    /* GPU work, CUDA events, synchronization (device_id is 0 where the
+     * record has none: synchronization). */
+    uint32_t device_id;
+    uint32_t context_id;
+    uint32_t stream_id;
+    uint32_t graph_id;
+    uint64_t graph_node_id;
+    union {
+        struct {
+            uint64_t name_ptr; /* producer pointer value: look up, never dereference */
+            int64_t grid_id;
+            uint64_t completed, queued, submitted;
+            uint64_t local_memory_total_v2;
+            int32_t grid_x, grid_y, grid_z;
+            int32_t block_x, block_y, block_z;
+            int32_t static_shared_memory;
+            int32_t dynamic_shared_memory;
+            uint32_t local_memory_per_thread;
+            uint32_t local_memory_total;
+            uint32_t shared_memory_executed;
+            uint32_t partitioned_global_cache_requested;
+            uint32_t partitioned_global_cache_executed;
+            uint32_t shmem_limit_config;
+            uint32_t channel_id, channel_type;
+            uint32_t cluster_x, cluster_y, cluster_z;
+            uint32_t cluster_scheduling_policy;
+            uint32_t max_potential_cluster_size, max_active_clusters;
+            uint16_t registers_per_thread;
+            uint8_t cache_config; /* requested in the low nibble, executed in the high */
+            uint8_t shared_memory_config;
+            uint8_t launch_type;
+            uint8_t is_shared_memory_carveout_requested;
+            uint8_t shared_memory_carveout_requested;
+            uint8_t is_device_launched;
+        } kernel;
+        struct { /* MEMCPY and MEMCPY_P2P */
+            uint64_t bytes;
+            uint64_t copy_count; /* MEMCPY only */
+            uint32_t runtime_correlation_id; /* MEMCPY only */
+            uint32_t src_device_id, src_context_id; /* MEMCPY_P2P only */
+            uint32_t dst_device_id, dst_context_id; /* MEMCPY_P2P only */
+            uint32_t channel_id, channel_type;
+            uint8_t copy_kind, src_kind, dst_kind, flags;
+            uint8_t is_device_launched; /* MEMCPY only */
+        } memcpy;
+        struct {
+            uint64_t bytes;
+            uint32_t value;
+            uint32_t channel_id, channel_type;
+            uint16_t flags, memory_kind;
+            uint8_t is_device_launched;
+        } memset;
+        struct { /* RUNTIME and DRIVER */
+            uint32_t cbid;
+            uint32_t process_id;
+            uint32_t thread_id;
+            uint32_t return_value;
+        } api;
+        struct {
+            uint64_t external_id;
+            uint32_t external_kind;
+        } ext;
+        struct {
+            uint32_t overhead_kind;
+            uint32_t object_kind;
+            struct cuptimon_objid object_id;
+        } overhead;
+        struct {
+            uint64_t cuda_event_sync_id;
+            uint32_t event_id;
+        } cuda_event;
+        struct {
+            uint64_t cuda_event_sync_id;
+            uint32_t type; /* CUpti_ActivitySynchronizationType */
+            uint32_t cuda_event_id;
+            uint32_t return_value;
+        } sync;
+        struct {
+            uint64_t name_ptr;   /* producer pointer value (0 on range ends) */
+            uint64_t domain_ptr; /* producer pointer value */
+            uint32_t flags;      /* CUPTI_ACTIVITY_FLAG_MARKER_* */
+            uint32_t id;
+            uint32_t object_kind;
+            struct cuptimon_objid object_id;
+        } marker;
+        struct {
+            uint64_t payload; /* raw CUpti_MetricValue bits */
+            uint32_t flags, id, payload_kind, color, category, cupti_domain_id;
+        } marker_data;
+    } u;
+};
+
+/* How the walker treats a kind (enum values are stable within a build only). */
+enum cuptimon_kind_state {
+    CUPTIMON_KIND_UNKNOWN = 0,  /* size unknown: walking stops here */
+    CUPTIMON_KIND_DECODED,      /* table layout, decoded */
+    CUPTIMON_KIND_UNSUPPORTED,  /* size announced, kind not decoded here: skipped */
+    CUPTIMON_KIND_BAD_LAYOUT,   /* announced size disagrees with the table: skipped */
+    CUPTIMON_KIND_BAD_VERSION,  /* unknown CUPTI version, size announced: skipped */
+};
+
+/* The layouts for one producer: its CUPTI version and record sizes. */
+struct cuptimon_layout {
+    uint32_t cupti_version;
+    int version_known;                       /* 1 when the table applies */
+    uint16_t size[CUPTIMON_KIND_SLOTS];      /* walk size, 0 = unknown */
+    uint16_t table_size[CUPTIMON_KIND_SLOTS];/* this build's size, 0 = not decoded */
+    uint16_t announced[CUPTIMON_KIND_SLOTS]; /* producer's size, 0 = none/absurd */
+    uint8_t state[CUPTIMON_KIND_SLOTS];      /* enum cuptimon_kind_state */
+    uint8_t decoder[CUPTIMON_KIND_SLOTS];    /* internal */
+};
+
+/*
+ * Builds the layouts for a producer.  announced (may be NULL) holds
+ * CUPTIMON_KIND_SLOTS sizes indexed by kind, 0 where the producer said
+ * nothing.  Returns 0; -EPROTONOSUPPORT when the CUPTI version is not one
+ * this build knows (the layout is still usable: nothing is decoded, kinds
+ * with an announced size are walked over and counted); or 1 when at least
+ * one announced size disagreed with the table (those kinds are
+ * CUPTIMON_KIND_BAD_LAYOUT; see state[]).
+ */
+int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
+                          const uint32_t *announced);
+
+/* Sizes this build decodes, for a hello or a meta file: fills
+ * sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not decoded). */
+void cuptimon__layout_table(uint32_t sizes[CUPTIMON_KIND_SLOTS]);
+
+/* A short name for a CUPTI activity kind ("CONCURRENT_KERNEL"), or NULL. */
+const char *cuptimon__kind_name(uint32_t kind);
+/* The decoded type's name ("kernel", "memcpy", ...), never NULL. */
+const char *cuptimon__ev_type_name(unsigned type);
+
+/* Counters; add up over any number of buffers.  Every byte of every buffer
+ * is in exactly one of decoded_bytes and undecodable_bytes. */
+struct cuptimon_decode_stats {
+    uint64_t buffers;
+    uint64_t bytes;
+    uint64_t decoded_bytes;
+    uint64_t undecodable_bytes;
+    uint64_t records;                          /* decoded */
+    uint64_t by_kind[CUPTIMON_KIND_SLOTS];     /* decoded, by CUPTI kind */
+    uint64_t skipped_by_kind[CUPTIMON_KIND_SLOTS]; /* walked over, not decoded */
+    uint64_t skipped_unsupported;  /* records of kinds not decoded here */
+    uint64_t skipped_bad_layout;   /* records whose announced size disagreed */
+    uint64_t skipped_bad_version;  /* records under an unknown CUPTI version */
+    uint64_t unknown_kind_stops;   /* buffers cut short at a kind of unknown size */
+    uint64_t unknown_kind_last;    /* the last such kind value, for reports */
+    uint64_t truncated;            /* buffers ending inside a record */
+    uint64_t bad_times;            /* decoded records with end < start */
+};
+
+void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
+                                const struct cuptimon_decode_stats *from);
+
+/* An iterator over one buffer.  The buffer must stay valid while it is
+ * used; the stats are updated as it goes and complete when next returns 0. */
+struct cuptimon_walk {
+    const uint8_t *p;
+    size_t len;
+    size_t off;
+    const struct cuptimon_layout *l;
+    struct cuptimon_decode_stats *st;
+    int done;
+};
+
+void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l,
+                          const void *buf, size_t len, struct cuptimon_decode_stats *st);
+/* 1 with *ev filled, or 0 at the end of the buffer. */
+int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev);
+
+/* Decodes one record of a known layout at rec (size bytes, the table size
+ * for kind): used by the walker, exposed for tests.  Returns 0 or -EINVAL
+ * when kind is not decoded or size is not the table size. */
+int cuptimon__decode_record(const struct cuptimon_layout *l, const uint8_t *rec, size_t size,
+                            struct cuptimon_ev *ev);
+
+/* A (CUPTI timestamp, CLOCK_REALTIME ns) pair sampled together at buffer
+ * completion. */
+struct cuptimon_clock {
+    uint64_t cupti_ts;
+    uint64_t unix_ns;
+};
+
+/* Maps a record timestamp to Unix ns: t - cupti_ts + unix_ns (the identity
+ * with CUPTI's default CLOCK_REALTIME timebase).  0 (no timestamp) stays 0.
+ * A function so that a later change can interpolate between several pairs. */
+static inline uint64_t cuptimon__clock_map(const struct cuptimon_clock *c, uint64_t t)
+{
+    if (t == 0 || c == NULL)
+        return t;
+    return t - c->cupti_ts + c->unix_ns; /* modular on purpose */
+}
+
+/* 1 when the event overlaps the Unix-ns range [from, to) (to == 0: no end),
+ * or has no time of its own (external correlation, marker data). */
+int cuptimon__ev_in_range(const struct cuptimon_ev *ev, const struct cuptimon_clock *c,
+                          uint64_t from, uint64_t to);
+
+/* Names for the small enums a trace shows; NULL when out of range. */
+const char *cuptimon__memcpy_kind_name(unsigned k);   /* "HtoD", "DtoH", ... */
+const char *cuptimon__memory_kind_name(unsigned k);   /* "Pageable", "Device", ... */
+const char *cuptimon__overhead_kind_name(uint32_t k); /* PyTorch's names */
+const char *cuptimon__sync_type_name(unsigned k);     /* "Event Sync", ... */
+const char *cuptimon__external_kind_name(unsigned k); /* "custom0", ... */
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * A streaming Chrome trace-event JSON writer for decoded CUPTI events,
+ * loadable by Perfetto UI and chrome://tracing:
+ *
+ *   {"traceEvents":[ ...one event per line... ],
+ *    "displayTimeUnit":"ns",
+ *    "distributedInfo":{"rank":R,"world_size":W},
+ *    "otherData":{"base_unix_ns":B, ...}}
+ *
+ * Events are written as they come through a fixed output buffer, never
+ * kept: a trace of any size takes bounded memory (per process a few small
+ * bounded tables: tracks seen, names resolved, and the direct-mapped
+ * correlation tables behind the flow arrows and annotations).  JSON is
+ * written by hand here -- json-c's object model allocates per event and
+ * this is the one place that runs at millions of events per second.
+ *
+ * Timestamps: "ts" and "dur" are microseconds with exactly three
+ * fractional digits (ns precision), printed from integers, relative to
+ * otherData.base_unix_ns (the caller's base, e.g. the window start).  A
+ * relative base keeps the numbers small enough that viewers parsing them
+ * as doubles keep every nanosecond; absolute epoch microseconds would
+ * not.  Events before the base get negative ts.
+ *
+ * Tracks, per process (pid = the producer's pid; a pid that two processes
+ * of one trace share is replaced by 0x40000000 + process index):
+ *  - CPU API calls (runtime, driver) on tid = the record's thread id;
+ *  - GPU work (kernels, memcpy, memset, CUDA events, device overheads) on a
+ *    synthetic tid per (device, stream), named "GPU d stream s":
+ *    0x80000000 | (device & 15) << 27 | (stream & 0x7fffff) << 4 | 1;
+ *  - synchronization records (which carry no thread or device) on a
+ *    synthetic tid per (context, stream): same layout with context in place
+ *    of device and low nibble 3, named "CUDA sync ctx c stream s".
+ *  Synthetic tids have bit 31 and bit 0 set, which real thread ids (Linux
+ *  tids below 2^22, or 8-byte aligned pthread_t values) never have.
+ *
+ * Flow arrows ("ph":"s" at the API call, "ph":"f" with "bp":"e" at the
+ * GPU work, cat/name "ac2g") link each launch to its kernel, memcpy or
+ * memset by correlation id; the id is (process index << 32) | correlation
+ * id, i.e. the correlation id scoped per process.  A pair is written when
+ * both ends have been seen, so no arrow dangles; ends further apart than
+ * the correlation tables hold (16384 ids) lose their arrow.
+ *
+ * External correlation records (annotations) are not events: their kind
+ * and id go into the args of the API call and GPU work they correlate to.
+ * NVTX markers are "b"/"e" async events scoped per process
+ * ("id2":{"local":...}) or "i" instants; marker data (color, category,
+ * payload) goes into the args of the marker it follows.
+ */
+#ifndef CUPTIMON_TRACE_H
+#define CUPTIMON_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "decode.h"
+
+struct cuptimon_strtab;
+struct cuptimon_demangler;
+struct json_object;
+
+/* Who a process is; strings may be NULL and are copied. */
+struct cuptimon_proc_info {
+    uint32_t pid;
+    const char *hostname;
+    const char *label;
+    const char *job_id;
+    int64_t rank;       /* -1: unknown */
+    int64_t local_rank; /* -1: unknown */
+    int64_t world_size; /* -1: unknown */
+    uint32_t cupti_version;
+};
+
+struct cuptimon_trace_opts {
+    uint64_t base_ns; /* Unix ns that ts 0 stands for */
+    int no_flows;     /* 1: no launch -> GPU flow arrows */
+    size_t buf_size;  /* output buffer bytes; 0: 256 KiB */
+};
+
+/* Writes all of buf or fails: 0 or -errno. */
+typedef int (*cuptimon_trace_write_fn)(void *ud, const void *buf, size_t len);
+
+struct cuptimon_trace;
+
+struct cuptimon_trace_stats {
+    uint64_t events;      /* trace events written, metadata and flows included */
+    uint64_t flows;       /* flow arrows (s+f pairs) */
+    uint64_t untimed;     /* records with no start time, not written */
+    uint64_t marker_data_orphans; /* marker data with no marker just before */
+    uint64_t unknown_names;       /* kernels whose name pointer was not in the table */
+    uint64_t bytes;       /* bytes handed to the sink */
+};
+
+int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,
+                        struct cuptimon_trace **out);
+/* Sinks for a stdio stream (fwrite; the caller closes it) and an fd
+ * (write(2) with EINTR/short-write handling; the caller closes it). */
+int cuptimon__trace_new_file(const struct cuptimon_trace_opts *o, FILE *f,
+                             struct cuptimon_trace **out);
+int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd,
+                           struct cuptimon_trace **out);
+
+/*
+ * Adds a process and writes its metadata events (process_name "host pid N
+ * rank R (label)", process_labels, process_sort_index).  names and dm
+ * (either may be NULL) resolve kernel and marker names and must outlive
+ * the writer.  Returns the process index (>= 0) for cuptimon__trace_event,
+ * or -errno.
+ */
+int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_proc_info *p,
+                                const struct cuptimon_strtab *names, struct cuptimon_demangler *dm);
+
+/* Writes one decoded event of process proc; clk maps its times (NULL: the
+ * identity).  0 or the first error the sink returned (sticky). */
+int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cuptimon_ev *ev,
+                          const struct cuptimon_clock *clk);
+
+/* Walks one buffer with layout l and writes every event in it; st gets the
+ * walker's counts.  0 or -errno. */
+int cuptimon__trace_buffer(struct cuptimon_trace *t, int proc, const struct cuptimon_layout *l,
+                           const void *buf, size_t len, const struct cuptimon_clock *clk,
+                           struct cuptimon_decode_stats *st);
+
+/*
+ * Ends the trace: flushes held markers, closes traceEvents, writes
+ * displayTimeUnit, distributedInfo (rank/world_size of the processes: one
+ * rank when all agree, else the lowest plus a "ranks" list; 0 and 1 when
+ * none is known) and otherData (base, the writer's counts, the processes,
+ * plus every member of extra when not NULL), and flushes the sink.
+ * 0 or -errno.  Call once; free afterwards either way.
+ */
+int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra);
+
+void cuptimon__trace_stats(const struct cuptimon_trace *t, struct cuptimon_trace_stats *st);
+void cuptimon__trace_free(struct cuptimon_trace *t);
+
+/*
+ * Writes s[0, len) as a JSON string (with the quotes) into out, which must
+ * hold 6 * len + 3 bytes; returns the bytes written.  Quotes, backslashes
+ * and control characters are escaped; valid UTF-8 is copied; each byte of
+ * an invalid UTF-8 sequence (overlong, surrogate, > U+10FFFF, truncated)
+ * becomes \ufffd.
+ */
+size_t cuptimon__json_escape(char *out, const char *s, size_t len);
+
+/* Formats a signed ns count as microseconds with three decimals
+ * ("-1.234", "1796208557.090"); out holds 32 bytes; returns the length. */
+size_t cuptimon__format_us(char *out, int64_t ns);
+
+#endif
