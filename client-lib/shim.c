@@ -231,15 +231,31 @@ static int load_cupti(struct shim *s)
         if (c->handle) {
             snprintf(c->path, sizeof c->path, "%s", loaded);
         } else {
-            static const char *const names[] = {"libcupti.so.13", "libcupti.so.12",
-                                                "libcupti.so"};
+            /* By soname first (the loader cache, LD_LIBRARY_PATH), then where
+             * the CUDA toolkit keeps it, which is often not in the cache. */
+            static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+            static const char *const dirs[] = {"targets/x86_64-linux/lib", "lib64",
+                                               "extras/CUPTI/lib64", "targets/sbsa-linux/lib"};
             for (size_t i = 0; i < 3 && !c->handle; i++) {
                 c->handle = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
                 if (c->handle)
                     snprintf(c->path, sizeof c->path, "%s", names[i]);
             }
+            const char *roots[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"};
+            for (size_t r = 0; r < 2 && !c->handle; r++) {
+                if (!roots[r] || roots[r][0] != '/')
+                    continue;
+                for (size_t i = 0; i < 4 && !c->handle; i++) {
+                    for (size_t k = 0; k < 2 && !c->handle; k++) {
+                        snprintf(c->path, sizeof c->path, "%s/%s/%s", roots[r], dirs[i], names[k]);
+                        c->handle = dlopen(c->path, RTLD_NOW | RTLD_GLOBAL);
+                    }
+                }
+            }
             if (!c->handle) {
-                shim_debug(s, "libcupti not found (set CUPTIMON_LIBCUPTI_PATH); not tracing");
+                cuptimon__log("libcupti not found (looked for libcupti.so.13 in the loader path, "
+                              "$CUDA_HOME and /usr/local/cuda; set CUPTIMON_LIBCUPTI_PATH); "
+                              "not tracing");
                 return -ENOENT;
             }
         }

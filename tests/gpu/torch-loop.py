@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""torch-loop: a small PyTorch training loop for cuptimon's GPU suite.
+
+A small conv net + MLP trained with AdamW on random data on cuda: a few
+warm-up steps (cuBLAS/cuDNN handles, lazy module loading, allocator), then
+--steps measured steps between two torch.cuda.synchronize() calls whose
+CLOCK_REALTIME times go into the report.  With --profile the measured steps
+(and only they) run under torch.profiler.profile(activities=[CPU, CUDA]) and
+its chrome trace is exported to --torch-trace.
+
+Imports nothing but torch and the standard library.  Exit status 0 on
+success; any exception is printed and exits 1.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def loaded_libs():
+    """Paths of libcupti* and libcuptimon* mapped in this process."""
+    cupti, shim = set(), set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6:
+                    p = parts[-1]
+                    base = os.path.basename(p)
+                    # libcuptimon shares libcupti's prefix: test it first.
+                    if base.startswith("libcuptimon"):
+                        shim.add(p)
+                    elif base.startswith("libcupti.") or base.startswith("libcupti-"):
+                        cupti.add(p)
+    except OSError:
+        pass
+    return sorted(cupti), sorted(shim)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=20, help="measured training steps (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up steps before them (default 3)")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--width", type=int, default=512, help="MLP width (default 512)")
+    ap.add_argument("--mlp-only", action="store_true", help="no convolution (no cuDNN)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run the measured steps under torch.profiler (CPU + CUDA)")
+    ap.add_argument("--torch-trace", metavar="FILE", help="where --profile exports its chrome trace")
+    ap.add_argument("--report", metavar="FILE", help="write a JSON report here")
+    ap.add_argument("--linger-s", type=float, default=0.0,
+                    help="sleep this long after the report before exiting")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    if a.profile and not a.torch_trace:
+        ap.error("--profile needs --torch-trace FILE")
+
+    t_proc = time.time_ns()
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    t_import = time.time_ns()
+
+    if not torch.cuda.is_available():
+        sys.stderr.write("torch-loop: torch.cuda.is_available() is False\n")
+        return 3
+    dev = torch.device("cuda", 0)
+    torch.manual_seed(a.seed)
+    torch.backends.cudnn.benchmark = False  # the same kernels in every run
+
+    layers = []
+    if not a.mlp_only:
+        layers += [nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+        feat = 16 * 16 * 16
+    else:
+        feat = 3 * 32 * 32
+    layers += [nn.Flatten(), nn.Linear(feat, a.width), nn.ReLU(), nn.Linear(a.width, a.width),
+               nn.ReLU(), nn.Linear(a.width, 10)]
+    model = nn.Sequential(*layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(a.batch, 3, 32, 32, device=dev)
+    y = torch.randint(0, 10, (a.batch,), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+
+    prof = None
+    prof_start = prof_stop = None
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof_start = time.time_ns()
+        prof.__enter__()
+    t0 = time.time_ns()
+    loss = None
+    for _ in range(a.steps):
+        loss = step()
+    torch.cuda.synchronize()
+    t1 = time.time_ns()
+    export_ns = None
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof_stop = time.time_ns()
+        prof.export_chrome_trace(a.torch_trace)
+        export_ns = time.time_ns() - prof_stop
+    final_loss = float(loss.item()) if loss is not None else None
+
+    cupti, shim = loaded_libs()
+    rep = {
+        "program": "torch-loop",
+        "pid": os.getpid(),
+        "steps": a.steps,
+        "warmup": a.warmup,
+        "batch": a.batch,
+        "mlp_only": a.mlp_only,
+        "process_start_ns": t_proc,
+        "import_ns": t_import - t_proc,
+        "steps_start_ns": t0,
+        "steps_end_ns": t1,
+        "start_ns": t0,
+        "end_ns": t1,
+        "profiler_active": prof is not None,
+        "profiler_start_ns": prof_start,
+        "profiler_stop_ns": prof_stop,
+        "trace_export_ns": export_ns,
+        "torch_trace": a.torch_trace if prof is not None else None,
+        "final_loss": final_loss,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "device_name": torch.cuda.get_device_name(0),
+        "libcupti_loaded": cupti,
+        "cuptimon_loaded": shim,
+        "cuda_injection64_path": os.environ.get("CUDA_INJECTION64_PATH"),
+        "python": sys.version.split()[0],
+    }
+    if a.report:
+        tmp = a.report + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(rep, f, indent=1)
+        os.rename(tmp, a.report)
+    print("torch-loop: pid %d, %d steps in %.1f ms%s, loss %.4f, torch %s, libcupti %s, shim %s" % (
+        os.getpid(), a.steps, (t1 - t0) / 1e6, " under torch.profiler" if prof else "",
+        final_loss if final_loss is not None else float("nan"), torch.__version__,
+        ",".join(cupti) or "-", ",".join(shim) or "-"))
+    sys.stdout.flush()
+    if a.linger_s > 0:
+        time.sleep(a.linger_s)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: B902 -- the suite wants the traceback and a status
+        traceback.print_exc()
+        sys.exit(1)
