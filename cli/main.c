@@ -31,6 +31,13 @@ static void usage(FILE *f)
 "                         ask every session to hand over its CUPTI buffers now\n"
 "                         and wait until they are archived; --forced also takes\n"
 "                         partly filled buffers\n"
+"  begin-window [SELECTOR] [--activities=LIST] [--duration=S] [--at=T] [--output=FILE]\n"
+"                         open a trace window over the selected processes\n"
+"                         (--all, --pid, --uid, --job, --rank, --label) and start it\n"
+"  prepare-window ...     the same, enabling the kinds without starting yet\n"
+"  start-window [ID]      start a prepared window\n"
+"  end-window [ID]        end a window; prints the trace path and a summary\n"
+"  windows                list windows\n"
 "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
 "                         turn an archive (offline, no daemon needed) into a\n"
 "                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
@@ -310,6 +317,273 @@ static int cmd_flush(int argc, char **argv)
     return ok ? 0 : 1;
 }
 
+/* ---- trace windows -------------------------------------------------------- */
+
+static void window_usage(FILE *f, const char *cmd)
+{
+    fprintf(f,
+"Usage: cuptimonctl %s [SELECTOR] [--activities=LIST] [--duration=S] [--at=T]\n"
+"                          [--output=FILE] [--json]\n"
+"Open a trace window over every process that SELECTOR picks (default --all).\n"
+"\n"
+"Selector (combine to narrow):\n"
+"      --all             every session (the default)\n"
+"      --pid=P[,P...]    these processes\n"
+"      --uid=U           processes of this user\n"
+"      --job=J           SLURM_JOB_ID or TORCHELASTIC_RUN_ID J\n"
+"      --rank=R          RANK R\n"
+"      --label=L         CUPTIMON_LABEL L\n"
+"Options:\n"
+"      --activities=LIST kinds to trace (default: kernel,memcpy,memset,runtime,\n"
+"                        driver,external_correlation,overhead,cuda_event,\n"
+"                        synchronization; also marker, marker_data, memcpy2)\n"
+"      --duration=S      end the window by itself after S seconds\n"
+"      --at=T            start at absolute time T (Unix seconds, with a fraction,\n"
+"                        or ns): the same command sent to many nodes gives\n"
+"                        windows that line up\n"
+"      --output=FILE     where the daemon writes the trace (default:\n"
+"                        OUTPUT_DIR/windows/window-ID-TIME.json)\n"
+"      --json            print the daemon's answer as JSON\n"
+"Processes that start during the window and match are included.  End it with\n"
+"'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n",
+            cmd);
+}
+
+static int parse_when(const char *s, int64_t *ns)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v <= 0)
+        return -EINVAL;
+    /* Below 10^12 it is seconds, above it nanoseconds. */
+    *ns = v < 1e12 ? (int64_t)(v * 1e9) : (int64_t)v;
+    return 0;
+}
+
+static void print_window(json_object *w)
+{
+    json_object *pids, *sum;
+    json_object_object_get_ex(w, "pids", &pids);
+    printf("window %" PRId64 ": %s, %zu process(es) %s\n", geti(w, "window"), gets_(w, "state"),
+           pids ? json_object_array_length(pids) : 0,
+           pids ? json_object_to_json_string_ext(pids, JSON_C_TO_STRING_PLAIN) : "[]");
+    if (geti(w, "start_unix_ns"))
+        printf("  started %.3f", (double)geti(w, "start_unix_ns") / 1e9);
+    if (geti(w, "end_unix_ns"))
+        printf(", ended %.3f (%.3f s)", (double)geti(w, "end_unix_ns") / 1e9,
+               (double)(geti(w, "end_unix_ns") - geti(w, "start_unix_ns")) / 1e9);
+    if (geti(w, "start_unix_ns"))
+        printf("\n");
+    else if (geti(w, "at_unix_ns"))
+        printf("  starts at %.3f\n", (double)geti(w, "at_unix_ns") / 1e9);
+    printf("  trace: %s\n", gets_(w, "output"));
+    if (json_object_object_get_ex(w, "summary", &sum)) {
+        json_object *procs;
+        if (json_object_object_get_ex(sum, "processes", &procs)) {
+            for (size_t i = 0; i < json_object_array_length(procs); i++) {
+                json_object *p = json_object_array_get_idx(procs, i), *k;
+                printf("  pid %-8" PRId64 " events %-9" PRId64 " kernels %-8" PRId64
+                       " dropped %" PRId64 "%s\n",
+                       geti(p, "pid"), geti(p, "events"),
+                       json_object_object_get_ex(p, "kernels", &k) ? json_object_get_int64(k) : 0,
+                       geti(p, "dropped_records"),
+                       json_object_object_get_ex(p, "late", &k) && json_object_get_boolean(k)
+                           ? " (late: its last flush did not finish in time)"
+                           : "");
+            }
+        }
+        if (json_object_object_get_ex(sum, "truncated", &procs) && json_object_get_boolean(procs))
+            printf("  the window reached its size cap and was cut short\n");
+    }
+}
+
+static int cmd_window_open(int argc, char **argv, const char *op)
+{
+    static const struct option opts[] = {
+        {"all", no_argument, NULL, 'a'},          {"pid", required_argument, NULL, 'p'},
+        {"uid", required_argument, NULL, 'u'},    {"job", required_argument, NULL, 'j'},
+        {"rank", required_argument, NULL, 'r'},   {"label", required_argument, NULL, 'L'},
+        {"activities", required_argument, NULL, 'k'}, {"duration", required_argument, NULL, 'd'},
+        {"at", required_argument, NULL, 'T'},     {"output", required_argument, NULL, 'o'},
+        {"json", no_argument, NULL, 'J'},         {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    json_object *req = json_object_new_object();
+    int opt, json = 0;
+    json_object_object_add(req, "op", json_object_new_string(op));
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:Jh", opts, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case 'a': break;
+        case 'p': {
+            json_object *a = json_object_new_array();
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+                long v = strtol(t, &end, 10);
+                if (*end || v <= 0) {
+                    fprintf(stderr, "cuptimonctl: --pid '%s' is not a process id\n", t);
+                    json_object_put(a);
+                    json_object_put(req);
+                    return 2;
+                }
+                json_object_array_add(a, json_object_new_int64(v));
+            }
+            json_object_object_add(req, "pids", a);
+            break;
+        }
+        case 'u': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 0) {
+                fprintf(stderr, "cuptimonctl: --uid '%s' is not a user id\n", optarg);
+                json_object_put(req);
+                return 2;
+            }
+            json_object_object_add(req, "uid", json_object_new_int64(v));
+            break;
+        }
+        case 'j': json_object_object_add(req, "job", json_object_new_string(optarg)); break;
+        case 'r': json_object_object_add(req, "rank", json_object_new_string(optarg)); break;
+        case 'L': json_object_object_add(req, "label", json_object_new_string(optarg)); break;
+        case 'k': {
+            json_object *a = json_object_new_array();
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *sv = NULL, *t = strtok_r(buf, ", ", &sv); t; t = strtok_r(NULL, ", ", &sv))
+                json_object_array_add(a, json_object_new_string(t));
+            json_object_object_add(req, "activities", a);
+            break;
+        }
+        case 'd': {
+            double v = strtod(optarg, &end);
+            if (*end || !(v > 0)) {
+                fprintf(stderr, "cuptimonctl: --duration '%s' is not a number of seconds\n", optarg);
+                json_object_put(req);
+                return 2;
+            }
+            json_object_object_add(req, "duration_s", json_object_new_double(v));
+            break;
+        }
+        case 'T': {
+            int64_t ns;
+            if (parse_when(optarg, &ns) < 0) {
+                fprintf(stderr, "cuptimonctl: --at '%s' is not a time (Unix seconds, e.g. "
+                                "1796208557.5, or ns)\n", optarg);
+                json_object_put(req);
+                return 2;
+            }
+            json_object_object_add(req, "at_unix_ns", json_object_new_int64(ns));
+            break;
+        }
+        case 'o': {
+            char path[4096];
+            /* The daemon writes it: make a relative path absolute here. */
+            if (optarg[0] != '/' && getcwd(path, sizeof path - strlen(optarg) - 2)) {
+                strcat(path, "/");
+                strcat(path, optarg);
+            } else {
+                snprintf(path, sizeof path, "%s", optarg);
+            }
+            json_object_object_add(req, "output", json_object_new_string(path));
+            break;
+        }
+        case 'J': json = 1; break;
+        case 'h':
+            window_usage(stdout, argv[0]);
+            json_object_put(req);
+            return 0;
+        default:
+            json_object_put(req);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cuptimonctl %s: unexpected argument '%s'\n", argv[0], argv[optind]);
+        json_object_put(req);
+        return 2;
+    }
+    json_object *r = call(req);
+    json_object_put(req);
+    if (!r)
+        return 1;
+    if (json)
+        printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
+    else
+        print_window(r);
+    json_object_put(r);
+    return 0;
+}
+
+static int cmd_window_id(int argc, char **argv, const char *op)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'J'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int opt, json = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+        if (opt == 'J')
+            json = 1;
+        else if (opt == 'h') {
+            printf("Usage: cuptimonctl %s [ID] [--json]\n"
+                   "%s window ID (default: the newest).\n",
+                   argv[0], strcmp(op, "window_end") == 0 ? "End" : "Start");
+            return 0;
+        } else
+            return 2;
+    }
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "op", json_object_new_string(op));
+    if (optind < argc) {
+        char *end;
+        long long id = strtoll(argv[optind], &end, 10);
+        if (*end || id <= 0) {
+            fprintf(stderr, "cuptimonctl %s: '%s' is not a window id\n", argv[0], argv[optind]);
+            json_object_put(req);
+            return 2;
+        }
+        json_object_object_add(req, "window", json_object_new_int64(id));
+    }
+    /* Ending waits for every session's last flush and the trace writing. */
+    if (timeout_ms < 120000)
+        timeout_ms = 120000;
+    json_object *r = call(req);
+    json_object_put(req);
+    if (!r)
+        return 1;
+    if (json)
+        printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
+    else
+        print_window(r);
+    json_object_put(r);
+    return 0;
+}
+
+static int cmd_windows(int argc, char **argv)
+{
+    int json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "op", json_object_new_string("windows"));
+    json_object *r = call(req), *ws;
+    json_object_put(req);
+    if (!r)
+        return 1;
+    if (json) {
+        printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
+    } else if (json_object_object_get_ex(r, "windows", &ws) && json_object_array_length(ws)) {
+        for (size_t i = 0; i < json_object_array_length(ws); i++)
+            print_window(json_object_array_get_idx(ws, i));
+    } else {
+        printf("no windows\n");
+    }
+    json_object_put(r);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"control-socket", required_argument, NULL, 'c'},
@@ -362,6 +636,16 @@ int main(int argc, char **argv)
         return cmd_status(sub_argc, sub_argv);
     if (strcmp(cmd, "flush") == 0)
         return cmd_flush(sub_argc, sub_argv);
+    if (strcmp(cmd, "begin-window") == 0)
+        return cmd_window_open(sub_argc, sub_argv, "window_begin");
+    if (strcmp(cmd, "prepare-window") == 0)
+        return cmd_window_open(sub_argc, sub_argv, "window_prepare");
+    if (strcmp(cmd, "start-window") == 0)
+        return cmd_window_id(sub_argc, sub_argv, "window_start");
+    if (strcmp(cmd, "end-window") == 0)
+        return cmd_window_id(sub_argc, sub_argv, "window_end");
+    if (strcmp(cmd, "windows") == 0)
+        return cmd_windows(sub_argc, sub_argv);
     if (strcmp(cmd, "decode") == 0) {
         optind = 1;
         return cuptimon__cli_decode(sub_argc, sub_argv);
@@ -370,7 +654,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: status, flush, decode)\n"
+    fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: status, flush, begin-window, "
+                    "prepare-window, start-window, end-window, windows, decode)\n"
                     "Try 'cuptimonctl --help' for more information.\n", cmd);
     return 2;
 }

@@ -281,6 +281,8 @@ static int load_cupti(struct shim *s)
     SYM(PushExternalCorrelationId, "cuptiActivityPushExternalCorrelationId");
     SYM(PopExternalCorrelationId, "cuptiActivityPopExternalCorrelationId");
 #undef SYM
+    *(void **)&c->EnableRuntimeApi = dlsym(c->handle, "cuptiActivityEnableRuntimeApi");
+    *(void **)&c->EnableDriverApi = dlsym(c->handle, "cuptiActivityEnableDriverApi");
     if (c->GetVersion(&c->version) != CUPTI_SUCCESS)
         c->version = 0;
     return 0;
@@ -525,6 +527,20 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     cuptimon__io_wake(s);
 }
 
+/* The runtime and driver calls PyTorch's monitor leaves out of windows:
+ * frequent, and nothing to see in a trace. */
+static const CUpti_CallbackId noisy_runtime[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,   CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020,
+};
+static const CUpti_CallbackId noisy_driver[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+};
+
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
 {
     CUptiResult rc = on ? s->cupti.Enable((CUpti_ActivityKind)kind)
@@ -534,6 +550,12 @@ int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
                       cupti_err(s, rc));
         return -EINVAL;
     }
+    if (on && kind == CUPTI_ACTIVITY_KIND_RUNTIME && s->cupti.EnableRuntimeApi)
+        for (size_t i = 0; i < sizeof noisy_runtime / sizeof noisy_runtime[0]; i++)
+            s->cupti.EnableRuntimeApi(noisy_runtime[i], 0);
+    if (on && kind == CUPTI_ACTIVITY_KIND_DRIVER && s->cupti.EnableDriverApi)
+        for (size_t i = 0; i < sizeof noisy_driver / sizeof noisy_driver[0]; i++)
+            s->cupti.EnableDriverApi(noisy_driver[i], 0);
     return 0;
 }
 

@@ -35,6 +35,9 @@ struct shim_cupti {
     CUptiResult (*GetTimestamp)(uint64_t *);
     CUptiResult (*PushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
     CUptiResult (*PopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t *);
+    /* optional (NULL when this libcupti lacks them) */
+    CUptiResult (*EnableRuntimeApi)(CUpti_CallbackId, uint8_t);
+    CUptiResult (*EnableDriverApi)(CUpti_CallbackId, uint8_t);
 };
 
 struct shim_ready {

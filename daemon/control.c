@@ -136,6 +136,22 @@ void control_flush_progress(struct daemon *d, struct session *s, uint64_t flush_
 
 int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud)
 {
+    return flush_some(d, forced, timeout_s, NULL, 0, cb, ud);
+}
+
+static int selected(const uint64_t *ids, size_t n, uint64_t id)
+{
+    if (!ids)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
+               flush_all_cb cb, void *ud)
+{
     struct flush_wait *w = calloc(1, sizeof *w);
     size_t n = session_count(d);
     if (!w)
@@ -156,13 +172,13 @@ int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, v
     w->next = d->flush_waits;
     d->flush_waits = w;
     for (struct session *s = d->sessions; s; s = s->next) {
-        if (!s->conn || !s->hello)
+        if (!s->conn || !s->hello || !selected(ids, nids, s->id))
             continue;
         w->e[w->n++] = (struct fw_entry){.session = s->id, .pid = s->peer.pid};
         w->pending++;
     }
     for (struct session *s = d->sessions; s; s = s->next)
-        if (s->conn && s->hello)
+        if (s->conn && s->hello && selected(ids, nids, s->id))
             session_request_flush(s, w->id, forced);
     if (w->pending == 0)
         fw_finish(w);
@@ -205,6 +221,23 @@ static json_object *status_json(struct daemon *d)
     free(arr);
     json_object_object_add(o, "sessions", ss);
     return o;
+}
+
+/* A pending reply for ops that finish later (windows): the client may be
+ * gone by then, so the reply holds a reference on it. */
+struct ctl_reply *ctl_reply_hold(struct conn *conn)
+{
+    struct ctl *c = conn->owner;
+    c->refs++;
+    return (struct ctl_reply *)c;
+}
+
+void ctl_reply_send(struct ctl_reply *r, int ok, json_object *body)
+{
+    struct ctl *c = (struct ctl *)r;
+    if (c->conn)
+        conn_send_json(c->conn, ok ? CUPTIMON_MSG_REPLY_OK : CUPTIMON_MSG_REPLY_ERROR, body);
+    ctl_unref(c);
 }
 
 static void flush_reply(struct daemon *d, void *ud, json_object *result)
@@ -259,13 +292,18 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
             c->refs--;
             conn_send_error(conn, "ENOMEM", "cannot start the flush");
         }
+    } else if (strncmp(op, "window", 6) == 0) {
+        window_op(d, conn, op, req);
     } else if (strcmp(op, "ping") == 0) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
         conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
         json_object_put(o);
     } else {
-        conn_send_error(conn, "EOPNOTSUPP", "unknown op \"%s\" (known: status, flush, ping)", op);
+        conn_send_error(conn, "EOPNOTSUPP",
+                        "unknown op \"%s\" (known: status, flush, ping, window_prepare, "
+                        "window_start, window_begin, window_end, windows)",
+                        op);
     }
 out:
     json_object_put(req);

@@ -101,6 +101,8 @@ struct session {
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
     uint64_t strings_received;
     uint64_t shim_lost, shim_declined, shim_foreign; /* the shim's totals, from FLUSH_DONE */
+    uint64_t seq_next;  /* one past the highest buffer sequence number received */
+    struct window *window; /* the open window this session is in, if any */
 
     struct session *next;
 };
@@ -114,6 +116,7 @@ struct daemon_config {
     int compress_level;
     int log_level;
     double flush_timeout_s;
+    uint64_t window_max_events;
 };
 
 struct daemon {
@@ -129,6 +132,8 @@ struct daemon {
     int stopping, stop_flushed;
     int64_t stop_started_ns;
     struct flush_wait *flush_waits;
+    struct window *windows;
+    uint64_t next_window_id;
     uv_timer_t stop_timer, watchdog;
     int activated;
     char archive_root[600];
@@ -156,5 +161,24 @@ void control_shutdown(struct daemon *d);
  * shutdown); cb is called once every session answered or timeout passed. */
 typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
 int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
+/* The same for the sessions whose ids are listed. */
+int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
+               flush_all_cb cb, void *ud);
+
+/* Replies that come later than the request (control.c). */
+struct ctl_reply;
+struct ctl_reply *ctl_reply_hold(struct conn *conn);
+/* Sends body as REPLY_OK (ok) or REPLY_ERROR and drops the hold. */
+void ctl_reply_send(struct ctl_reply *r, int ok, json_object *body);
+
+/* window.c: trace windows. */
+struct window;
+void window_op(struct daemon *d, struct conn *conn, const char *op, json_object *req);
+/* A session finished its hello: a matching open window takes it in. */
+void window_session_joined(struct daemon *d, struct session *s);
+void window_session_gone(struct daemon *d, struct session *s);
+/* Fails every open window and frees them (shutdown). */
+void window_shutdown(struct daemon *d);
+json_object *window_list(struct daemon *d);
 
 #endif

@@ -211,6 +211,7 @@ static void finish_stop(struct daemon *d)
     d->stop_flushed = 1;
     session_close_all(d);
     control_shutdown(d);
+    window_shutdown(d);
 }
 
 /* After the last flush, waits for the sessions' last writes; then closes
@@ -219,7 +220,8 @@ static void on_stop_timer(uv_timer_t *t)
 {
     struct daemon *d = t->data;
     int64_t waited = unix_ns_now() - d->stop_started_ns;
-    if (d->stop_flushed && (d->sessions == NULL || waited > 30000000000LL)) {
+    window_shutdown(d);
+    if (d->stop_flushed && ((d->sessions == NULL && d->windows == NULL) || waited > 30000000000LL)) {
         if (d->sessions)
             log_err("main", "gave up waiting for %zu session(s) to finish writing",
                     session_count(d));
@@ -305,6 +307,7 @@ int main(int argc, char **argv)
     d.cfg.segment_bytes = 64ull << 20;
     d.cfg.compress_level = 1;
     d.cfg.flush_timeout_s = 5.0;
+    d.cfg.window_max_events = 50000000;
     while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:hV", opts, NULL)) != -1) {
         char *end;
         switch (opt) {

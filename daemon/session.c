@@ -338,6 +338,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
              s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
              s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
 
+    window_session_joined(d, s);
     /* Stagger the periodic flushes of the sessions over the period. */
     uint64_t period = (uint64_t)(d->cfg.flush_period_s * 1000);
     if (period > 0) {
@@ -378,6 +379,8 @@ static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
         return;
     }
     s->slot_held[m.slot] = 1;
+    if (m.seq + 1 > s->seq_next)
+        s->seq_next = m.seq + 1;
     s->buffers_received++;
     s->bytes_received += m.valid_size;
     s->records += m.records;
@@ -498,6 +501,7 @@ static void on_conn_close(struct conn *c)
     if (!uv_is_closing((uv_handle_t *)&s->flush_timer))
         uv_close((uv_handle_t *)&s->flush_timer, on_timer_closed);
     control_flush_progress(s->d, s, 0, 1);
+    window_session_gone(s->d, s);
     /* Buffers already announced are still archived: the mapping outlives
      * the producer.  The session is freed once its queue is written. */
     session_maybe_free(s);

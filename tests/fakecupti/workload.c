@@ -36,6 +36,7 @@ static struct {
     double rate;
     uint64_t graph_id;
     const char *report;
+    const char *log;
     uint64_t linger_ms;
     int no_init, quiet;
     /* Kernel names live until the process exits: the shim reads them through the
@@ -56,6 +57,9 @@ struct worker {
     uint64_t *by_name;          /* kernel records written, per name */
     uint64_t *launched_by_name;
     uint32_t first_corr, last_corr;
+    char *log;       /* --log lines of this thread (open_memstream) */
+    size_t log_len;
+    FILE *logf;
 };
 
 static void usage(FILE *f)
@@ -84,6 +88,8 @@ static void usage(FILE *f)
         "  -g, --graph-id G       launch the kernels as nodes of CUDA graph G (graphId G,\n"
         "                         graphNodeId (G << 32) + 1 + i %% nnames; default 0: none)\n"
         "  -o, --report FILE      write a JSON report to FILE at the end\n"
+        "      --log FILE         write one line per kernel launch: correlation id and\n"
+        "                         CLOCK_REALTIME ns before and after the launch call\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0)\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
         "  -q, --quiet            no summary line on stdout\n"
@@ -194,7 +200,10 @@ static void *run_worker(void *arg)
             k.graph_node_id = (opt.graph_id << 32) + 1 + ni;
         }
         pace(i);
+        uint64_t before = w->logf ? realtime_ns() : 0;
         corr = fakecuda_launch_kernel_ex(&k);
+        if (w->logf)
+            fprintf(w->logf, "%" PRIu32 " %" PRIu64 " %" PRIu64 "\n", corr, before, realtime_ns());
         w->kernels++;
         w->launched_by_name[ni]++;
         if (fakecuda_last_result() & FAKECUDA_REC_GPU)
@@ -300,6 +309,7 @@ int main(int argc, char **argv)
         { "threads", required_argument, NULL, 't' },
         { "graph-id", required_argument, NULL, 'g' },
         { "report", required_argument, NULL, 'o' },
+        { "log", required_argument, NULL, 'G' },
         { "linger-ms", required_argument, NULL, 'l' },
         { "no-init", no_argument, NULL, 'I' },
         { "quiet", no_argument, NULL, 'q' },
@@ -314,7 +324,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:l:Iqh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:l:Iqh", longopts, NULL)) != -1) {
         int bad = 0;
 
         switch (c) {
@@ -336,6 +346,7 @@ int main(int argc, char **argv)
         case 't': bad = parse_u64(optarg, 4096, &v) || v == 0; opt.threads = (uint32_t)v; break;
         case 'g': bad = parse_u64(optarg, UINT32_MAX, &opt.graph_id); break;
         case 'o': opt.report = optarg; break;
+        case 'G': opt.log = optarg; break;
         case 'l': bad = parse_u64(optarg, 86400000, &opt.linger_ms); break;
         case 'I': opt.no_init = 1; break;
         case 'q': opt.quiet = 1; break;
@@ -379,6 +390,8 @@ int main(int argc, char **argv)
         }
     }
 
+    for (uint32_t t = 0; opt.log && t < opt.threads; t++)
+        ws[t].logf = open_memstream(&ws[t].log, &ws[t].log_len);
     start_ns = realtime_ns();
     clock_gettime(CLOCK_MONOTONIC, &opt.t0);
     if (opt.threads == 1) {
@@ -397,6 +410,20 @@ int main(int argc, char **argv)
     }
     fakecuda_synchronize();
     end_ns = realtime_ns();
+    if (opt.log) {
+        FILE *lf = fopen(opt.log, "w");
+        for (uint32_t t = 0; t < opt.threads; t++) {
+            if (ws[t].logf)
+                fclose(ws[t].logf);
+            if (lf && ws[t].log)
+                fwrite(ws[t].log, 1, ws[t].log_len, lf);
+            free(ws[t].log);
+        }
+        if (!lf || fclose(lf) != 0) {
+            fprintf(stderr, PROG ": cannot write %s: %s\n", opt.log, strerror(errno));
+            return 1;
+        }
+    }
 
     memset(&tot, 0, sizeof tot);
     tot.by_name = calloc(opt.nnames, sizeof *tot.by_name);

@@ -1,0 +1,353 @@
+/* Writes a trace window from the archive, filtered as window-write.h says.
+ * Two passes per session: the first collects the correlation ids of the API
+ * calls that start inside the window, the second writes what the filter
+ * keeps.  Memory: the set of retained correlation ids, bounded by the API
+ * calls of the window, plus the trace writer's bounded tables. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "archive.h"
+#include "decode.h"
+#include "demangle.h"
+#include "strtab.h"
+#include "summary.h"
+#include "trace.h"
+#include "window-write.h"
+
+/* ---- a set of correlation ids -------------------------------------------- */
+
+struct idset {
+    uint32_t *v; /* 0 = empty slot (correlation id 0 is never stored) */
+    size_t cap, len;
+};
+
+static int idset_add(struct idset *s, uint32_t id)
+{
+    if (id == 0)
+        return 0;
+    if ((s->len + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 1024;
+        uint32_t *nv = calloc(ncap, sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->v[i])
+                continue;
+            size_t j = (s->v[i] * 2654435761u) & (ncap - 1);
+            while (nv[j])
+                j = (j + 1) & (ncap - 1);
+            nv[j] = s->v[i];
+        }
+        free(s->v);
+        s->v = nv;
+        s->cap = ncap;
+    }
+    size_t j = (id * 2654435761u) & (s->cap - 1);
+    while (s->v[j]) {
+        if (s->v[j] == id)
+            return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->v[j] = id;
+    s->len++;
+    return 0;
+}
+
+static int idset_has(const struct idset *s, uint32_t id)
+{
+    if (id == 0 || s->cap == 0)
+        return 0;
+    size_t j = (id * 2654435761u) & (s->cap - 1);
+    while (s->v[j]) {
+        if (s->v[j] == id)
+            return 1;
+        j = (j + 1) & (s->cap - 1);
+    }
+    return 0;
+}
+
+/* ---- one session ------------------------------------------------------------ */
+
+struct wsession {
+    const struct cuptimon_window_source *src;
+    json_object *meta;
+    struct cuptimon_proc_info info;
+    struct cuptimon_layout layout;
+    struct cuptimon_strtab *names;
+    struct cuptimon_decode_stats dec;
+    struct idset keep;
+    uint64_t events, kernels, dropped, chunks;
+};
+
+static int64_t mint(json_object *o, const char *k, int64_t d)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, k, &v))
+        return d;
+    if (json_object_is_type(v, json_type_string)) {
+        char *end;
+        long long x = strtoll(json_object_get_string(v), &end, 10);
+        return *end ? d : x;
+    }
+    return json_object_get_int64(v);
+}
+
+static const char *mstr(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : NULL;
+}
+
+static void load_meta(struct wsession *s, const char *text)
+{
+    json_object *job = NULL, *rs = NULL;
+    uint32_t sizes[CUPTIMON_KIND_SLOTS] = {0};
+    int have = 0;
+    s->meta = text ? json_tokener_parse(text) : NULL;
+    json_object_object_get_ex(s->meta, "job", &job);
+    s->info.pid = (uint32_t)mint(s->meta, "pid", 0);
+    s->info.hostname = mstr(s->meta, "hostname");
+    s->info.cupti_version = (uint32_t)mint(s->meta, "cupti_version", 0);
+    s->info.rank = mint(job, "rank", -1);
+    s->info.local_rank = mint(job, "local_rank", -1);
+    s->info.world_size = mint(job, "world_size", -1);
+    s->info.job_id = mstr(job, "slurm_job_id");
+    s->info.label = mstr(job, "label");
+    if (json_object_object_get_ex(s->meta, "record_sizes", &rs) &&
+        json_object_is_type(rs, json_type_object)) {
+        json_object_object_foreach(rs, key, val)
+        {
+            char *end;
+            unsigned long k = strtoul(key, &end, 10);
+            int64_t v = json_object_get_int64(val);
+            if (*end || k >= CUPTIMON_KIND_SLOTS || v <= 0 || v > UINT32_MAX)
+                continue;
+            sizes[k] = (uint32_t)v;
+            have = 1;
+        }
+    }
+    cuptimon__layout_init(&s->layout, s->info.cupti_version, have ? sizes : NULL);
+}
+
+static int is_api(const struct cuptimon_ev *ev)
+{
+    return ev->type == CUPTIMON_EV_RUNTIME || ev->type == CUPTIMON_EV_DRIVER;
+}
+
+static int is_gpu(const struct cuptimon_ev *ev)
+{
+    return ev->type == CUPTIMON_EV_KERNEL || ev->type == CUPTIMON_EV_MEMCPY ||
+           ev->type == CUPTIMON_EV_MEMCPY_P2P || ev->type == CUPTIMON_EV_MEMSET;
+}
+
+/* Calls fn for every event of the session's chunks inside the window's
+ * chunk range. */
+static int each_event(struct wsession *s, int (*fn)(struct wsession *, const struct cuptimon_ev *,
+                                                    const struct cuptimon_clock *, void *),
+                      void *ud, struct cuptimon_decode_stats *st, char **err)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk ch;
+    int rc = cuptimon__archive_open(s->src->archive_dir, &r, err);
+    if (rc < 0)
+        return rc;
+    if (!s->meta) {
+        load_meta(s, cuptimon__archive_meta(r));
+        cuptimon__archive_strings(r, cuptimon__strtab_put_cb, s->names);
+    }
+    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+        if (ch.hdr.index < s->src->first_chunk || ch.hdr.index > s->src->last_chunk)
+            continue;
+        struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
+        struct cuptimon_walk w;
+        struct cuptimon_ev ev;
+        if (st == &s->dec) {
+            s->chunks++;
+            s->dropped += ch.hdr.dropped;
+        }
+        cuptimon__walk_begin(&w, &s->layout, ch.data, (size_t)ch.hdr.raw_size, st);
+        while (cuptimon__walk_next(&w, &ev))
+            if ((rc = fn(s, &ev, &clk, ud)) < 0)
+                break;
+        if (rc < 0)
+            break;
+    }
+    cuptimon__archive_close(r);
+    return rc < 0 ? rc : 0;
+}
+
+struct pass {
+    const struct cuptimon_window_spec *w;
+    struct cuptimon_trace *tr;
+    struct cuptimon_summary *sum;
+    int tproc, sproc;
+    uint64_t *total;
+    int truncated;
+};
+
+static int collect(struct wsession *s, const struct cuptimon_ev *ev,
+                   const struct cuptimon_clock *clk, void *ud)
+{
+    const struct pass *p = ud;
+    if (!is_api(ev))
+        return 0;
+    uint64_t t = cuptimon__clock_map(clk, ev->start);
+    if (t >= p->w->start_ns && t <= p->w->end_ns)
+        return idset_add(&s->keep, ev->correlation_id);
+    return 0;
+}
+
+static int keep(const struct wsession *s, const struct cuptimon_ev *ev,
+                const struct cuptimon_clock *clk, const struct cuptimon_window_spec *w)
+{
+    uint64_t t = cuptimon__clock_map(clk, ev->start);
+    if (is_api(ev))
+        return t >= w->start_ns && t <= w->end_ns;
+    if (is_gpu(ev))
+        return idset_has(&s->keep, ev->correlation_id) ||
+               (ev->correlation_id == 0 && t >= w->start_ns && t <= w->end_ns);
+    if (ev->type == CUPTIMON_EV_EXTERNAL_CORRELATION)
+        return idset_has(&s->keep, ev->correlation_id);
+    return ev->start == 0 || (t >= w->start_ns && t <= w->end_ns);
+}
+
+static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct cuptimon_clock *clk,
+                void *ud)
+{
+    struct pass *p = ud;
+    if (!keep(s, ev, clk, p->w))
+        return 0;
+    if (p->w->max_events && *p->total >= p->w->max_events) {
+        p->truncated = 1;
+        return 0;
+    }
+    (*p->total)++;
+    s->events++;
+    if (ev->type == CUPTIMON_EV_KERNEL)
+        s->kernels++;
+    cuptimon__summary_event(p->sum, p->sproc, ev);
+    return cuptimon__trace_event(p->tr, p->tproc, ev, clk);
+}
+
+int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **summary, char **err)
+{
+    char tmp[800];
+    struct cuptimon_trace *tr = NULL;
+    struct cuptimon_summary *sum = NULL;
+    struct cuptimon_demangler *dm = NULL;
+    struct wsession *ss = calloc(w->nsrc ? w->nsrc : 1, sizeof *ss);
+    uint64_t total = 0;
+    int truncated = 0, rc, fd = -1;
+    *summary = NULL;
+    *err = NULL;
+    if (!ss)
+        return -ENOMEM;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", w->output) >= (int)sizeof tmp) {
+        rc = -ENAMETOOLONG;
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        rc = -errno;
+        if (asprintf(err, "cannot create %s: %s", tmp, strerror(errno)) < 0)
+            *err = NULL;
+        goto out;
+    }
+    struct cuptimon_trace_opts o = {.base_ns = w->start_ns};
+    if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 ||
+        (rc = cuptimon__summary_new(&sum)) < 0 || (rc = cuptimon__demangler_new(0, &dm)) < 0)
+        goto out;
+    for (size_t i = 0; i < w->nsrc; i++) {
+        struct wsession *s = &ss[i];
+        struct cuptimon_decode_stats scratch = {0};
+        struct pass p = {.w = w, .tr = tr, .sum = sum, .total = &total};
+        char *e = NULL;
+        s->src = &w->src[i];
+        if ((rc = cuptimon__strtab_new(NULL, &s->names)) < 0)
+            goto out;
+        /* Pass 1: the API calls inside the window. */
+        if ((rc = each_event(s, collect, &p, &scratch, &e)) < 0) {
+            /* A session whose archive cannot be read is reported, not fatal. */
+            free(e);
+            continue;
+        }
+        p.tproc = cuptimon__trace_add_process(tr, &s->info, s->names, dm);
+        p.sproc = cuptimon__summary_add_process(sum, &s->info, s->names, dm);
+        if (p.tproc < 0 || p.sproc < 0) {
+            rc = p.tproc < 0 ? p.tproc : p.sproc;
+            goto out;
+        }
+        /* Pass 2: what the filter keeps. */
+        rc = each_event(s, emit, &p, &s->dec, &e);
+        free(e);
+        if (rc < 0 && rc != -ENOENT)
+            goto out;
+        if ((rc = cuptimon__trace_end_process(tr, p.tproc)) < 0)
+            goto out;
+        cuptimon__summary_dropped(sum, s->dropped);
+        cuptimon__summary_decode_stats(sum, &s->dec);
+        truncated |= p.truncated;
+    }
+    json_object *extra = json_object_new_object();
+    json_object_object_add(extra, "window", json_object_new_int64((int64_t)w->id));
+    json_object_object_add(extra, "window_start_unix_ns", json_object_new_int64((int64_t)w->start_ns));
+    json_object_object_add(extra, "window_end_unix_ns", json_object_new_int64((int64_t)w->end_ns));
+    rc = cuptimon__trace_finish(tr, extra);
+    json_object_put(extra);
+    if (rc < 0)
+        goto out;
+    if (fsync(fd) < 0 || close(fd) < 0) {
+        rc = -errno;
+        fd = -1;
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, w->output) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    json_object *res = cuptimon__summary_json(sum, 20), *procs = json_object_new_array();
+    for (size_t i = 0; i < w->nsrc; i++) {
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "pid", json_object_new_int64(ss[i].info.pid));
+        json_object_object_add(p, "archive", json_object_new_string(w->src[i].archive_dir));
+        json_object_object_add(p, "events", json_object_new_int64((int64_t)ss[i].events));
+        json_object_object_add(p, "kernels", json_object_new_int64((int64_t)ss[i].kernels));
+        json_object_object_add(p, "api_calls_in_window", json_object_new_int64((int64_t)ss[i].keep.len));
+        json_object_object_add(p, "dropped_records", json_object_new_int64((int64_t)ss[i].dropped));
+        json_object_object_add(p, "late", json_object_new_boolean(w->src[i].late));
+        json_object_array_add(procs, p);
+    }
+    json_object_object_add(res, "processes", procs);
+    json_object_object_add(res, "events", json_object_new_int64((int64_t)total));
+    json_object_object_add(res, "truncated", json_object_new_boolean(truncated));
+    *summary = res;
+    rc = 0;
+out:
+    if (rc < 0 && !*err && asprintf(err, "%s", strerror(-rc)) < 0)
+        *err = NULL;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0)
+        unlink(tmp);
+    cuptimon__trace_free(tr);
+    cuptimon__summary_free(sum);
+    cuptimon__demangler_free(dm);
+    for (size_t i = 0; i < w->nsrc; i++) {
+        cuptimon__strtab_free(ss[i].names);
+        json_object_put(ss[i].meta);
+        free(ss[i].keep.v);
+    }
+    free(ss);
+    return rc;
+}

@@ -1,0 +1,54 @@
+/*
+ * Writing a trace window: the archive chunks of the selected sessions that
+ * arrived during the window, filtered with PyTorch's monitor semantics
+ * (_filter_trace_window_events), into one Chrome/Perfetto trace plus a
+ * summary.  Runs on a worker thread of the daemon, after every selected
+ * session's final forced flush is written (or timed out: "late").
+ *
+ * The filter, for each process, with start = the window's start:
+ *  - runtime and driver API records are kept when they start at or after
+ *    start (and before end); their correlation ids are "retained";
+ *  - kernels, memcpy and memset are kept when their correlation id was
+ *    retained, or when it is 0 and they start at or after start;
+ *  - external correlation records are kept (as the annotations of the API
+ *    calls and GPU work they correlate to) when their correlation id was
+ *    retained;
+ *  - everything else (overhead, CUDA events, synchronization, markers) is
+ *    kept when it has no start time or starts at or after start.
+ * A correlation id is scoped per process.
+ */
+#ifndef CUPTIMON_WINDOW_WRITE_H
+#define CUPTIMON_WINDOW_WRITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+struct cuptimon_window_source {
+    const char *archive_dir; /* the session's archive directory (meta.json, segments) */
+    uint64_t first_chunk;    /* read chunks whose index (producer seq) is >= this ... */
+    uint64_t last_chunk;     /* ... and <= this (UINT64_MAX: to the end) */
+    int late;                /* the session's final flush did not finish in time */
+};
+
+struct cuptimon_window_spec {
+    uint64_t id;
+    uint64_t start_ns; /* Unix ns */
+    uint64_t end_ns;   /* Unix ns */
+    const struct cuptimon_window_source *src;
+    size_t nsrc;
+    const char *output;  /* trace path: written to a temporary name, then renamed */
+    uint64_t max_events; /* stop writing past this many events (0: no cap); the summary says so */
+};
+
+/*
+ * Writes the trace and returns 0 with *summary set (a json-c object the
+ * caller puts: per process events by kind, dropped, late, plus the totals
+ * and "truncated": true when max_events was reached), or -errno with *err
+ * set to a malloc'd message naming what failed.
+ */
+int cuptimon__window_write(const struct cuptimon_window_spec *w, struct json_object **summary,
+                           char **err);
+
+#endif

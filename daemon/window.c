@@ -1,0 +1,767 @@
+/*
+ * Trace windows over many processes, with PyTorch's monitor semantics:
+ *   prepare: enable the window's extra activity kinds in every selected
+ *            session (processes that join later and match are included);
+ *   start:   non-forced flush of the selected sessions, wait, mark the
+ *            start time;
+ *   end:     disable the extra kinds, forced flush, wait for every
+ *            session's FLUSH_DONE and writes (a session that does not
+ *            answer in time is marked late), then write one trace of what
+ *            arrived, filtered as window-write.h says, on a worker thread.
+ * The always-on archive keeps running throughout: a window reads the
+ * chunks its sessions archived from the prepare on.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti_activity.h>
+
+#include "daemon.h"
+#include "window-write.h"
+
+enum wstate { W_PREPARED, W_STARTING, W_ACTIVE, W_ENDING, W_WRITING, W_DONE, W_FAILED };
+static const char *const wstate_names[] = {"prepared", "starting", "active", "ending",
+                                           "writing",  "done",     "failed"};
+
+#define MAX_KINDS 24
+#define MAX_WAITERS 16
+
+struct member {
+    uint64_t session;
+    pid_t pid;
+    char dir[700];
+    uint64_t first_chunk, last_chunk;
+    uint32_t extra[MAX_KINDS]; /* kinds this window enabled (not always-on) */
+    int nextra;
+    int late, gone;
+};
+
+struct selector {
+    int all;
+    int64_t pids[64];
+    int npids;
+    int64_t uid;
+    char job[128], rank[32], label[128];
+};
+
+struct window {
+    struct daemon *d;
+    uint64_t id;
+    int state;
+    struct selector sel;
+    uint32_t kinds[MAX_KINDS];
+    int nkinds;
+    int64_t prepared_ns, start_ns, end_ns, at_ns;
+    double duration_s;
+    char output[700];
+    struct member *m;
+    size_t nm, capm;
+    uv_timer_t timer;
+    int timer_on;
+    struct ctl_reply *start_wait[MAX_WAITERS], *end_wait[MAX_WAITERS];
+    int nstart_wait, nend_wait;
+    json_object *result;
+    char *error;
+    /* for the worker */
+    uv_work_t work;
+    struct cuptimon_window_source *src;
+    json_object *summary;
+    char *werr;
+    int wrc;
+    struct window *next;
+};
+
+static const uint32_t default_kinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_OVERHEAD,          CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+};
+
+static const struct {
+    const char *name;
+    uint32_t kind;
+} kind_names[] = {
+    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
+    {"driver", CUPTI_ACTIVITY_KIND_DRIVER},
+    {"external_correlation", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
+    {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
+    {"cuda_event", CUPTI_ACTIVITY_KIND_CUDA_EVENT},
+    {"synchronization", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+    {"marker", CUPTI_ACTIVITY_KIND_MARKER},
+    {"marker_data", CUPTI_ACTIVITY_KIND_MARKER_DATA},
+    {"memcpy2", CUPTI_ACTIVITY_KIND_MEMCPY2},
+};
+
+static void send_err(struct conn *c, const char *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void send_err(struct conn *c, const char *e, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    conn_send_error(c, e, "%s", msg);
+}
+
+static const char *js(json_object *o, const char *k)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, k, &v))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+/* ---- selection ---------------------------------------------------------- */
+
+static int parse_selector(json_object *req, struct selector *sel, char *why, size_t wl)
+{
+    json_object *v;
+    memset(sel, 0, sizeof *sel);
+    sel->uid = -1;
+    int any = 0;
+    if (json_object_object_get_ex(req, "pids", &v)) {
+        if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) == 0 ||
+            json_object_array_length(v) > 64) {
+            snprintf(why, wl, "\"pids\" must be a list of 1..64 process ids");
+            return -EINVAL;
+        }
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            sel->pids[sel->npids++] = json_object_get_int64(json_object_array_get_idx(v, i));
+        any = 1;
+    }
+    if (json_object_object_get_ex(req, "uid", &v)) {
+        sel->uid = json_object_get_int64(v);
+        any = 1;
+    }
+    const char *s;
+    if ((s = js(req, "job"))) {
+        snprintf(sel->job, sizeof sel->job, "%s", s);
+        any = 1;
+    }
+    if ((s = js(req, "rank"))) {
+        snprintf(sel->rank, sizeof sel->rank, "%s", s);
+        any = 1;
+    }
+    if ((s = js(req, "label"))) {
+        snprintf(sel->label, sizeof sel->label, "%s", s);
+        any = 1;
+    }
+    sel->all = !any;
+    return 0;
+}
+
+static int matches(const struct selector *sel, const struct session *s)
+{
+    if (!s->conn || !s->hello)
+        return 0;
+    if (sel->all)
+        return 1;
+    if (sel->npids) {
+        int hit = 0;
+        for (int i = 0; i < sel->npids; i++)
+            hit |= sel->pids[i] == s->peer.pid;
+        if (!hit)
+            return 0;
+    }
+    if (sel->uid >= 0 && (uid_t)sel->uid != s->peer.uid)
+        return 0;
+    json_object *job = NULL;
+    json_object_object_get_ex(s->hello, "job", &job);
+    if (sel->job[0]) {
+        const char *a = js(job, "slurm_job_id"), *b = js(job, "torchelastic_run_id");
+        if (!(a && strcmp(a, sel->job) == 0) && !(b && strcmp(b, sel->job) == 0))
+            return 0;
+    }
+    if (sel->rank[0] && !(js(job, "rank") && strcmp(js(job, "rank"), sel->rank) == 0))
+        return 0;
+    if (sel->label[0] && strcmp(s->label, sel->label) != 0)
+        return 0;
+    return 1;
+}
+
+static void describe_sessions(struct daemon *d, char *out, size_t len)
+{
+    size_t o = 0;
+    int n = 0;
+    out[0] = '\0';
+    for (struct session *s = d->sessions; s && o < len; s = s->next) {
+        if (!s->conn || !s->hello)
+            continue;
+        json_object *job = NULL;
+        json_object_object_get_ex(s->hello, "job", &job);
+        int w = snprintf(out + o, len - o, "%spid %d uid %u%s%s%s%s", n++ ? "; " : "",
+                         (int)s->peer.pid, (unsigned)s->peer.uid, s->label[0] ? " label " : "",
+                         s->label, js(job, "rank") ? " rank " : "",
+                         js(job, "rank") ? js(job, "rank") : "");
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+    if (!n)
+        snprintf(out, len, "no sessions are connected");
+}
+
+/* ---- kinds -------------------------------------------------------------- */
+
+static int parse_kinds(json_object *req, struct window *w, char *why, size_t wl)
+{
+    json_object *v;
+    w->nkinds = 0;
+    if (!json_object_object_get_ex(req, "activities", &v)) {
+        for (size_t i = 0; i < sizeof default_kinds / sizeof default_kinds[0]; i++)
+            w->kinds[w->nkinds++] = default_kinds[i];
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) == 0) {
+        snprintf(why, wl, "\"activities\" must be a non-empty list");
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < json_object_array_length(v) && w->nkinds < MAX_KINDS; i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        uint32_t k = 0;
+        if (json_object_is_type(e, json_type_int)) {
+            k = (uint32_t)json_object_get_int(e);
+        } else {
+            const char *n = json_object_get_string(e);
+            size_t j;
+            for (j = 0; j < sizeof kind_names / sizeof kind_names[0]; j++)
+                if (strcmp(n, kind_names[j].name) == 0)
+                    break;
+            if (j == sizeof kind_names / sizeof kind_names[0]) {
+                snprintf(why, wl, "unknown activity kind '%s' (known: kernel, memcpy, memset, "
+                         "runtime, driver, external_correlation, overhead, cuda_event, "
+                         "synchronization, marker, marker_data, memcpy2)", n);
+                return -EINVAL;
+            }
+            k = kind_names[j].kind;
+        }
+        if (k == 0 || k >= CUPTI_ACTIVITY_KIND_COUNT) {
+            snprintf(why, wl, "activity kind %u is out of range", k);
+            return -EINVAL;
+        }
+        w->kinds[w->nkinds++] = k;
+    }
+    return 0;
+}
+
+static int always_on(const struct session *s, uint32_t kind)
+{
+    json_object *k;
+    if (!json_object_object_get_ex(s->hello, "kinds", &k) || !json_object_is_type(k, json_type_array))
+        return 0;
+    for (size_t i = 0; i < json_object_array_length(k); i++)
+        if ((uint32_t)json_object_get_int(json_object_array_get_idx(k, i)) == kind)
+            return 1;
+    return 0;
+}
+
+static void send_kinds(struct session *s, uint16_t type, const uint32_t *kinds, int n)
+{
+    if (!s->conn || n == 0)
+        return;
+    json_object *o = json_object_new_object(), *a = json_object_new_array();
+    for (int i = 0; i < n; i++)
+        json_object_array_add(a, json_object_new_int64(kinds[i]));
+    json_object_object_add(o, "kinds", a);
+    conn_send_json(s->conn, type, o);
+    json_object_put(o);
+}
+
+/* ---- members ------------------------------------------------------------ */
+
+static struct session *find_session(struct daemon *d, uint64_t id)
+{
+    for (struct session *s = d->sessions; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+static int add_member(struct window *w, struct session *s)
+{
+    if (w->nm == w->capm) {
+        size_t cap = w->capm ? w->capm * 2 : 8;
+        struct member *nm = realloc(w->m, cap * sizeof *nm);
+        if (!nm)
+            return -ENOMEM;
+        w->m = nm;
+        w->capm = cap;
+    }
+    struct member *m = &w->m[w->nm++];
+    memset(m, 0, sizeof *m);
+    m->session = s->id;
+    m->pid = s->peer.pid;
+    snprintf(m->dir, sizeof m->dir, "%s", s->archive_dir);
+    m->first_chunk = s->seq_next;
+    m->last_chunk = UINT64_MAX;
+    for (int i = 0; i < w->nkinds; i++)
+        if (!always_on(s, w->kinds[i]))
+            m->extra[m->nextra++] = w->kinds[i];
+    s->window = w;
+    send_kinds(s, CUPTIMON_MSG_ENABLE, m->extra, m->nextra);
+    return 0;
+}
+
+static void member_ids(struct window *w, uint64_t **ids, size_t *n)
+{
+    *ids = calloc(w->nm ? w->nm : 1, sizeof **ids);
+    *n = 0;
+    for (size_t i = 0; *ids && i < w->nm; i++)
+        if (!w->m[i].gone)
+            (*ids)[(*n)++] = w->m[i].session;
+}
+
+static int is_open(const struct window *w)
+{
+    return w->state <= W_ACTIVE;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static json_object *window_json(const struct window *w)
+{
+    json_object *o = json_object_new_object(), *p = json_object_new_array();
+    json_object_object_add(o, "window", json_object_new_int64((int64_t)w->id));
+    json_object_object_add(o, "state", json_object_new_string(wstate_names[w->state]));
+    json_object_object_add(o, "prepared_unix_ns", json_object_new_int64(w->prepared_ns));
+    json_object_object_add(o, "start_unix_ns", json_object_new_int64(w->start_ns));
+    json_object_object_add(o, "end_unix_ns", json_object_new_int64(w->end_ns));
+    if (w->at_ns)
+        json_object_object_add(o, "at_unix_ns", json_object_new_int64(w->at_ns));
+    if (w->duration_s > 0)
+        json_object_object_add(o, "duration_s", json_object_new_double(w->duration_s));
+    json_object_object_add(o, "output", json_object_new_string(w->output));
+    for (size_t i = 0; i < w->nm; i++)
+        json_object_array_add(p, json_object_new_int64(w->m[i].pid));
+    json_object_object_add(o, "pids", p);
+    json_object *k = json_object_new_array();
+    for (int i = 0; i < w->nkinds; i++)
+        json_object_array_add(k, json_object_new_int64(w->kinds[i]));
+    json_object_object_add(o, "kinds", k);
+    if (w->result)
+        json_object_object_add(o, "summary", json_object_get(w->result));
+    if (w->error)
+        json_object_object_add(o, "error", json_object_new_string(w->error));
+    return o;
+}
+
+static void answer(struct ctl_reply **list, int *n, struct window *w)
+{
+    json_object *o = window_json(w);
+    if (w->state == W_FAILED) {
+        json_object_object_add(o, "message", json_object_new_string(w->error ? w->error : "failed"));
+        json_object_object_add(o, "error", json_object_new_string("EIO"));
+    }
+    for (int i = 0; i < *n; i++)
+        ctl_reply_send(list[i], w->state != W_FAILED, o);
+    *n = 0;
+    json_object_put(o);
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+static void write_cb(uv_work_t *req)
+{
+    struct window *w = req->data;
+    struct cuptimon_window_spec spec = {.id = w->id,
+                                        .start_ns = (uint64_t)w->start_ns,
+                                        .end_ns = (uint64_t)w->end_ns,
+                                        .src = w->src,
+                                        .nsrc = w->nm,
+                                        .output = w->output,
+                                        .max_events = w->d->cfg.window_max_events};
+    w->wrc = cuptimon__window_write(&spec, &w->summary, &w->werr);
+}
+
+static void after_write_cb(uv_work_t *req, int status)
+{
+    struct window *w = req->data;
+    free(w->src);
+    w->src = NULL;
+    if (status < 0 || w->wrc < 0) {
+        w->state = W_FAILED;
+        if (!w->error && asprintf(&w->error, "writing the trace %s failed: %s", w->output,
+                                  w->werr ? w->werr : strerror(-(status < 0 ? status : w->wrc))) < 0)
+            w->error = NULL;
+        log_err("window", "window %" PRIu64 ": %s", w->id, w->error ? w->error : "failed");
+    } else {
+        w->state = W_DONE;
+        w->result = w->summary;
+        w->summary = NULL;
+        log_info("window", "window %" PRIu64 ": %zu process(es), trace %s", w->id, w->nm,
+                 w->output);
+    }
+    free(w->werr);
+    w->werr = NULL;
+    answer(w->end_wait, &w->nend_wait, w);
+}
+
+static void ended(struct daemon *d, void *ud, json_object *result)
+{
+    struct window *w = ud;
+    json_object *late;
+    w->end_ns = unix_ns_now();
+    if (json_object_object_get_ex(result, "late", &late)) {
+        for (size_t i = 0; i < json_object_array_length(late); i++) {
+            pid_t pid = (pid_t)json_object_get_int64(json_object_array_get_idx(late, i));
+            for (size_t k = 0; k < w->nm; k++)
+                if (w->m[k].pid == pid)
+                    w->m[k].late = 1;
+        }
+    }
+    w->src = calloc(w->nm ? w->nm : 1, sizeof *w->src);
+    for (size_t i = 0; w->src && i < w->nm; i++) {
+        struct member *m = &w->m[i];
+        struct session *s = find_session(d, m->session);
+        if (s) {
+            m->last_chunk = s->seq_next ? s->seq_next - 1 : 0;
+            s->window = NULL;
+        }
+        w->src[i] = (struct cuptimon_window_source){.archive_dir = m->dir,
+                                                    .first_chunk = m->first_chunk,
+                                                    .last_chunk = s ? m->last_chunk : UINT64_MAX,
+                                                    .late = m->late};
+    }
+    w->state = W_WRITING;
+    w->work.data = w;
+    if (!w->src || uv_queue_work(d->loop, &w->work, write_cb, after_write_cb) < 0) {
+        w->wrc = -ENOMEM;
+        after_write_cb(&w->work, 0);
+    }
+}
+
+static void end_window(struct window *w)
+{
+    struct daemon *d = w->d;
+    if (w->state >= W_ENDING)
+        return;
+    if (w->timer_on) {
+        uv_timer_stop(&w->timer);
+    }
+    if (w->start_ns == 0)
+        w->start_ns = unix_ns_now(); /* ended before it started: an empty window */
+    w->state = W_ENDING;
+    for (size_t i = 0; i < w->nm; i++) {
+        struct session *s = find_session(d, w->m[i].session);
+        if (s)
+            send_kinds(s, CUPTIMON_MSG_DISABLE, w->m[i].extra, w->m[i].nextra);
+    }
+    uint64_t *ids;
+    size_t n;
+    member_ids(w, &ids, &n);
+    if (!ids || flush_some(d, 1, d->cfg.flush_timeout_s, ids, n, ended, w) < 0) {
+        json_object *empty = json_object_new_object();
+        ended(d, w, empty);
+        json_object_put(empty);
+    }
+    free(ids);
+}
+
+static void on_timer(uv_timer_t *t);
+static void end_window(struct window *w);
+
+static void started(struct daemon *d, void *ud, json_object *result)
+{
+    struct window *w = ud;
+    if (w->state != W_STARTING)
+        return;
+    w->start_ns = unix_ns_now();
+    w->state = W_ACTIVE;
+    log_info("window", "window %" PRIu64 " started over %zu process(es)", w->id, w->nm);
+    if (w->duration_s > 0) {
+        w->timer_on = 1;
+        uv_timer_start(&w->timer, on_timer, (uint64_t)(w->duration_s * 1000), 0);
+    }
+    answer(w->start_wait, &w->nstart_wait, w);
+    if (w->nend_wait > 0)
+        end_window(w); /* end-window came while it was starting */
+}
+
+static void start_window(struct window *w)
+{
+    uint64_t *ids;
+    size_t n;
+    w->state = W_STARTING;
+    member_ids(w, &ids, &n);
+    /* PyTorch's start: a non-forced flush and a wait, so that what was
+     * already buffered is behind us, then the start time. */
+    if (!ids || flush_some(w->d, 0, w->d->cfg.flush_timeout_s, ids, n, started, w) < 0) {
+        json_object *empty = json_object_new_object();
+        started(w->d, w, empty);
+        json_object_put(empty);
+    }
+    free(ids);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct window *w = t->data;
+    if (w->state == W_PREPARED && w->at_ns)
+        start_window(w);
+    else if (w->state == W_ACTIVE)
+        end_window(w);
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static struct window *find_window(struct daemon *d, json_object *req, char *why, size_t wl)
+{
+    json_object *v;
+    if (json_object_object_get_ex(req, "window", &v)) {
+        uint64_t id = (uint64_t)json_object_get_int64(v);
+        for (struct window *w = d->windows; w; w = w->next)
+            if (w->id == id)
+                return w;
+        snprintf(why, wl, "there is no window %" PRIu64, id);
+        return NULL;
+    }
+    /* No id: the newest window. */
+    if (!d->windows)
+        snprintf(why, wl, "there is no window (open one with begin-window)");
+    return d->windows;
+}
+
+static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
+{
+    char why[2048];
+    struct window *w = calloc(1, sizeof *w);
+    json_object *v;
+    if (!w) {
+        send_err(conn, "ENOMEM", "out of memory");
+        return;
+    }
+    w->d = d;
+    if (parse_selector(req, &w->sel, why, sizeof why) < 0 || parse_kinds(req, w, why, sizeof why) < 0) {
+        send_err(conn, "EINVAL", "%s", why);
+        free(w);
+        return;
+    }
+    if (json_object_object_get_ex(req, "duration_s", &v)) {
+        w->duration_s = json_object_get_double(v);
+        if (!(w->duration_s > 0 && w->duration_s <= 86400)) {
+            send_err(conn, "EINVAL", "duration %g s is outside (0, 86400]", w->duration_s);
+            free(w);
+            return;
+        }
+    }
+    if (json_object_object_get_ex(req, "at_unix_ns", &v)) {
+        w->at_ns = json_object_get_int64(v);
+        int64_t now = unix_ns_now();
+        if (w->at_ns < now - 1000000000LL || w->at_ns > now + 86400LL * 1000000000LL) {
+            send_err(conn, "EINVAL", "--at %" PRId64 " is in the past or more than a day ahead "
+                     "(now is %" PRId64 ")", w->at_ns, now);
+            free(w);
+            return;
+        }
+    }
+    /* Match first: an empty selection says what exists; an overlap says
+     * which window holds the session. */
+    size_t n = 0;
+    for (struct session *s = d->sessions; s; s = s->next) {
+        if (!matches(&w->sel, s))
+            continue;
+        if (s->window && is_open(s->window)) {
+            send_err(conn, "EBUSY", "pid %d is already in open window %" PRIu64
+                     "; end it first (cuptimonctl end-window %" PRIu64 ")",
+                     (int)s->peer.pid, s->window->id, s->window->id);
+            free(w);
+            return;
+        }
+        n++;
+    }
+    if (n == 0 && !w->sel.all) {
+        char have[1500];
+        describe_sessions(d, have, sizeof have);
+        send_err(conn, "ENOENT", "the selector matches no session; sessions: %s", have);
+        free(w);
+        return;
+    }
+    w->id = ++d->next_window_id;
+    w->prepared_ns = unix_ns_now();
+    const char *out = js(req, "output");
+    if (out && *out) {
+        snprintf(w->output, sizeof w->output, "%s", out);
+    } else {
+        char dir[620];
+        time_t secs = (time_t)(w->prepared_ns / 1000000000);
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        snprintf(dir, sizeof dir, "%s/windows", d->cfg.output_dir);
+        mkdir(dir, 0750);
+        snprintf(w->output, sizeof w->output, "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json",
+                 dir, w->id, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec);
+    }
+    uv_timer_init(d->loop, &w->timer);
+    w->timer.data = w;
+    w->next = d->windows;
+    d->windows = w;
+    w->state = W_PREPARED;
+    for (struct session *s = d->sessions; s; s = s->next)
+        if (matches(&w->sel, s))
+            add_member(w, s);
+    log_info("window", "window %" PRIu64 " prepared over %zu process(es)", w->id, w->nm);
+    if (!begin) {
+        json_object *o = window_json(w);
+        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+        json_object_put(o);
+        return;
+    }
+    if (w->at_ns) {
+        /* Aligned start: reply now; the start happens at the given time. */
+        int64_t delay = (w->at_ns - unix_ns_now()) / 1000000;
+        w->timer_on = 1;
+        uv_timer_start(&w->timer, on_timer, delay > 0 ? (uint64_t)delay : 0, 0);
+        json_object *o = window_json(w);
+        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+        json_object_put(o);
+        return;
+    }
+    w->start_wait[w->nstart_wait++] = ctl_reply_hold(conn);
+    start_window(w);
+}
+
+static void op_start(struct daemon *d, struct conn *conn, json_object *req)
+{
+    char why[200];
+    struct window *w = find_window(d, req, why, sizeof why);
+    if (!w) {
+        send_err(conn, "ENOENT", "%s", why);
+        return;
+    }
+    if (w->state != W_PREPARED) {
+        send_err(conn, "EINVAL", "window %" PRIu64 " is %s, not prepared", w->id,
+                 wstate_names[w->state]);
+        return;
+    }
+    if (w->nstart_wait < MAX_WAITERS)
+        w->start_wait[w->nstart_wait++] = ctl_reply_hold(conn);
+    start_window(w);
+}
+
+static void op_end(struct daemon *d, struct conn *conn, json_object *req)
+{
+    char why[200];
+    struct window *w = find_window(d, req, why, sizeof why);
+    if (!w) {
+        send_err(conn, "ENOENT", "%s", why);
+        return;
+    }
+    if (w->state == W_DONE || w->state == W_FAILED) {
+        /* Ended by itself (--duration) or already ended: the result. */
+        json_object *o = window_json(w);
+        conn_send_json(conn, w->state == W_DONE ? CUPTIMON_MSG_REPLY_OK : CUPTIMON_MSG_REPLY_ERROR, o);
+        json_object_put(o);
+        return;
+    }
+    if (w->nend_wait >= MAX_WAITERS) {
+        send_err(conn, "EBUSY", "too many clients wait for window %" PRIu64, w->id);
+        return;
+    }
+    w->end_wait[w->nend_wait++] = ctl_reply_hold(conn);
+    if (w->state == W_STARTING) {
+        /* Let the start finish first; it answers its waiters, then end. */
+        return;
+    }
+    end_window(w);
+}
+
+void window_op(struct daemon *d, struct conn *conn, const char *op, json_object *req)
+{
+    if (strcmp(op, "window_prepare") == 0)
+        op_prepare(d, conn, req, 0);
+    else if (strcmp(op, "window_begin") == 0)
+        op_prepare(d, conn, req, 1);
+    else if (strcmp(op, "window_start") == 0)
+        op_start(d, conn, req);
+    else if (strcmp(op, "window_end") == 0)
+        op_end(d, conn, req);
+    else if (strcmp(op, "windows") == 0) {
+        json_object *o = window_list(d);
+        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+        json_object_put(o);
+    } else
+        send_err(conn, "EOPNOTSUPP", "unknown window op \"%s\"", op);
+}
+
+json_object *window_list(struct daemon *d)
+{
+    json_object *o = json_object_new_object(), *a = json_object_new_array();
+    for (struct window *w = d->windows; w; w = w->next)
+        json_object_array_add(a, window_json(w));
+    json_object_object_add(o, "windows", a);
+    return o;
+}
+
+void window_session_joined(struct daemon *d, struct session *s)
+{
+    /* A process that joins the node during a window is included if it
+     * matches; it joined after the start, so everything it sends counts. */
+    for (struct window *w = d->windows; w; w = w->next) {
+        if (is_open(w) && matches(&w->sel, s)) {
+            add_member(w, s);
+            w->m[w->nm - 1].first_chunk = 0;
+            log_info("window", "window %" PRIu64 ": pid %d joined", w->id, (int)s->peer.pid);
+            return;
+        }
+    }
+}
+
+void window_session_gone(struct daemon *d, struct session *s)
+{
+    struct window *w = s->window;
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nm; i++) {
+        if (w->m[i].session == s->id) {
+            w->m[i].gone = 1;
+            w->m[i].last_chunk = s->seq_next ? s->seq_next - 1 : 0;
+        }
+    }
+    s->window = NULL;
+}
+
+static void on_window_timer_closed(uv_handle_t *h)
+{
+    struct window *w = h->data;
+    json_object_put(w->result);
+    json_object_put(w->summary);
+    free(w->error);
+    free(w->werr);
+    free(w->m);
+    free(w);
+}
+
+void window_shutdown(struct daemon *d)
+{
+    while (d->windows) {
+        struct window *w = d->windows;
+        if (w->state == W_WRITING)
+            return; /* the worker finishes first; called again later */
+        d->windows = w->next;
+        if (w->state != W_DONE && w->state != W_FAILED) {
+            w->state = W_FAILED;
+            if (!w->error)
+                w->error = strdup("the daemon is shutting down");
+            answer(w->start_wait, &w->nstart_wait, w);
+            answer(w->end_wait, &w->nend_wait, w);
+        }
+        uv_timer_stop(&w->timer);
+        uv_close((uv_handle_t *)&w->timer, on_window_timer_closed);
+    }
+}

@@ -1,0 +1,104 @@
+#!/bin/bash
+# Trace windows across processes: 4 workloads, a window over two of them
+# chosen by label, a fifth matching process that starts during the window,
+# PyTorch's filter checked against the launch times the workloads logged,
+# --at alignment, and the errors a user can hit.
+. "$top_srcdir/tests/integration/lib.sh"
+
+start_daemon --flush-period 0.3
+pids=
+for i in 0 1 2 3; do
+    lab=$([ $i -lt 2 ] && echo traced || echo other)
+    CUPTIMON_LABEL=$lab RANK=$i workload --kernels 90000 --rate 20000 --report "$T/r$i.json" \
+        --log "$T/log$i.txt" &
+    pids="$pids $!"
+done
+four() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 4 ]; }
+wait_for 100 four || fail "the 4 workloads did not all connect"
+sleep 0.5
+
+# A selector that matches nothing says what exists.
+set +e
+out=$(ctl begin-window --label nosuch 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "matches no session" && echo "$out" | grep -q "label traced" \
+    || fail "empty selector: $rc $out"
+
+ctl begin-window --label traced --json > "$T/begin.json" || fail "begin-window failed"
+# Overlapping windows on the same session are refused.
+set +e
+out=$(ctl begin-window --label traced 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "already in open window" || fail "overlap: $rc $out"
+# A process that joins during the window and matches is included.
+CUPTIMON_LABEL=traced workload --kernels 8000 --rate 20000 --report "$T/r4.json" --log "$T/log4.txt" &
+joiner=$!
+sleep 1.2
+end_req_ns=$(date +%s%N)
+ctl end-window --json > "$T/end.json" || fail "end-window failed"
+wait $joiner || fail "the joiner failed"
+for p in $pids; do wait "$p" || fail "a workload failed"; done
+
+python3 - "$T" <<'PY'
+import json, sys, collections
+T = sys.argv[1]
+begin = json.load(open(f"{T}/begin.json"))
+end = json.load(open(f"{T}/end.json"))
+assert end["state"] == "done", end
+start_ns, end_ns = end["start_unix_ns"], end["end_unix_ns"]
+trace = json.load(open(end["output"]))
+reports = [json.load(open(f"{T}/r{i}.json")) for i in range(5)]
+want_pids = {reports[0]["pid"], reports[1]["pid"], reports[4]["pid"]}
+events = collections.defaultdict(list)
+for e in trace["traceEvents"]:
+    if e.get("ph") == "X":
+        events[e["pid"]].append(e)
+got_pids = set(events)
+assert got_pids == want_pids, f"window processes {got_pids}, want {want_pids}"
+base = trace["otherData"]["base_unix_ns"]
+for i in (0, 1, 4):
+    pid = reports[i]["pid"]
+    kern = {e["args"]["correlation"] for e in events[pid] if e["cat"] == "kernel"}
+    api = {e["args"]["correlation"]: e for e in events[pid] if e["cat"] == "cuda_runtime"}
+    launches = [tuple(map(int, l.split())) for l in open(f"{T}/log{i}.txt")]
+    must, mustnot = set(), set()
+    for corr, before, after in launches:
+        if before >= start_ns and after < end_ns - 400_000_000:
+            must.add(corr)          # launched well inside the window
+        if after < start_ns or before > end_ns:
+            mustnot.add(corr)       # launched before the start or after the end
+    missing = must - kern
+    assert not missing, f"pid {pid}: {len(missing)} kernels launched inside the window are missing"
+    extra = kern & mustnot
+    assert not extra, f"pid {pid}: {len(extra)} kernels launched outside the window were kept"
+    # Every kept kernel has its launch API call, and every API call starts inside.
+    assert kern <= set(api), f"pid {pid}: kernels without their API call: {len(kern - set(api))}"
+    for e in api.values():
+        ts = base + round(float(e["ts"]) * 1000)
+        assert start_ns - 1000 <= ts <= end_ns + 1000, f"API call at {ts} outside [{start_ns}, {end_ns}]"
+    assert must, f"pid {pid}: no launch fell inside the window: the test is mis-timed"
+    print(f"pid {pid}: {len(kern)} kernels, {len(api)} API calls kept; {len(must)} required, all present")
+summ = {p["pid"]: p for p in end["summary"]["processes"]}
+assert set(summ) == want_pids, summ
+print("window filter: ok")
+PY
+
+# --at: the start is at the asked time (within the flush that precedes it).
+spawn_workload --kernels 40000 --rate 20000 --report "$T/r5.json"
+at=$(python3 -c 'import time; print(f"{time.time() + 1.5:.3f}")')
+ctl begin-window --pid "$SPAWNED" --at "$at" --json > "$T/at.json"
+grep -q '"state":"prepared"' "$T/at.json" || fail "an --at window is not prepared first: $(cat "$T/at.json")"
+sleep 2
+ctl end-window --json > "$T/at-end.json" || fail "end of the --at window failed"
+python3 - "$T/at-end.json" "$at" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))
+at_ns = int(float(sys.argv[2]) * 1e9)
+d = (w["start_unix_ns"] - at_ns) / 1e6
+assert 0 <= d < 300, f"the window started {d:.1f} ms after --at"
+print(f"--at: started {d:.1f} ms after the asked time")
+PY
+wait "$SPAWNED" || fail "the --at workload failed"
+ctl windows | grep -q "window 2: done" || fail "windows does not list the finished windows"
+stop_daemon
+echo "ok"
