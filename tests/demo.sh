@@ -1,7 +1,8 @@
 #!/bin/bash
 # The README's main job: start cuptimond in the foreground on a private
-# socket, run workloads under the shim, show status, flush, stop cleanly,
-# and show where the archive (and a decoded trace of it) is.
+# socket, run workloads under the shim, show status, open and close a trace
+# window, flush, stop cleanly, and show where the window's trace, the
+# archive and a decoded trace of the archive are.
 # Usage: tests/demo.sh BUILD_DIR
 set -eu
 b=${1:?usage: demo.sh BUILD_DIR}
@@ -16,10 +17,12 @@ ctl() { "$b/cli/cuptimonctl" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "starting cuptimond (private sockets under $demo)"
-"$b/daemon/cuptimond" --output-dir "$demo/out" --flush-period 0.5 2>"$demo/daemon.log" &
+"$b/daemon/cuptimond" --socket "$CUPTIMON_SOCKET" --control-socket "$CUPTIMON_CONTROL_SOCKET" \
+    --output-dir "$demo/out" --flush-period 0.5 2>"$demo/daemon.log" &
 dpid=$!
 trap 'kill $dpid 2>/dev/null || true' EXIT
 for _ in $(seq 50); do ctl status >/dev/null 2>&1 && break; sleep 0.1; done
+ctl status >/dev/null || { cat "$demo/daemon.log"; exit 1; }
 
 if [ -n "${CUPTIMON_DEMO_CMD:-}" ]; then
     say "running your workload under the shim: $CUPTIMON_DEMO_CMD"
@@ -32,7 +35,7 @@ else
     wpids=
     for r in 0 1; do
         CUDA_INJECTION64_PATH=$shim CUPTIMON_LABEL=demo RANK=$r WORLD_SIZE=2 \
-            "$b/tests/fakecupti/cuptimon-workload" --kernels 200000 --rate 100000 \
+            "$b/tests/fakecupti/cuptimon-workload" --kernels 150000 --rate 50000 \
             --report "$demo/workload-$r.json" &
         wpids="$wpids $!"
     done
@@ -40,6 +43,12 @@ fi
 sleep 1
 say "cuptimonctl status (while they run)"
 ctl status
+say "cuptimonctl begin-window --all (adds CPU API calls, annotations, overheads, ...)"
+ctl begin-window --all
+sleep 1
+say "cuptimonctl end-window"
+ctl end-window | tee "$demo/window.txt"
+window_trace=$(sed -n 's/^  trace: //p' "$demo/window.txt")
 say "cuptimonctl flush --forced"
 ctl flush --forced
 # shellcheck disable=SC2086
@@ -62,4 +71,5 @@ else
     echo "(offline decode not available: $(head -n1 "$demo/decode.err"))"
 fi
 echo
+echo "window trace (Perfetto / chrome://tracing): $window_trace"
 echo "archive: $demo/out/archive"
