@@ -1,1 +1,23 @@
-# (filled in by its owner)
+# Benchmarks (CPU side): `make bench` runs them all and prints one JSON
+# object per measurement.  Figures are ratios or per-core rates measured
+# side by side in one run; absolute times only come from the GPU machine
+# (tests/gpu).  The programs are check programs so that `make check` keeps
+# them compiling; nothing in TESTS runs them.
+include bench/decode.mk
+
+check_PROGRAMS += bench/bench-archive
+bench_bench_archive_SOURCES = bench/bench-archive.c
+bench_bench_archive_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
+bench_bench_archive_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
+	$(ZSTD_LIBS) $(JSONC_LIBS) $(IBERTY_LIBS)
+EXTRA_DIST += bench/handoff.sh
+
+BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
+bench-archive: bench/bench-archive$(EXEEXT)
+	./bench/bench-archive$(EXEEXT) $(BENCH_ARCHIVE_ARGS)
+
+bench-handoff: all $(check_PROGRAMS) $(check_LTLIBRARIES)
+	top_builddir='$(abs_top_builddir)' $(SHELL) $(top_srcdir)/bench/handoff.sh $(BENCH_HANDOFF_ARGS)
+
+bench: bench-archive bench-decode bench-handoff
+.PHONY: bench bench-archive bench-handoff
