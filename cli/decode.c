@@ -10,8 +10,8 @@
  */
 #include "config.h"
 
-#include "decode.h"
 #include "cli.h"
+#include "decode.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -170,16 +170,20 @@ struct session {
 
 /* Parses meta.json into the session's identity and layout; a meta that
  * cannot be parsed leaves an unknown version (nothing decoded) and says so. */
-static void session_meta(struct session *s, const char *text)
+static void session_meta(struct session *s, const char *text, int report)
 {
     json_object *job = NULL, *rs = NULL;
     uint32_t sizes[CUPTIMON_KIND_SLOTS] = {0};
     int have_sizes = 0;
 
+    json_object_put(s->meta); /* parsed again for the real pass */
     s->meta = text ? json_tokener_parse(text) : NULL;
     if (s->meta == NULL || !json_object_is_type(s->meta, json_type_object)) {
-        fprintf(stderr, "cuptimonctl decode: %s: meta.json is not a JSON object; "
-                        "its records are not decoded\n", s->dir);
+        if (report)
+            fprintf(stderr,
+                "cuptimonctl decode: %s: meta.json is not a JSON object; "
+                "its records are not decoded\n",
+                s->dir);
         json_object_put(s->meta);
         s->meta = NULL;
     }
@@ -199,15 +203,16 @@ static void session_meta(struct session *s, const char *text)
             char *end;
             unsigned long k = strtoul(key, &end, 10);
             int64_t v = json_object_get_int64(val);
-            if (*end != '\0' || end == key || k >= CUPTIMON_KIND_SLOTS || v <= 0 ||
-                v > UINT32_MAX)
+            if (*end != '\0' || end == key || k >= CUPTIMON_KIND_SLOTS || v <= 0 || v > UINT32_MAX)
                 continue;
             sizes[k] = (uint32_t)v;
             have_sizes = 1;
         }
     }
-    s->layout_rc = cuptimon__layout_init(&s->layout, s->info.cupti_version,
-                                         have_sizes ? sizes : NULL);
+    s->layout_rc =
+        cuptimon__layout_init(&s->layout, s->info.cupti_version, have_sizes ? sizes : NULL);
+    if (!report)
+        return;
     if (s->layout_rc == -EPROTONOSUPPORT) {
         fprintf(stderr,
                 "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
@@ -221,8 +226,8 @@ static void session_meta(struct session *s, const char *text)
             fprintf(stderr,
                     "cuptimonctl decode: %s: kind %u (%s): the producer's record size %u is not "
                     "this build's %u; those records are skipped, not decoded\n",
-                    s->dir, k, cuptimon__kind_name(k) ? cuptimon__kind_name(k) : "?",
-                    sizes[k], s->layout.table_size[k]);
+                    s->dir, k, cuptimon__kind_name(k) ? cuptimon__kind_name(k) : "?", sizes[k],
+                    s->layout.table_size[k]);
         }
     }
 }
@@ -247,22 +252,18 @@ static uint64_t first_time(struct session *s)
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk c;
     struct cuptimon_decode_stats st;
-    struct cuptimon_layout l;
     uint64_t best = 0;
-    json_object *m;
 
     if (open_session(s, &r) < 0)
         return 0;
-    /* Only the version matters here; sizes are checked in the real pass. */
-    m = json_tokener_parse(cuptimon__archive_meta(r) ? cuptimon__archive_meta(r) : "");
-    cuptimon__layout_init(&l, (uint32_t)jint(m, "cupti_version", 0), NULL);
-    json_object_put(m);
+    /* The same layouts as the real pass (which reports their problems). */
+    session_meta(s, cuptimon__archive_meta(r), 0);
     if (cuptimon__archive_next(r, &c) == 1) {
         struct cuptimon_clock clk = {c.hdr.cupti_ts, c.hdr.unix_ns};
         struct cuptimon_walk w;
         struct cuptimon_ev ev;
         memset(&st, 0, sizeof(st));
-        cuptimon__walk_begin(&w, &l, c.data, (size_t)c.hdr.raw_size, &st);
+        cuptimon__walk_begin(&w, &s->layout, c.data, (size_t)c.hdr.raw_size, &st);
         while (cuptimon__walk_next(&w, &ev)) {
             uint64_t t = cuptimon__clock_map(&clk, ev.start);
             if (t != 0 && (best == 0 || t < best))
@@ -361,7 +362,7 @@ static int out_close(struct out_file *o, int ok)
     return rc;
 }
 
-int cuptimon__cli_decode(int argc, char **argv)
+static int decode_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -445,14 +446,16 @@ int cuptimon__cli_decode(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "cuptimonctl decode: %s\nTry 'cuptimonctl decode --help' for more "
-                        "information.\n",
+        fprintf(stderr,
+                "cuptimonctl decode: %s\nTry 'cuptimonctl decode --help' for more "
+                "information.\n",
                 optind >= argc ? "ARCHIVE_DIR is missing" : "only one ARCHIVE_DIR is taken");
         return 2;
     }
     if (have_from && to != 0 && to <= from) {
-        fprintf(stderr, "cuptimonctl decode: --to (%" PRIu64 ") must be after --from (%" PRIu64
-                        ")\n", to, from);
+        fprintf(stderr,
+                "cuptimonctl decode: --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", to,
+                from);
         return 2;
     }
 
@@ -464,8 +467,10 @@ int cuptimon__cli_decode(int argc, char **argv)
     while (dirs[nsess] != NULL)
         nsess++;
     if (nsess == 0) {
-        fprintf(stderr, "cuptimonctl decode: %s: no archive sessions (directories with a "
-                        "meta.json) found\n", argv[optind]);
+        fprintf(stderr,
+                "cuptimonctl decode: %s: no archive sessions (directories with a "
+                "meta.json) found\n",
+                argv[optind]);
         cuptimon__archive_free_list(dirs);
         return 1;
     }
@@ -505,15 +510,17 @@ int cuptimon__cli_decode(int argc, char **argv)
 
         if (open_session(s, &r) < 0)
             continue;
-        session_meta(s, cuptimon__archive_meta(r));
+        session_meta(s, cuptimon__archive_meta(r), 1);
         if (cuptimon__strtab_new(NULL, &s->names) < 0) {
             cuptimon__archive_close(r);
             goto oom;
         }
         rc = cuptimon__archive_strings(r, cuptimon__strtab_put_cb, s->names);
         if (rc < 0)
-            fprintf(stderr, "cuptimonctl decode: %s: reading strings: %s (names may be "
-                            "missing)\n", s->dir, strerror(-rc));
+            fprintf(stderr,
+                    "cuptimonctl decode: %s: reading strings: %s (names may be "
+                    "missing)\n",
+                    s->dir, strerror(-rc));
         tproc = cuptimon__trace_add_process(tr, &s->info, s->names, dm);
         sproc = cuptimon__summary_add_process(sum, &s->info, s->names, dm);
         if (tproc < 0 || sproc < 0) {
@@ -549,10 +556,17 @@ int cuptimon__cli_decode(int argc, char **argv)
             }
         }
         if (rc < 0)
-            fprintf(stderr, "cuptimonctl decode: %s: reading: %s (the rest of this session "
-                            "is skipped)\n", s->dir, strerror(-rc));
+            fprintf(stderr,
+                    "cuptimonctl decode: %s: reading: %s (the rest of this session "
+                    "is skipped)\n",
+                    s->dir, strerror(-rc));
         s->ast = *cuptimon__archive_stats(r);
         cuptimon__archive_close(r);
+        rc = cuptimon__trace_end_process(tr, tproc);
+        if (rc < 0) {
+            fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
+            goto out;
+        }
         cuptimon__summary_dropped(sum, s->dropped);
         cuptimon__decode_stats_add(&total, &s->dec);
         if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings)
@@ -641,4 +655,26 @@ out:
     if (dirs != NULL)
         cuptimon__archive_free_list(dirs);
     return ret;
+}
+
+int cuptimon__cli_decode(int argc, char **argv)
+{
+    /* getopt names argv[0] in its messages: make that the command. */
+    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    int rc;
+
+    if (av == NULL) {
+        fprintf(stderr, "cuptimonctl decode: out of memory\n");
+        return 1;
+    }
+    if (argc < 1) {
+        free(av);
+        usage(stderr);
+        return 2;
+    }
+    memcpy(av, argv, (size_t)argc * sizeof(*av));
+    av[0] = (char *)"cuptimonctl decode";
+    rc = decode_main(argc, av);
+    free(av);
+    return rc;
 }

@@ -567,8 +567,8 @@ int cuptimon__decode_record(const struct cuptimon_layout *l, const uint8_t *rec,
 
 /* ---- walker ----------------------------------------------------------- */
 
-void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l,
-                          const void *buf, size_t len, struct cuptimon_decode_stats *st)
+void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l, const void *buf,
+                          size_t len, struct cuptimon_decode_stats *st)
 {
     w->p = buf;
     w->len = buf ? len : 0;

@@ -115,8 +115,8 @@ struct cuptimon_ev {
         } kernel;
         struct { /* MEMCPY and MEMCPY_P2P */
             uint64_t bytes;
-            uint64_t copy_count; /* MEMCPY only */
-            uint32_t runtime_correlation_id; /* MEMCPY only */
+            uint64_t copy_count;                    /* MEMCPY only */
+            uint32_t runtime_correlation_id;        /* MEMCPY only */
             uint32_t src_device_id, src_context_id; /* MEMCPY_P2P only */
             uint32_t dst_device_id, dst_context_id; /* MEMCPY_P2P only */
             uint32_t channel_id, channel_type;
@@ -172,22 +172,22 @@ struct cuptimon_ev {
 
 /* How the walker treats a kind (enum values are stable within a build only). */
 enum cuptimon_kind_state {
-    CUPTIMON_KIND_UNKNOWN = 0,  /* size unknown: walking stops here */
-    CUPTIMON_KIND_DECODED,      /* table layout, decoded */
-    CUPTIMON_KIND_UNSUPPORTED,  /* size announced, kind not decoded here: skipped */
-    CUPTIMON_KIND_BAD_LAYOUT,   /* announced size disagrees with the table: skipped */
-    CUPTIMON_KIND_BAD_VERSION,  /* unknown CUPTI version, size announced: skipped */
+    CUPTIMON_KIND_UNKNOWN = 0, /* size unknown: walking stops here */
+    CUPTIMON_KIND_DECODED,     /* table layout, decoded */
+    CUPTIMON_KIND_UNSUPPORTED, /* size announced, kind not decoded here: skipped */
+    CUPTIMON_KIND_BAD_LAYOUT,  /* announced size disagrees with the table: skipped */
+    CUPTIMON_KIND_BAD_VERSION, /* unknown CUPTI version, size announced: skipped */
 };
 
 /* The layouts for one producer: its CUPTI version and record sizes. */
 struct cuptimon_layout {
     uint32_t cupti_version;
-    int version_known;                       /* 1 when the table applies */
-    uint16_t size[CUPTIMON_KIND_SLOTS];      /* walk size, 0 = unknown */
-    uint16_t table_size[CUPTIMON_KIND_SLOTS];/* this build's size, 0 = not decoded */
-    uint16_t announced[CUPTIMON_KIND_SLOTS]; /* producer's size, 0 = none/absurd */
-    uint8_t state[CUPTIMON_KIND_SLOTS];      /* enum cuptimon_kind_state */
-    uint8_t decoder[CUPTIMON_KIND_SLOTS];    /* internal */
+    int version_known;                        /* 1 when the table applies */
+    uint16_t size[CUPTIMON_KIND_SLOTS];       /* walk size, 0 = unknown */
+    uint16_t table_size[CUPTIMON_KIND_SLOTS]; /* this build's size, 0 = not decoded */
+    uint16_t announced[CUPTIMON_KIND_SLOTS];  /* producer's size, 0 = none/absurd */
+    uint8_t state[CUPTIMON_KIND_SLOTS];       /* enum cuptimon_kind_state */
+    uint8_t decoder[CUPTIMON_KIND_SLOTS];     /* internal */
 };
 
 /*
@@ -218,16 +218,16 @@ struct cuptimon_decode_stats {
     uint64_t bytes;
     uint64_t decoded_bytes;
     uint64_t undecodable_bytes;
-    uint64_t records;                          /* decoded */
-    uint64_t by_kind[CUPTIMON_KIND_SLOTS];     /* decoded, by CUPTI kind */
+    uint64_t records;                              /* decoded */
+    uint64_t by_kind[CUPTIMON_KIND_SLOTS];         /* decoded, by CUPTI kind */
     uint64_t skipped_by_kind[CUPTIMON_KIND_SLOTS]; /* walked over, not decoded */
-    uint64_t skipped_unsupported;  /* records of kinds not decoded here */
-    uint64_t skipped_bad_layout;   /* records whose announced size disagreed */
-    uint64_t skipped_bad_version;  /* records under an unknown CUPTI version */
-    uint64_t unknown_kind_stops;   /* buffers cut short at a kind of unknown size */
-    uint64_t unknown_kind_last;    /* the last such kind value, for reports */
-    uint64_t truncated;            /* buffers ending inside a record */
-    uint64_t bad_times;            /* decoded records with end < start */
+    uint64_t skipped_unsupported;                  /* records of kinds not decoded here */
+    uint64_t skipped_bad_layout;                   /* records whose announced size disagreed */
+    uint64_t skipped_bad_version;                  /* records under an unknown CUPTI version */
+    uint64_t unknown_kind_stops;                   /* buffers cut short at a kind of unknown size */
+    uint64_t unknown_kind_last;                    /* the last such kind value, for reports */
+    uint64_t truncated;                            /* buffers ending inside a record */
+    uint64_t bad_times;                            /* decoded records with end < start */
 };
 
 void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
@@ -244,8 +244,8 @@ struct cuptimon_walk {
     int done;
 };
 
-void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l,
-                          const void *buf, size_t len, struct cuptimon_decode_stats *st);
+void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l, const void *buf,
+                          size_t len, struct cuptimon_decode_stats *st);
 /* 1 with *ev filled, or 0 at the end of the buffer. */
 int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev);
 

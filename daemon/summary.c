@@ -434,7 +434,8 @@ int cuptimon__summary_write(struct cuptimon_summary *s, FILE *f, unsigned top_n)
 
     if (o == NULL)
         return -ENOMEM;
-    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
     if (fputs(text, f) == EOF || fputc('\n', f) == EOF)
         rc = errno ? -errno : -EIO;
     json_object_put(o);

@@ -40,7 +40,7 @@
 
 /* ---- per-process state ------------------------------------------------ */
 
-struct nent { /* resolved kernel name */
+struct nent {     /* resolved kernel name */
     uint64_t ptr; /* 0: empty */
     char *json;   /* escaped, with quotes */
     uint32_t len;
@@ -86,6 +86,7 @@ struct tproc {
     struct extent (*ext_tab)[2];
     struct markent *mark_tab;
 
+    int ended;   /* cuptimon__trace_end_process was called */
     int pending; /* a marker held back for the marker data that may follow */
     struct cuptimon_ev pend_ev;
     int64_t pend_ts;
@@ -148,25 +149,52 @@ static const char digits2[201] = "0001020304050607080910111213141516171819"
                                  "6061626364656667686970717273747576777879"
                                  "8081828384858687888990919293949596979899";
 
+static const uint64_t pow10_tab[20] = {1ull,
+                                       10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
+
+/* Decimal digits, written back to front straight into place: no
+ * variable-length memcpy (which would be a libc call per number). */
 static inline char *u64d(char *p, uint64_t v)
 {
-    char tmp[24];
-    char *e = tmp + sizeof(tmp), *q = e;
+    /* digits = floor(log10(v)) + 1, from the bit length (1233/4096 is
+     * log10(2) to 4 digits) and one table compare. */
+    unsigned t = ((64u - (unsigned)__builtin_clzll(v | 1)) * 1233u) >> 12;
+    unsigned n = t + 1 - ((v | 1) < pow10_tab[t]);
+    char *e;
 
+    e = p + n;
+    p = e;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
-        q -= 2;
-        memcpy(q, digits2 + 2 * r, 2);
+        p -= 2;
+        memcpy(p, digits2 + 2 * r, 2);
     }
     if (v >= 10) {
-        q -= 2;
-        memcpy(q, digits2 + 2 * v, 2);
+        p -= 2;
+        memcpy(p, digits2 + 2 * v, 2);
     } else {
-        *--q = (char)('0' + v);
+        *--p = (char)('0' + v);
     }
-    memcpy(p, q, (size_t)(e - q));
-    return p + (e - q);
+    return e;
 }
 
 static inline char *i64d(char *p, int64_t v)
@@ -244,8 +272,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
             lo = 0x90; /* overlong */
         if (c == 0xf4)
             hi = 0x8f; /* > U+10FFFF */
-        if (n >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 &&
-            (s[3] & 0xc0) == 0x80)
+        if (n >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80)
             return 4;
     }
     return 0;
@@ -401,8 +428,7 @@ int cuptimon__trace_new_file(const struct cuptimon_trace_opts *o, FILE *f,
     return rc;
 }
 
-int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd,
-                           struct cuptimon_trace **out)
+int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd, struct cuptimon_trace **out)
 {
     struct cuptimon_trace *t;
     int rc = cuptimon__trace_new(o, fd_write, NULL, &t);
@@ -833,22 +859,18 @@ static size_t plain_name_json(struct tproc *P, uint64_t ptr, const char *dflt, c
 
 /* ---- correlation tables ------------------------------------------------ */
 
+/* The flow tables, on a process's first event; the annotation and marker
+ * tables when the first such record arrives. */
 static int tables_alloc(struct tproc *P)
 {
     if (P->api_tab != NULL)
         return 0;
     P->api_tab = calloc(FLOW_SLOTS, sizeof(*P->api_tab));
     P->gpu_tab = calloc(FLOW_SLOTS, sizeof(*P->gpu_tab));
-    P->ext_tab = calloc(EXT_SLOTS, sizeof(*P->ext_tab));
-    P->mark_tab = calloc(MARK_SLOTS, sizeof(*P->mark_tab));
-    if (!P->api_tab || !P->gpu_tab || !P->ext_tab || !P->mark_tab) {
+    if (P->api_tab == NULL || P->gpu_tab == NULL) {
         free(P->api_tab);
         free(P->gpu_tab);
-        free(P->ext_tab);
-        free(P->mark_tab);
         P->api_tab = P->gpu_tab = NULL;
-        P->ext_tab = NULL;
-        P->mark_tab = NULL;
         return -ENOMEM;
     }
     return 0;
@@ -885,8 +907,13 @@ static void ext_put(struct tproc *P, const struct cuptimon_ev *ev)
 {
     struct extent *e;
 
-    if (ev->correlation_id == 0 || P->ext_tab == NULL)
+    if (ev->correlation_id == 0)
         return;
+    if (P->ext_tab == NULL) {
+        P->ext_tab = calloc(EXT_SLOTS, sizeof(*P->ext_tab));
+        if (P->ext_tab == NULL)
+            return; /* the annotation is lost, nothing else */
+    }
     e = P->ext_tab[ev->correlation_id & (EXT_SLOTS - 1)];
     if (e[0].corr != ev->correlation_id || e[0].kind == ev->u.ext.external_kind) {
         e[0].corr = ev->correlation_id;
@@ -969,7 +996,8 @@ static void flow_api(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, u
 
 /* ---- events ------------------------------------------------------------ */
 
-static inline int64_t rel(const struct cuptimon_trace *t, const struct cuptimon_clock *c, uint64_t v)
+static inline int64_t rel(const struct cuptimon_trace *t, const struct cuptimon_clock *c,
+                          uint64_t v)
 {
     return (int64_t)(cuptimon__clock_map(c, v) - t->o.base_ns);
 }
@@ -1419,6 +1447,8 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
     if (proc < 0 || (size_t)proc >= t->nprocs || t->finished)
         return -EINVAL;
     P = t->procs[proc];
+    if (P->ended)
+        return -EINVAL;
     if (P->api_tab == NULL && tables_alloc(P) < 0)
         return -ENOMEM;
     if (P->pending) {
@@ -1475,6 +1505,8 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
         w_sync(t, P, ev, ts, dur);
         break;
     case CUPTIMON_EV_MARKER:
+        if (P->mark_tab == NULL)
+            P->mark_tab = calloc(MARK_SLOTS, sizeof(*P->mark_tab)); /* NULL: ends unnamed */
         P->pend_ev = *ev;
         P->pend_ts = ts;
         P->pend_has_data = 0;
@@ -1483,6 +1515,38 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
     default:
         break;
     }
+    return t->err;
+}
+
+int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc)
+{
+    struct tproc *P;
+
+    if (proc < 0 || (size_t)proc >= t->nprocs || t->finished)
+        return -EINVAL;
+    P = t->procs[proc];
+    marker_flush(t, P);
+    if (P->nc != NULL)
+        for (size_t i = 0; i < P->nc_cap; i++)
+            free(P->nc[i].json);
+    free(P->nc);
+    free(P->tracks);
+    free(P->api_tab);
+    free(P->gpu_tab);
+    free(P->ext_tab);
+    free(P->mark_tab);
+    P->nc = NULL;
+    P->nc_cap = P->nc_n = 0;
+    P->nc_last = NULL;
+    P->tracks = NULL;
+    P->tr_cap = P->tr_n = 0;
+    P->tr_last = 0;
+    P->api_tab = P->gpu_tab = NULL;
+    P->ext_tab = NULL;
+    P->mark_tab = NULL;
+    P->names = NULL;
+    P->dm = NULL;
+    P->ended = 1;
     return t->err;
 }
 
@@ -1613,7 +1677,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
                  (unsigned)(t->o.base_ns % 1000000000u));
         json_object_object_add(od, "base_utc", json_object_new_string(iso));
     }
-    json_object_object_add(od, "ts_unit", json_object_new_string("microseconds since base_unix_ns"));
+    json_object_object_add(od, "ts_unit",
+                           json_object_new_string("microseconds since base_unix_ns"));
     json_object_object_add(od, "processes", procs);
     {
         json_object *w = json_object_new_object();
@@ -1636,10 +1701,12 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
     }
 
     PUT_LIT(t, "\n],\"displayTimeUnit\":\"ns\",\"distributedInfo\":");
-    text = json_object_to_json_string_ext(di, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    text =
+        json_object_to_json_string_ext(di, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     put_text(t, text, strlen(text));
     PUT_LIT(t, ",\"otherData\":");
-    text = json_object_to_json_string_ext(od, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    text =
+        json_object_to_json_string_ext(od, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     put_text(t, text, strlen(text));
     PUT_LIT(t, "}\n");
     json_object_put(di);

@@ -83,12 +83,12 @@ typedef int (*cuptimon_trace_write_fn)(void *ud, const void *buf, size_t len);
 struct cuptimon_trace;
 
 struct cuptimon_trace_stats {
-    uint64_t events;      /* trace events written, metadata and flows included */
-    uint64_t flows;       /* flow arrows (s+f pairs) */
-    uint64_t untimed;     /* records with no start time, not written */
+    uint64_t events;              /* trace events written, metadata and flows included */
+    uint64_t flows;               /* flow arrows (s+f pairs) */
+    uint64_t untimed;             /* records with no start time, not written */
     uint64_t marker_data_orphans; /* marker data with no marker just before */
     uint64_t unknown_names;       /* kernels whose name pointer was not in the table */
-    uint64_t bytes;       /* bytes handed to the sink */
+    uint64_t bytes;               /* bytes handed to the sink */
 };
 
 int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,
@@ -114,6 +114,12 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
  * identity).  0 or the first error the sink returned (sticky). */
 int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cuptimon_ev *ev,
                           const struct cuptimon_clock *clk);
+
+/* Ends a process early: writes its held marker and frees its tables (its
+ * identity stays for otherData); its string table and demangler are no
+ * longer used after this.  Further events for it get -EINVAL.  Keeps the
+ * memory of a trace over many sessions to the sessions open at once. */
+int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc);
 
 /* Walks one buffer with layout l and writes every event in it; st gets the
  * walker's counts.  0 or -errno. */

@@ -138,7 +138,7 @@ START_TEST(layout_announced_sizes)
 
     /* Absurd announced sizes are never used to walk. */
     shim_sizes(sizes);
-    sizes[CUPTI_ACTIVITY_KIND_MEMCPY] = 97;      /* not a multiple of 8 */
+    sizes[CUPTI_ACTIVITY_KIND_MEMCPY] = 97;       /* not a multiple of 8 */
     sizes[CUPTI_ACTIVITY_KIND_MEMSET] = 1u << 20; /* too big */
     sizes[CUPTI_ACTIVITY_KIND_STREAM] = 4;        /* too small */
     ck_assert_int_eq(cuptimon__layout_init(&l, 130001, sizes), 1);
@@ -1197,8 +1197,9 @@ START_TEST(cbid_names)
                 ck_assert_msg(f[j] >= '0' && f[j] <= '9', "%s / %s", f, n);
         }
     }
-    ck_assert_str_eq(cuptimon__cbid_runtime_name(CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030),
-                     "cudaStreamGetCaptureInfo_v2");
+    ck_assert_str_eq(
+        cuptimon__cbid_runtime_name(CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030),
+        "cudaStreamGetCaptureInfo_v2");
 }
 END_TEST
 
@@ -1340,8 +1341,8 @@ START_TEST(real_phase0)
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &t), 0);
     ck_assert_int_eq(cuptimon__demangler_new(0, &d), 0);
     for (int g = 0; g < 3; g++)
-        ck_assert_int_eq(cuptimon__strtab_put(t, rc.ptr_by_grid[g], mangled[g],
-                                              strlen(mangled[g])), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(t, rc.ptr_by_grid[g], mangled[g], strlen(mangled[g])),
+                         0);
     for (unsigned i = 0; i < rc.nptrs; i++) {
         const char *s = cuptimon__strtab_get(t, rc.name_ptrs[i], NULL);
         ck_assert_ptr_nonnull(s);

@@ -83,8 +83,7 @@ static json_object *parse(const char *text, size_t len)
     ck_assert_ptr_nonnull(tok);
     o = json_tokener_parse_ex(tok, text, (int)len);
     ck_assert_msg(o != NULL && json_tokener_get_error(tok) == json_tokener_success,
-                  "trace does not parse: %s",
-                  json_tokener_error_desc(json_tokener_get_error(tok)));
+                  "trace does not parse: %s", json_tokener_error_desc(json_tokener_get_error(tok)));
     ck_assert_int_eq((int)json_tokener_get_parse_end(tok), (int)len);
     json_tokener_free(tok);
     return o;
@@ -296,11 +295,11 @@ START_TEST(json_escape_cases)
     /* Invalid bytes become U+FFFD, one per byte. */
     esc_is("\xff", 1, "\"\\ufffd\"");
     esc_is("a\x80z", 3, "\"a\\ufffdz\"");
-    esc_is("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");                 /* overlong '/' */
-    esc_is("\xe0\x80\xaf", 3, "\"\\ufffd\\ufffd\\ufffd\"");      /* overlong */
-    esc_is("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");      /* surrogate */
+    esc_is("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");                       /* overlong '/' */
+    esc_is("\xe0\x80\xaf", 3, "\"\\ufffd\\ufffd\\ufffd\"");            /* overlong */
+    esc_is("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");            /* surrogate */
     esc_is("\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* > U+10FFFF */
-    esc_is("\xe2\x82", 2, "\"\\ufffd\\ufffd\"");                 /* truncated */
+    esc_is("\xe2\x82", 2, "\"\\ufffd\\ufffd\"");                       /* truncated */
     esc_is("\xc3", 1, "\"\\ufffd\"");
     esc_is("", 0, "\"\"");
 }
@@ -562,7 +561,8 @@ static const char golden[] =
     "{\"ph\":\"e\",\"cat\":\"nvtx\",\"name\":\"step 1\",\"id2\":{\"local\":\"0x5\"},\"pid\":455,\"tid\":3847278592,\"ts\":19.000,\"args\":{\"id\":5,\"flags\":4,\"process id\":455,\"thread id\":3847278592,\"domain\":\"app\"}},\n"
     "{\"ph\":\"i\",\"cat\":\"nvtx\",\"name\":\"step 1\",\"s\":\"t\",\"pid\":455,\"tid\":3847278592,\"ts\":19.500,\"args\":{\"id\":6,\"flags\":1,\"process id\":455,\"thread id\":3847278592}},\n"
     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void scale<2>(float*, int)\",\"pid\":455,\"tid\":2147483761,\"ts\":-1.500,\"dur\":1.000,\"args\":{\"device\":0,\"context\":1,\"stream\":7,\"correlation\":0,\"graph id\":0,\"graph node id\":0,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0}}\n"
-    "],\"displayTimeUnit\":\"ns\",\"distributedInfo\":{\"rank\":1,\"world_size\":8},\"otherData\":{\"producer\":\"cuptimon " PACKAGE_VERSION "\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1},\"test\":1}}\n";
+    "],\"displayTimeUnit\":\"ns\",\"distributedInfo\":{\"rank\":1,\"world_size\":8},\"otherData\":{\"producer\":\"cuptimon " PACKAGE_VERSION
+    "\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1},\"test\":1}}\n";
 
 static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
 {
@@ -908,10 +908,10 @@ START_TEST(two_processes_same_pid_and_ranks)
     struct membuf mb = {0};
     struct cuptimon_trace *t;
     struct cuptimon_trace_opts o = {.base_ns = BASE};
-    struct cuptimon_proc_info p0 = {.pid = 77, .hostname = "a", .rank = 3, .local_rank = -1,
-                                    .world_size = 4};
-    struct cuptimon_proc_info p1 = {.pid = 77, .hostname = "b", .rank = 2, .local_rank = -1,
-                                    .world_size = 4};
+    struct cuptimon_proc_info p0 = {
+        .pid = 77, .hostname = "a", .rank = 3, .local_rank = -1, .world_size = 4};
+    struct cuptimon_proc_info p1 = {
+        .pid = 77, .hostname = "b", .rank = 2, .local_rank = -1, .world_size = 4};
     struct cuptimon_ev ev;
     json_object *root, *di, *od;
 
@@ -1021,6 +1021,129 @@ START_TEST(fd_and_file_sinks)
 }
 END_TEST
 
+/* xorshift64*: a fixed sequence. */
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+
+START_TEST(garbage_records_give_valid_json)
+{
+    /* Records of every kind with random field bytes (names, flags, ids,
+     * times, kinds out of range): the trace must still be JSON that parses
+     * and passes the schema, with every timestamp printed exactly. */
+    static const uint32_t kinds[] = {1, 2, 3, 4, 5, 10, 12, 13, 17, 22, 36, 38, 39};
+    struct cuptimon_layout l;
+    struct cuptimon_strtab *st;
+    struct cuptimon_demangler *dm;
+    struct cuptimon_proc_info p = {
+        .pid = 9, .hostname = "h\x01\xff", .rank = -1, .local_rank = -1, .world_size = -1};
+    struct cuptimon_trace_opts o = {.base_ns = BASE};
+
+    cuptimon__layout_init(&l, 130001, NULL);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+    ck_assert_int_eq(cuptimon__demangler_new(0, &dm), 0);
+    rng_state = 7;
+    for (int round = 0; round < 40; round++) {
+        struct membuf mb = {0};
+        struct cuptimon_trace *t;
+        struct cuptimon_decode_stats ds;
+        struct schema sc;
+        static uint8_t buf[32768];
+        size_t len = 0;
+        json_object *root;
+
+        while (1) {
+            uint32_t k = kinds[rnd() % (sizeof(kinds) / sizeof(kinds[0]))];
+            size_t sz = l.size[k];
+            if (len + sz > sizeof(buf))
+                break;
+            for (size_t j = 0; j < sz; j++)
+                buf[len + j] = (uint8_t)rnd();
+            /* Small values for some, so that names, tracks and flows hit. */
+            if (rnd() % 2) {
+                for (size_t j = 4; j + 8 <= sz; j += 8) {
+                    uint64_t v = rnd() % 4 == 0 ? BASE + rnd() % 100000 : rnd() % 8;
+                    memcpy(buf + len + j, &v, 8);
+                }
+            }
+            memcpy(buf + len, &k, 4);
+            len += sz;
+        }
+        /* Names with odd bytes for some small pointer values. */
+        for (uint64_t ptr = 1; ptr < 8; ptr++) {
+            char nm[16];
+            for (int j = 0; j < 15; j++)
+                nm[j] = (char)(rnd() % 256);
+            nm[15] = '\0';
+            cuptimon__strtab_put(st, ptr, nm, 15);
+        }
+        ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+        ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, dm), 0);
+        memset(&ds, 0, sizeof(ds));
+        ck_assert_int_eq(cuptimon__trace_buffer(t, 0, &l, buf, len, NULL, &ds), 0);
+        ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+        cuptimon__trace_free(t);
+        ck_assert_uint_eq(ds.undecodable_bytes, 0);
+        root = parse(mb.data, mb.len);
+        schema_check(root, &sc);
+        ts_text_check(mb.data);
+        json_object_put(root);
+        free(mb.data);
+    }
+    cuptimon__demangler_free(dm);
+    cuptimon__strtab_free(st);
+}
+END_TEST
+
+START_TEST(end_process_frees_and_refuses)
+{
+    struct membuf mb = {0};
+    struct cuptimon_trace *t;
+    struct cuptimon_proc_info p = {.pid = 1, .rank = -1, .local_rank = -1, .world_size = -1};
+    struct cuptimon_ev ev;
+    json_object *root;
+
+    ck_assert_int_eq(cuptimon__trace_new(NULL, mem_write, &mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, NULL, NULL), 0);
+    /* A marker held for its data is written when the process ends. */
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CUPTIMON_EV_MARKER;
+    ev.start = ev.end = BASE + 5;
+    ev.u.marker.flags = 1;
+    ev.u.marker.id = 3;
+    ck_assert_int_eq(cuptimon__trace_event(t, 0, &ev, NULL), 0);
+    kernel_ev(&ev, 0x10, BASE + 10, 1);
+    ck_assert_int_eq(cuptimon__trace_event(t, 0, &ev, NULL), 0);
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CUPTIMON_EV_MARKER;
+    ev.start = ev.end = BASE + 20;
+    ev.u.marker.flags = 1;
+    ev.u.marker.id = 4;
+    ck_assert_int_eq(cuptimon__trace_event(t, 0, &ev, NULL), 0);
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
+    ck_assert_int_eq(cuptimon__trace_event(t, 0, &ev, NULL), -EINVAL);
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 5), -EINVAL);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, NULL, NULL), 1);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_free(t);
+    root = parse(mb.data, mb.len);
+    {
+        json_object *evs = get(root, "traceEvents");
+        unsigned inst = 0;
+        for (size_t i = 0; i < json_object_array_length(evs); i++)
+            inst += strcmp(gets(json_object_array_get_idx(evs, i), "ph"), "i") == 0;
+        ck_assert_uint_eq(inst, 2);
+    }
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
 /* ---- the real H200 buffers through the writer -------------------------------- */
 
 static uint8_t *load_real(const char *name, size_t *len)
@@ -1085,8 +1208,12 @@ START_TEST(real_buffer_trace)
     struct cuptimon_trace_stats ts;
     struct cuptimon_decode_stats ds;
     struct cuptimon_trace_opts o = {.base_ns = 1796208557000000000ull};
-    struct cuptimon_proc_info p = {.pid = 455, .hostname = "h200", .rank = 0, .local_rank = 0,
-                                   .world_size = 1, .cupti_version = 130001};
+    struct cuptimon_proc_info p = {.pid = 455,
+                                   .hostname = "h200",
+                                   .rank = 0,
+                                   .local_rank = 0,
+                                   .world_size = 1,
+                                   .cupti_version = 130001};
     struct cuptimon_clock clk = {0, 0};
     struct schema sc;
     json_object *root, *evs;
@@ -1154,8 +1281,8 @@ START_TEST(summary_counts_and_top)
     struct cuptimon_summary *s;
     struct cuptimon_strtab *st0, *st1;
     struct cuptimon_demangler *dm;
-    struct cuptimon_proc_info p = {.pid = 1, .hostname = "h", .rank = 0, .local_rank = -1,
-                                   .world_size = 2};
+    struct cuptimon_proc_info p = {
+        .pid = 1, .hostname = "h", .rank = 0, .local_rank = -1, .world_size = 2};
     struct cuptimon_decode_stats ds;
     struct cuptimon_ev ev;
     json_object *o, *k, *top, *e;
@@ -1231,9 +1358,9 @@ START_TEST(summary_counts_and_top)
     ck_assert_int_eq(json_object_get_int(get(get(o, "undecodable"), "bytes")), 123);
     ck_assert_int_eq(json_object_get_int(get(get(o, "undecodable"), "unknown_layout_records")), 2);
     ck_assert_int_eq(json_object_get_int(get(get(o, "undecodable"), "truncated_buffers")), 1);
-    ck_assert_int_eq(
-        json_object_get_int(get(get(get(o, "undecodable"), "skipped_by_kind"), "CONCURRENT_KERNEL")),
-        2);
+    ck_assert_int_eq(json_object_get_int(
+                         get(get(get(o, "undecodable"), "skipped_by_kind"), "CONCURRENT_KERNEL")),
+                     2);
     ck_assert_int_eq(json_object_array_length(get(o, "processes")), 2);
     ck_assert_str_eq(gets(o, "archive"), "x");
     json_object_put(o);
@@ -1302,11 +1429,11 @@ START_TEST(parse_time_forms)
 }
 END_TEST
 
-#define META_FMT \
-    "{\"pid\": %u, \"hostname\": \"node01\", \"cupti_version\": %u, " \
-    "\"record_sizes\": {\"1\": 96, \"2\": 88, \"3\": 216, \"4\": 40, \"5\": 40, \"10\": 216}," \
-    "\"job\": {\"rank\": \"%d\", \"local_rank\": \"0\", \"world_size\": \"2\", " \
-"\"slurm_job_id\": \"777\", \"label\": \"lbl%d\"}}"
+#define META_FMT                                                                                   \
+    "{\"pid\": %u, \"hostname\": \"node01\", \"cupti_version\": %u, "                              \
+    "\"record_sizes\": {\"1\": 96, \"2\": 88, \"3\": 216, \"4\": 40, \"5\": 40, \"10\": 216},"     \
+    "\"job\": {\"rank\": \"%d\", \"local_rank\": \"0\", \"world_size\": \"2\", "                   \
+    "\"slurm_job_id\": \"777\", \"label\": \"lbl%d\"}}"
 
 /* Writes a session archive from a real buffer (cut to len bytes), with
  * the kernel names in its strings file; returns the segment path. */
@@ -1320,8 +1447,7 @@ static void make_session(const char *dir, unsigned pid, int rank, const char *fi
     char meta[1024], *err = NULL;
     size_t len;
     uint8_t *buf = load_real(file, &len);
-    static const char *names[] = {"_Z5scaleILi2EEvPfi", "_Z5scaleILi3EEvPfi",
-                                  "_ZN2ns7add_oneEPfi"};
+    static const char *names[] = {"_Z5scaleILi2EEvPfi", "_Z5scaleILi3EEvPfi", "_ZN2ns7add_oneEPfi"};
 
     snprintf(meta, sizeof(meta), META_FMT, pid, cupti_version, rank, rank);
     ck_assert_int_eq(cuptimon__aw_open(dir, meta, 64u << 20, 1, &w, &err), 0);
@@ -1346,8 +1472,8 @@ static void make_session(const char *dir, unsigned pid, int rank, const char *fi
             if (seen[g])
                 continue;
             seen[g] = ev.u.kernel.name_ptr;
-            ck_assert_int_eq(cuptimon__strings_add(&sb, ev.u.kernel.name_ptr, names[g],
-                                                   strlen(names[g])), 0);
+            ck_assert_int_eq(
+                cuptimon__strings_add(&sb, ev.u.kernel.name_ptr, names[g], strlen(names[g])), 0);
         }
     }
     ck_assert_int_eq(cuptimon__aw_strings(w, sb.data, sb.len), 0);
@@ -1477,8 +1603,8 @@ START_TEST(cli_decode_archive)
 
     /* A time window: only kernels overlapping it, base = --from. */
     {
-        const char *args[] = {"decode", s0, "-o", out, "--from", "1796208557.41",
-                              "--to", "1796208557420000000"};
+        const char *args[] = {
+            "decode", s0, "-o", out, "--from", "1796208557.41", "--to", "1796208557420000000"};
         ck_assert_int_eq(run_decode(args, 8), 0);
     }
     tr = json_object_from_file(out);
@@ -1564,6 +1690,8 @@ static Suite *suite(void)
     tcase_add_test(t, two_processes_same_pid_and_ranks);
     tcase_add_test(t, empty_trace);
     tcase_add_test(t, fd_and_file_sinks);
+    tcase_add_test(t, garbage_records_give_valid_json);
+    tcase_add_test(t, end_process_frees_and_refuses);
     tcase_add_test(t, real_buffer_trace);
     tcase_add_test(t, summary_counts_and_top);
     suite_add_tcase(s, t);
