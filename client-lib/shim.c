@@ -520,6 +520,26 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->qlock);
 
+    /* Another tool shares CUPTI through us (preloaded): it gets copies of
+     * the records of its kinds, outside our lock, before the slot can be
+     * released and reused. */
+    uint64_t delta = 0;
+    int have_delta = cuptimon__mux_delta(&delta);
+    int tool_on = 0;
+    for (uint32_t k = 1; k < 64 && !tool_on; k++)
+        tool_on = cuptimon__mux_tool_wants(k);
+    if (tool_on) {
+        rec = prev = NULL;
+        while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+            if (prev && cuptimon__mux_tool_wants(prev->kind))
+                cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev), delta,
+                                      have_delta);
+            prev = rec;
+        }
+        if (prev && cuptimon__mux_tool_wants(prev->kind))
+            cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev), delta,
+                                  have_delta);
+    }
     atomic_fetch_add_explicit(&s->records_walked, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
@@ -543,6 +563,10 @@ static const CUpti_CallbackId noisy_driver[] = {
 
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
 {
+    cuptimon__mux_note_ours(kind, on);
+    /* A kind another tool still wants stays on in CUPTI. */
+    if (!on && cuptimon__mux_needed(kind))
+        return 0;
     CUptiResult rc = on ? s->cupti.Enable((CUpti_ActivityKind)kind)
                         : s->cupti.Disable((CUpti_ActivityKind)kind);
     if (rc != CUPTI_SUCCESS) {

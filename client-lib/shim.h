@@ -105,6 +105,14 @@ void cuptimon__io_wake(struct shim *s);
 int cuptimon__io_drain(struct shim *s, int timeout_ms);
 void cuptimon__io_stop(struct shim *s);
 
+/* mux.c: sharing CUPTI with another tool (when preloaded) */
+int cuptimon__mux_tool_wants(uint32_t kind);
+int cuptimon__mux_needed(uint32_t kind);
+void cuptimon__mux_note_ours(uint32_t kind, int on);
+int cuptimon__mux_delta(uint64_t *delta);
+void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta);
+void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached);
+
 /* shim.c */
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);

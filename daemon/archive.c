@@ -639,6 +639,8 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
                 return rc;
         }
         size_t left = r->map_len - r->off;
+        if (left == 0)
+            continue; /* a segment that holds no chunk yet */
         if (left < CUPTIMON_CHUNK_HDR_SIZE) {
             r->st.torn_tails++;
             r->st.skipped_bytes += left;

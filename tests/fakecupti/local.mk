@@ -28,3 +28,10 @@ tests_unit_fakecupti_test_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_fakecupti_test_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_unit_fakecupti_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
 UNIT_TESTS += tests/unit/fakecupti-test
+
+# A job that runs its own CUPTI tool mid-run, like torch.profiler (coexistence tests).
+check_PROGRAMS += tests/fakecupti/cuptimon-othertool
+tests_fakecupti_cuptimon_othertool_SOURCES = tests/fakecupti/othertool.c tests/fakecupti/fakecupti.h
+tests_fakecupti_cuptimon_othertool_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_fakecupti_cuptimon_othertool_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_fakecupti_cuptimon_othertool_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS)

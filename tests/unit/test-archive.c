@@ -355,6 +355,25 @@ START_TEST(torn_strings_tail)
 }
 END_TEST
 
+START_TEST(empty_session_is_not_torn)
+{
+    /* A producer that never completed a buffer leaves a header-only
+     * segment: nothing to read, and nothing damaged. */
+    char dir[300];
+    session_dir(dir, sizeof dir, "empty");
+    struct cuptimon_archive_writer *w;
+    ck_assert_int_eq(cuptimon__aw_open(dir, "{}", 1u << 20, 1, &w, NULL), 0);
+    cuptimon__aw_close(w);
+    struct cuptimon_archive_reader *r;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    struct cuptimon_archive_chunk c;
+    ck_assert_int_eq(cuptimon__archive_next(r, &c), 0);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->torn_tails, 0);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->segments, 1);
+    cuptimon__archive_close(r);
+}
+END_TEST
+
 START_TEST(find_sessions_and_errors)
 {
     char dir[300];
@@ -408,6 +427,7 @@ static Suite *suite(void)
     tcase_add_test(t, corrupt_compressed_chunk_is_skipped);
     tcase_add_test(t, torn_strings_tail);
     tcase_add_test(t, find_sessions_and_errors);
+    tcase_add_test(t, empty_session_is_not_torn);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,0 +1,359 @@
+/*
+ * Sharing CUPTI with another tool in the same process (torch.profiler's
+ * Kineto, nsys, ...), when the shim is preloaded (LD_PRELOAD) and so comes
+ * first in symbol lookup.
+ *
+ * CUPTI's activity callbacks are process-global: a second
+ * cuptiActivityRegisterCallbacks silently replaces the first.  So the shim
+ * exports the activity entry points that tools call and stays CUPTI's one
+ * registered client.  It records the other tool's callbacks and kinds,
+ * keeps the union of both sides' kinds enabled, and hands the tool complete
+ * copies of the records of the kinds it enabled, in buffers from the tool's
+ * own request callback, completed through its own completion callback, on
+ * its flushes too.  A timestamp callback the tool registers is applied to
+ * the copies handed to it, never to CUPTI's timebase, so cuptimon's times
+ * stay CLOCK_REALTIME.  cuptiFinalize from the tool detaches the tool only.
+ *
+ * When the shim is only injected (CUDA_INJECTION64_PATH, loaded RTLD_LOCAL
+ * by the driver) none of this is reached: tools call libcupti directly.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuptimon.h"
+#include "shim.h"
+
+#define TOOL_KINDS 64
+
+static struct {
+    pthread_mutex_t lock;
+    CUpti_BuffersCallbackRequestFunc request;
+    CUpti_BuffersCallbackCompleteFunc complete;
+    CUpti_TimestampCallbackFunc timestamp;
+    uint8_t kinds[TOOL_KINDS];  /* the tool enabled it */
+    /* When the tool enabled and disabled each kind (CLOCK_REALTIME, CUPTI's
+     * timebase): it gets the records that start in between, as it would
+     * from CUPTI alone. */
+    uint64_t on_ns[TOOL_KINDS], off_ns[TOOL_KINDS];
+    uint8_t ours[TOOL_KINDS];   /* the shim enabled it */
+    uint8_t *buf;               /* the tool's current buffer */
+    size_t size, used;
+    uint64_t delivered, dropped, buffers;
+} tool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int active(void)
+{
+    return cuptimon_init() == 0;
+}
+
+/* The real libcupti's function: the shim's handle when it runs, else the
+ * next definition in lookup order (the shim could not start: pass through). */
+static void *real(const char *name)
+{
+    struct shim *s = &cuptimon__shim;
+    void *f = s->cupti.handle ? dlsym(s->cupti.handle, name) : NULL;
+    return f ? f : dlsym(RTLD_NEXT, name);
+}
+
+static uint64_t realtime_ns(void);
+
+int cuptimon__mux_tool_wants(uint32_t kind)
+{
+    return kind < TOOL_KINDS && tool.on_ns[kind] && tool.complete;
+}
+
+/* The record's start time, for the kinds that have one at a known place. */
+static uint64_t rec_start(const CUpti_Activity *rec)
+{
+    size_t off;
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: off = offsetof(CUpti_ActivityKernel10, start); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: off = offsetof(CUpti_ActivityMemcpy6, start); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: off = offsetof(CUpti_ActivityMemset4, start); break;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: off = offsetof(CUpti_ActivityAPI, start); break;
+    default: return 0;
+    }
+    uint64_t v;
+    memcpy(&v, (const uint8_t *)rec + off, 8);
+    return v;
+}
+
+void cuptimon__mux_note_ours(uint32_t kind, int on)
+{
+    if (kind < TOOL_KINDS)
+        tool.ours[kind] = (uint8_t)on;
+}
+
+int cuptimon__mux_needed(uint32_t kind)
+{
+    return kind < TOOL_KINDS && tool.kinds[kind];
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Moves a record's timestamps into the tool's timebase. */
+static void shift(uint8_t *rec, uint32_t kind, uint64_t delta)
+{
+#define SH(type, field)                                                                            \
+    do {                                                                                           \
+        uint64_t v;                                                                                \
+        memcpy(&v, rec + offsetof(type, field), 8);                                                \
+        if (v) {                                                                                   \
+            v += delta;                                                                            \
+            memcpy(rec + offsetof(type, field), &v, 8);                                            \
+        }                                                                                          \
+    } while (0)
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        SH(CUpti_ActivityKernel10, start);
+        SH(CUpti_ActivityKernel10, end);
+        SH(CUpti_ActivityKernel10, completed);
+        SH(CUpti_ActivityKernel10, queued);
+        SH(CUpti_ActivityKernel10, submitted);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        SH(CUpti_ActivityMemcpy6, start);
+        SH(CUpti_ActivityMemcpy6, end);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+        SH(CUpti_ActivityMemcpyPtoP4, start);
+        SH(CUpti_ActivityMemcpyPtoP4, end);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        SH(CUpti_ActivityMemset4, start);
+        SH(CUpti_ActivityMemset4, end);
+        break;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        SH(CUpti_ActivityAPI, start);
+        SH(CUpti_ActivityAPI, end);
+        break;
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+        SH(CUpti_ActivityOverhead3, start);
+        SH(CUpti_ActivityOverhead3, end);
+        break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+        SH(CUpti_ActivitySynchronization2, start);
+        SH(CUpti_ActivitySynchronization2, end);
+        break;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
+        SH(CUpti_ActivityCudaEvent2, deviceTimestamp);
+        break;
+    case CUPTI_ACTIVITY_KIND_MARKER:
+        SH(CUpti_ActivityMarker2, timestamp);
+        break;
+    default:
+        break;
+    }
+#undef SH
+}
+
+/* Hands the tool its current buffer.  Called with tool.lock held. */
+static void complete_locked(void)
+{
+    if (!tool.buf)
+        return;
+    uint8_t *b = tool.buf;
+    size_t size = tool.size, used = tool.used;
+    tool.buf = NULL;
+    tool.size = tool.used = 0;
+    tool.buffers++;
+    tool.complete(NULL, 0, b, size, used);
+}
+
+/* Called from the shim's completion callback for each record the tool
+ * wants: a copy goes into the tool's buffer. */
+void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta)
+{
+    uint32_t k = rec->kind;
+    uint64_t t0 = rec_start(rec);
+    int api = k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+    /* GPU work launched before the tool enabled its kind was flushed out
+     * at the enable; its start time says nothing about its launch. */
+    if (k >= TOOL_KINDS || (t0 && ((api && t0 < tool.on_ns[k]) ||
+                                   (tool.off_ns[k] && t0 > tool.off_ns[k]))))
+        return;
+    pthread_mutex_lock(&tool.lock);
+    if (!tool.complete) {
+        pthread_mutex_unlock(&tool.lock);
+        return;
+    }
+    if (tool.buf && tool.used + size > tool.size)
+        complete_locked();
+    if (!tool.buf) {
+        uint8_t *b = NULL;
+        size_t sz = 0, maxrec = 0;
+        tool.request(&b, &sz, &maxrec);
+        /* The tool's own zeroing choice does not matter here: every byte
+         * we hand it is a whole record we wrote. */
+        if (!b || sz < size) {
+            tool.dropped++;
+            pthread_mutex_unlock(&tool.lock);
+            return;
+        }
+        tool.buf = b;
+        tool.size = sz;
+        tool.used = 0;
+    }
+    uint8_t *dst = tool.buf + tool.used;
+    memcpy(dst, rec, size);
+    if (have_delta)
+        shift(dst, rec->kind, delta);
+    tool.used += size;
+    tool.delivered++;
+    pthread_mutex_unlock(&tool.lock);
+}
+
+/* The offset from CUPTI's timebase (CLOCK_REALTIME) to the tool's, when
+ * the tool registered a timestamp callback. */
+int cuptimon__mux_delta(uint64_t *delta)
+{
+    CUpti_TimestampCallbackFunc f = tool.timestamp;
+    if (!f || !tool.complete)
+        return 0;
+    uint64_t a = realtime_ns(), t = f(), b = realtime_ns();
+    *delta = t - (a + (b - a) / 2);
+    return 1;
+}
+
+/* ---- the interposed entry points ---------------------------------------- */
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                          CUpti_BuffersCallbackCompleteFunc done)
+{
+    if (!active()) {
+        CUptiResult (*f)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+            (CUptiResult(*)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))
+                real("cuptiActivityRegisterCallbacks");
+        return f ? f(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
+    }
+    pthread_mutex_lock(&tool.lock);
+    if (tool.buf)
+        complete_locked();
+    tool.request = req;
+    tool.complete = done;
+    pthread_mutex_unlock(&tool.lock);
+    shim_debug(&cuptimon__shim, "another CUPTI client registered activity callbacks: sharing");
+    return (req && done) ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    CUptiResult (*f)(CUpti_ActivityKind) =
+        (CUptiResult(*)(CUpti_ActivityKind))real("cuptiActivityEnable");
+    if (!f)
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    if (!active())
+        return f(kind);
+    int shared = (unsigned)kind < TOOL_KINDS && tool.ours[kind];
+    if (shared && !tool.on_ns[kind]) {
+        /* The kind was already on for cuptimon: what CUPTI holds now was
+         * recorded before the tool asked for it, so it goes to cuptimon
+         * alone.  A forced flush hands it over before the tool is on. */
+        CUptiResult (*flush)(uint32_t) = (CUptiResult(*)(uint32_t))real("cuptiActivityFlushAll");
+        if (flush)
+            flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+    CUptiResult rc = shared ? CUPTI_SUCCESS : f(kind);
+    if (rc == CUPTI_SUCCESS && (unsigned)kind < TOOL_KINDS) {
+        tool.kinds[kind] = 1;
+        tool.on_ns[kind] = realtime_ns();
+        tool.off_ns[kind] = 0;
+    }
+    return rc;
+}
+
+EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+    CUptiResult (*f)(CUpti_ActivityKind) =
+        (CUptiResult(*)(CUpti_ActivityKind))real("cuptiActivityDisable");
+    if (!f)
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    if (!active())
+        return f(kind);
+    if ((unsigned)kind < TOOL_KINDS && tool.kinds[kind]) {
+        tool.kinds[kind] = 0;
+        tool.off_ns[kind] = realtime_ns(); /* records up to now still reach it */
+    }
+    /* Still wanted by cuptimon: stays on in CUPTI, the tool just stops
+     * receiving it. */
+    return (unsigned)kind < TOOL_KINDS && tool.ours[kind] ? CUPTI_SUCCESS : f(kind);
+}
+
+EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
+{
+    CUptiResult (*f)(uint32_t) = (CUptiResult(*)(uint32_t))real("cuptiActivityFlushAll");
+    if (!f)
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    if (!active())
+        return f(flag);
+    /* CUPTI completes its buffers to the shim, which copies the tool's
+     * records out; then the tool gets its partly filled buffer too. */
+    CUptiResult rc = f(flag);
+    pthread_mutex_lock(&tool.lock);
+    if (tool.complete)
+        complete_locked();
+    pthread_mutex_unlock(&tool.lock);
+    return rc;
+}
+
+EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc cb)
+{
+    if (!active()) {
+        CUptiResult (*f)(CUpti_TimestampCallbackFunc) =
+            (CUptiResult(*)(CUpti_TimestampCallbackFunc))real(
+                "cuptiActivityRegisterTimestampCallback");
+        return f ? f(cb) : CUPTI_ERROR_NOT_INITIALIZED;
+    }
+    /* Never CUPTI's timebase: applied to the tool's copies only. */
+    tool.timestamp = cb;
+    return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
+{
+    if (!active()) {
+        CUptiResult (*f)(void) = (CUptiResult(*)(void))real("cuptiFinalize");
+        return f ? f() : CUPTI_SUCCESS;
+    }
+    /* The tool is done with CUPTI; cuptimon is not.  Detach the tool. */
+    pthread_mutex_lock(&tool.lock);
+    if (tool.complete)
+        complete_locked();
+    tool.request = NULL;
+    tool.complete = NULL;
+    tool.timestamp = NULL;
+    for (unsigned k = 0; k < TOOL_KINDS; k++) {
+        if (tool.kinds[k] && !tool.ours[k]) {
+            CUptiResult (*d)(CUpti_ActivityKind) =
+                (CUptiResult(*)(CUpti_ActivityKind))real("cuptiActivityDisable");
+            if (d)
+                d((CUpti_ActivityKind)k);
+        }
+        tool.kinds[k] = 0;
+        tool.on_ns[k] = tool.off_ns[k] = 0;
+    }
+    pthread_mutex_unlock(&tool.lock);
+    return CUPTI_SUCCESS;
+}
+
+void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached)
+{
+    *delivered = tool.delivered;
+    *dropped = tool.dropped;
+    *attached = tool.complete != NULL;
+}

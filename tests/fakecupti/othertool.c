@@ -1,0 +1,150 @@
+/*
+ * cuptimon-othertool: a job that also runs its own CUPTI tool, the way
+ * torch.profiler's Kineto does: mid-run it registers its own activity
+ * callbacks (after the shim), enables kinds, registers a timestamp callback
+ * with its own timebase, flushes, disables and finalizes, twice.  It checks
+ * what its callbacks received and writes a JSON report; the test compares
+ * that with what it launched and with cuptimon's archive.
+ *
+ * usage: cuptimon-othertool REPORT [N_BEFORE M_PROFILED K_AFTER]
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+
+#include "fakecupti.h"
+
+#define TOOL_EPOCH 1000000000000000ull /* the tool's clock: realtime + this */
+#define MAX_OWNED 256
+
+static struct {
+    uint8_t *owned[MAX_OWNED];
+    int nowned;
+    uint64_t kernels, runtime, other, foreign, bad_time;
+    uint32_t corr_lo, corr_hi; /* the profiled launches' correlation ids */
+    uint64_t in_range;
+    uint64_t min_ts;
+} t;
+
+static uint64_t CUPTIAPI tool_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + TOOL_EPOCH;
+}
+
+static void CUPTIAPI request(uint8_t **buf, size_t *size, size_t *max)
+{
+    *size = 64u << 10;
+    *buf = aligned_alloc(8, *size);
+    memset(*buf, 0, *size);
+    *max = 0;
+    if (t.nowned < MAX_OWNED)
+        t.owned[t.nowned++] = *buf;
+}
+
+static void CUPTIAPI complete(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+                              size_t valid)
+{
+    int mine = 0;
+    for (int i = 0; i < t.nowned; i++)
+        if (t.owned[i] == buf)
+            mine = 1;
+    if (!mine) {
+        /* Kineto says "bufferCompleted called with unknown buffer" here. */
+        t.foreign++;
+        return;
+    }
+    CUpti_Activity *rec = NULL;
+    while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+            t.kernels++;
+            if (k->correlationId >= t.corr_lo && k->correlationId <= t.corr_hi)
+                t.in_range++;
+            if (k->start < TOOL_EPOCH)
+                t.bad_time++;
+            if (!t.min_ts || k->start < t.min_ts)
+                t.min_ts = k->start;
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+            t.runtime++;
+        } else {
+            t.other++;
+        }
+    }
+    (void)ctx;
+    (void)stream;
+    (void)size;
+}
+
+static const char *const names[] = {"_Z5scaleILi2EEvPfi", "_ZN2ns7add_oneEPfi"};
+
+static uint32_t launch(uint64_t n)
+{
+    uint32_t last = 0;
+    for (uint64_t i = 0; i < n; i++)
+        last = fakecuda_launch_kernel(names[i & 1], 0, 1 + (uint32_t)(i & 1), 0, 0);
+    return last;
+}
+
+static int check(CUptiResult rc, const char *what)
+{
+    if (rc != CUPTI_SUCCESS) {
+        fprintf(stderr, "cuptimon-othertool: %s failed: %d\n", what, (int)rc);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 && argc != 5) {
+        fprintf(stderr, "usage: cuptimon-othertool REPORT [N_BEFORE M_PROFILED K_AFTER]\n");
+        return 2;
+    }
+    uint64_t before = argc == 5 ? strtoull(argv[2], NULL, 10) : 3000;
+    uint64_t profiled = argc == 5 ? strtoull(argv[3], NULL, 10) : 2000;
+    uint64_t after = argc == 5 ? strtoull(argv[4], NULL, 10) : 3000;
+    FILE *f = fopen(argv[1], "w");
+    if (!f)
+        return 1;
+    if (fakecuda_init() < 0)
+        return 1;
+    launch(before);
+    fprintf(f, "{\"pid\": %d, \"profiles\": [", (int)getpid());
+    for (int round = 0; round < 2; round++) {
+        memset(&t.kernels, 0, sizeof t - offsetof(__typeof__(t), kernels));
+        if (check(cuptiActivityRegisterCallbacks(request, complete), "register") ||
+            check(cuptiActivityRegisterTimestampCallback(tool_clock), "timestamp callback") ||
+            check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernel") ||
+            check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime"))
+            return 1;
+        t.corr_lo = launch(1);
+        t.corr_hi = launch(profiled - 1);
+        fakecuda_synchronize();
+        if (check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush") ||
+            check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), "disable runtime") ||
+            check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disable kernel") ||
+            check(cuptiFinalize(), "finalize"))
+            return 1;
+        fprintf(f, "%s{\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64 ", \"in_range\": %" PRIu64
+                   ", \"runtime\": %" PRIu64 ", \"foreign_buffers\": %" PRIu64
+                   ", \"bad_time\": %" PRIu64 ", \"min_ts\": %" PRIu64 "}",
+                round ? ", " : "", profiled, t.kernels, t.in_range, t.runtime, t.foreign,
+                t.bad_time, t.min_ts);
+        for (int i = 0; i < t.nowned; i++)
+            free(t.owned[i]);
+        t.nowned = 0;
+        launch(after / 2);
+    }
+    fprintf(f, "], \"kernels_launched\": %" PRIu64 "}\n", before + 2 * profiled + 2 * (after / 2));
+    fclose(f);
+    return 0;
+}
