@@ -173,6 +173,24 @@ static void complete_locked(void)
     tool.complete(NULL, 0, b, size, used);
 }
 
+/* Gets the tool a buffer if it has none.  Called with tool.lock held. */
+static int ensure_buffer_locked(size_t need)
+{
+    if (tool.buf)
+        return 0;
+    uint8_t *b = NULL;
+    size_t sz = 0, maxrec = 0;
+    tool.request(&b, &sz, &maxrec);
+    /* The tool's own zeroing choice does not matter here: every byte we
+     * hand it is a whole record we wrote. */
+    if (!b || sz < need)
+        return -1;
+    tool.buf = b;
+    tool.size = sz;
+    tool.used = 0;
+    return 0;
+}
+
 /* Called from the shim's completion callback for each record the tool
  * wants: a copy goes into the tool's buffer. */
 void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta)
@@ -192,20 +210,10 @@ void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delt
     }
     if (tool.buf && tool.used + size > tool.size)
         complete_locked();
-    if (!tool.buf) {
-        uint8_t *b = NULL;
-        size_t sz = 0, maxrec = 0;
-        tool.request(&b, &sz, &maxrec);
-        /* The tool's own zeroing choice does not matter here: every byte
-         * we hand it is a whole record we wrote. */
-        if (!b || sz < size) {
-            tool.dropped++;
-            pthread_mutex_unlock(&tool.lock);
-            return;
-        }
-        tool.buf = b;
-        tool.size = sz;
-        tool.used = 0;
+    if (ensure_buffer_locked(size) < 0) {
+        tool.dropped++;
+        pthread_mutex_unlock(&tool.lock);
+        return;
     }
     uint8_t *dst = tool.buf + tool.used;
     memcpy(dst, rec, size);
@@ -269,10 +277,19 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
             flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     CUptiResult rc = shared ? CUPTI_SUCCESS : f(kind);
+    shim_debug(&cuptimon__shim, "tool: enable kind %u%s: %d", (unsigned)kind,
+               shared ? " (already on for cuptimon)" : "", (int)rc);
     if (rc == CUPTI_SUCCESS && (unsigned)kind < TOOL_KINDS) {
         tool.kinds[kind] = 1;
         tool.on_ns[kind] = realtime_ns();
         tool.off_ns[kind] = 0;
+        /* CUPTI asks a client for a buffer as soon as it traces; tools rely
+         * on that (Kineto flushes at its stop only if it handed out a
+         * buffer), so ask for one now as CUPTI would. */
+        pthread_mutex_lock(&tool.lock);
+        if (tool.request)
+            ensure_buffer_locked(0);
+        pthread_mutex_unlock(&tool.lock);
     }
     return rc;
 }
@@ -285,6 +302,7 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
         return CUPTI_ERROR_NOT_INITIALIZED;
     if (!active())
         return f(kind);
+    shim_debug(&cuptimon__shim, "tool: disable kind %u", (unsigned)kind);
     if ((unsigned)kind < TOOL_KINDS && tool.kinds[kind]) {
         tool.kinds[kind] = 0;
         tool.off_ns[kind] = realtime_ns(); /* records up to now still reach it */
@@ -307,6 +325,10 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
     pthread_mutex_lock(&tool.lock);
     if (tool.complete)
         complete_locked();
+    shim_debug(&cuptimon__shim,
+               "tool: flush(%u): %d; %llu records delivered in %llu buffers, %llu dropped so far",
+               flag, (int)rc, (unsigned long long)tool.delivered,
+               (unsigned long long)tool.buffers, (unsigned long long)tool.dropped);
     pthread_mutex_unlock(&tool.lock);
     return rc;
 }
@@ -321,6 +343,7 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_Timesta
     }
     /* Never CUPTI's timebase: applied to the tool's copies only. */
     tool.timestamp = cb;
+    shim_debug(&cuptimon__shim, "tool: timestamp callback registered (applied to its copies only)");
     return CUPTI_SUCCESS;
 }
 
@@ -331,6 +354,7 @@ EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
         return f ? f() : CUPTI_SUCCESS;
     }
     /* The tool is done with CUPTI; cuptimon is not.  Detach the tool. */
+    shim_debug(&cuptimon__shim, "tool: cuptiFinalize (detaching the tool only)");
     pthread_mutex_lock(&tool.lock);
     if (tool.complete)
         complete_locked();

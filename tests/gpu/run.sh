@@ -188,7 +188,13 @@ done
 echo "daemon_started=1" >>"$W/suite.env"
 say "cuptimond pid $DPID up; work dir $W; ${DRY:+dry run=$DRY}"
 
-SHIM_ENV=(CUDA_INJECTION64_PATH="$SHIM" CUPTIMON_SOCKET="$PSOCK")
+# CUPTIMON_GPU_MODE=preload: the shim through LD_PRELOAD (it then shares
+# CUPTI with torch.profiler), else through CUDA_INJECTION64_PATH.
+if [ "${CUPTIMON_GPU_MODE:-inject}" = preload ]; then
+    SHIM_ENV=(LD_PRELOAD="$SHIM" CUPTIMON_SOCKET="$PSOCK")
+else
+    SHIM_ENV=(CUDA_INJECTION64_PATH="$SHIM" CUPTIMON_SOCKET="$PSOCK")
+fi
 DRY_NAMES=
 [ "$DRY" = 1 ] && DRY_NAMES=$("$PY" "$CHECK" kernel-names "$KW_TABLE")
 
