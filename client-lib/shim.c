@@ -30,6 +30,7 @@ struct shim cuptimon__shim = {.pool_fd = -1, .wake_fd = -1};
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int start_state;  /* 0 never tried, 1 running, -errno failed */
 static int forked_child; /* set in a fork child: the shim is inert there */
+static _Atomic int annotations_on; /* a window has external correlation on */
 
 #define DEFAULT_SLOTS 16u
 #define DEFAULT_SLOT_SIZE (4ull << 20)
@@ -564,6 +565,8 @@ static const CUpti_CallbackId noisy_driver[] = {
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
 {
     cuptimon__mux_note_ours(kind, on);
+    if (kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
+        atomic_store(&annotations_on, on);
     /* A kind another tool still wants stays on in CUPTI. */
     if (!on && cuptimon__mux_needed(kind))
         return 0;
@@ -686,21 +689,60 @@ CUPTIMON_API int cuptimon_flush(int forced)
     return rc == CUPTI_SUCCESS ? 0 : -EIO;
 }
 
+/* User annotations ride on CUPTI external correlation ids (kind CUSTOM1,
+ * as PyTorch's monitor uses), and only while a window has external
+ * correlation on: outside one they are a load and a branch.  The name goes
+ * to the daemon through the string table, keyed by the id. */
+static _Atomic uint64_t next_annotation = 1;
+static __thread int annotation_depth;
+
+static void add_string(struct shim *s, uint64_t key, const char *name)
+{
+    size_t len = strnlen(name, 256);
+    pthread_mutex_lock(&s->qlock);
+    if (s->strings.len == 0)
+        cuptimon__strings_begin(&s->strings);
+    if (cuptimon__strings_add(&s->strings, key, name, len) == 0)
+        s->strings_count++;
+    pthread_mutex_unlock(&s->qlock);
+    cuptimon__io_wake(s);
+}
+
 CUPTIMON_API int cuptimon_push_annotation(const char *name)
 {
-    (void)name;
+    struct shim *s = &cuptimon__shim;
+    if (!atomic_load_explicit(&annotations_on, memory_order_relaxed) || !name || forked_child)
+        return 0;
+    uint64_t id = atomic_fetch_add(&next_annotation, 1);
+    add_string(s, CUPTIMON_ANNOTATION_KEY(id), name);
+    if (s->cupti.PushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id) !=
+        CUPTI_SUCCESS)
+        return -EIO;
+    annotation_depth++;
     return 0;
 }
 
 CUPTIMON_API int cuptimon_pop_annotation(void)
 {
-    return 0;
+    struct shim *s = &cuptimon__shim;
+    /* Pop only what this thread pushed: a window that ended between a push
+     * and its pop leaves nothing unbalanced. */
+    if (annotation_depth <= 0)
+        return 0;
+    annotation_depth--;
+    uint64_t id = 0;
+    return s->cupti.PopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &id) ==
+                   CUPTI_SUCCESS
+               ? 0
+               : -EIO;
 }
 
 CUPTIMON_API int cuptimon_label_graph_node(uint64_t graph_node_id, const char *name)
 {
-    (void)graph_node_id;
-    (void)name;
+    struct shim *s = &cuptimon__shim;
+    if (!name || forked_child || cuptimon_init() < 0)
+        return -ENODEV;
+    add_string(s, CUPTIMON_GRAPH_LABEL_KEY(graph_node_id), name);
     return 0;
 }
 

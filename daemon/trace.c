@@ -21,6 +21,8 @@
 #include "cbid.h"
 #include "demangle.h"
 #include "strtab.h"
+#include "cuptimon-proto.h"
+#include <cupti_activity.h>
 
 /* A display name is cut at this many source bytes (then "..."): no viewer
  * shows more, and it bounds an event's size. */
@@ -28,7 +30,9 @@
 /* Worst case of an escaped, cut name with its quotes. */
 #define NAME_JSON_MAX (6u * TRACE_NAME_MAX + 16u)
 /* Worst case of everything in one event but the name(s). */
-#define EVENT_FIXED_MAX 2048u
+#define EVENT_FIXED_MAX 3072u
+/* Annotation and graph-node label names in args are cut at this many bytes. */
+#define LABEL_MAX 96u
 #define BUF_MIN (2u * (NAME_JSON_MAX + EVENT_FIXED_MAX))
 #define BUF_DEFAULT (256u << 10)
 
@@ -899,6 +903,15 @@ static char *ext_args(char *p, const struct tproc *P, uint32_t corr)
         } else {
             p = u64d(p, e[w].kind);
         }
+        /* A user annotation (cuptimon_push_annotation: kind CUSTOM1) has
+         * its name in the producer's string table. */
+        size_t nlen;
+        const char *nm;
+        if (e[w].kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1 && P->names &&
+            (nm = cuptimon__strtab_get(P->names, CUPTIMON_ANNOTATION_KEY(e[w].id), &nlen))) {
+            p = LIT(p, ",\"annotation\":");
+            p += cuptimon__json_escape(p, nm, nlen > LABEL_MAX ? LABEL_MAX : nlen);
+        }
     }
     return p;
 }
@@ -1016,7 +1029,7 @@ static inline char *ptsd(char *p, uint32_t pid, uint32_t tid, int64_t ts, int64_
     return p;
 }
 
-static inline char *gpu_common_args(char *p, const struct cuptimon_ev *ev)
+static inline char *gpu_common_args(char *p, const struct tproc *P, const struct cuptimon_ev *ev)
 {
     p = LIT(p, ",\"args\":{\"device\":");
     p = u64d(p, ev->device_id);
@@ -1030,6 +1043,13 @@ static inline char *gpu_common_args(char *p, const struct cuptimon_ev *ev)
     p = u64d(p, ev->graph_id);
     p = LIT(p, ",\"graph node id\":");
     p = u64d(p, ev->graph_node_id);
+    size_t nlen;
+    const char *nm;
+    if (ev->graph_node_id && P->names &&
+        (nm = cuptimon__strtab_get(P->names, CUPTIMON_GRAPH_LABEL_KEY(ev->graph_node_id), &nlen))) {
+        p = LIT(p, ",\"graph node label\":");
+        p += cuptimon__json_escape(p, nm, nlen > LABEL_MAX ? LABEL_MAX : nlen);
+    }
     return p;
 }
 
@@ -1046,7 +1066,7 @@ static void w_kernel(struct cuptimon_trace *t, struct tproc *P, const struct cup
     memcpy(p, nm.json, nm.len);
     p += nm.len;
     p = ptsd(p, P->pid, tid, ts, dur);
-    p = gpu_common_args(p, ev);
+    p = gpu_common_args(p, P, ev);
     p = LIT(p, ",\"grid\":[");
     p = i64d(p, ev->u.kernel.grid_x);
     *p++ = ',';
@@ -1120,7 +1140,7 @@ static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = kind_str(p, cuptimon__memory_kind_name(ev->u.memcpy.dst_kind), ev->u.memcpy.dst_kind);
     p = LIT(p, ")\"");
     p = ptsd(p, P->pid, tid, ts, dur);
-    p = gpu_common_args(p, ev);
+    p = gpu_common_args(p, P, ev);
     p = LIT(p, ",\"bytes\":");
     p = u64d(p, ev->u.memcpy.bytes);
     p = LIT(p, ",\"copy kind\":");
@@ -1164,7 +1184,7 @@ static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = kind_str(p, cuptimon__memory_kind_name(ev->u.memset.memory_kind), ev->u.memset.memory_kind);
     p = LIT(p, ")\"");
     p = ptsd(p, P->pid, tid, ts, dur);
-    p = gpu_common_args(p, ev);
+    p = gpu_common_args(p, P, ev);
     p = LIT(p, ",\"bytes\":");
     p = u64d(p, ev->u.memset.bytes);
     p = LIT(p, ",\"value\":");

@@ -111,6 +111,12 @@ struct cuptimon_flush_done {
  * producer (the value stored in records); `len` excludes the terminator,
  * which must be present.
  */
+/* Keys in the string table that are not pointers (user-space pointers
+ * never have bit 63 or 62 set): the name of user annotation `id` (the
+ * external correlation id the shim pushed, kind CUSTOM1), and the label of
+ * CUDA graph node `node`. */
+#define CUPTIMON_ANNOTATION_KEY(id) (0x8000000000000000ull | (uint64_t)(id))
+#define CUPTIMON_GRAPH_LABEL_KEY(node) (0x4000000000000000ull | ((uint64_t)(node) & 0x3fffffffffffffffull))
 #define CUPTIMON_STRINGS_HDR_SIZE 8u
 #define CUPTIMON_STRING_ENTRY_HDR 12u
 #define CUPTIMON_STRING_MAX_LEN 65535u

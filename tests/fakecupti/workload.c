@@ -17,6 +17,7 @@
 
 #include "fakecupti.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -37,6 +38,9 @@ static struct {
     uint64_t graph_id;
     const char *report;
     const char *log;
+    uint64_t annotate; /* wrap every N launches in a cuptimon annotation */
+    int (*push)(const char *);
+    int (*pop)(void);
     uint64_t linger_ms;
     int no_init, quiet;
     /* Kernel names live until the process exits: the shim reads them through the
@@ -88,6 +92,8 @@ static void usage(FILE *f)
         "  -g, --graph-id G       launch the kernels as nodes of CUDA graph G (graphId G,\n"
         "                         graphNodeId (G << 32) + 1 + i %% nnames; default 0: none)\n"
         "  -o, --report FILE      write a JSON report to FILE at the end\n"
+        "      --annotate N       wrap every N launches in a cuptimon annotation \"step K\"\n"
+        "                         (through the injected shim's cuptimon_push_annotation)\n"
         "      --log FILE         write one line per kernel launch: correlation id and\n"
         "                         CLOCK_REALTIME ns before and after the launch call\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0)\n"
@@ -198,6 +204,13 @@ static void *run_worker(void *arg)
         if (opt.graph_id) {
             k.graph_id = opt.graph_id;
             k.graph_node_id = (opt.graph_id << 32) + 1 + ni;
+        }
+        if (opt.annotate && opt.push && i % opt.annotate == 0) {
+            char an[64];
+            if (i)
+                opt.pop();
+            snprintf(an, sizeof an, "step %" PRIu64, i / opt.annotate);
+            opt.push(an);
         }
         pace(i);
         uint64_t before = w->logf ? realtime_ns() : 0;
@@ -310,6 +323,7 @@ int main(int argc, char **argv)
         { "graph-id", required_argument, NULL, 'g' },
         { "report", required_argument, NULL, 'o' },
         { "log", required_argument, NULL, 'G' },
+        { "annotate", required_argument, NULL, 'A' },
         { "linger-ms", required_argument, NULL, 'l' },
         { "no-init", no_argument, NULL, 'I' },
         { "quiet", no_argument, NULL, 'q' },
@@ -324,7 +338,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:l:Iqh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:Iqh", longopts, NULL)) != -1) {
         int bad = 0;
 
         switch (c) {
@@ -347,6 +361,7 @@ int main(int argc, char **argv)
         case 'g': bad = parse_u64(optarg, UINT32_MAX, &opt.graph_id); break;
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
+        case 'A': bad = parse_u64(optarg, 1000000000, &opt.annotate); break;
         case 'l': bad = parse_u64(optarg, 86400000, &opt.linger_ms); break;
         case 'I': opt.no_init = 1; break;
         case 'q': opt.quiet = 1; break;
@@ -374,6 +389,20 @@ int main(int argc, char **argv)
 
     if (!opt.no_init && fakecuda_init() != 0)
         return 1;
+    if (opt.annotate) {
+        /* The driver loaded the shim privately (RTLD_LOCAL): find it by its
+         * path, the way a program that does not link it would. */
+        const char *inj = getenv("CUDA_INJECTION64_PATH");
+        void *h = inj ? dlopen(inj, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        if (h) {
+            *(void **)&opt.push = dlsym(h, "cuptimon_push_annotation");
+            *(void **)&opt.pop = dlsym(h, "cuptimon_pop_annotation");
+        }
+        if (!opt.push || !opt.pop) {
+            fprintf(stderr, PROG ": --annotate: no shim with cuptimon_push_annotation is loaded\n");
+            return 1;
+        }
+    }
 
     ws = calloc(opt.threads, sizeof *ws);
     if (!ws) {

@@ -10,7 +10,7 @@ pids=
 for i in 0 1 2 3; do
     lab=$([ $i -lt 2 ] && echo traced || echo other)
     CUPTIMON_LABEL=$lab RANK=$i workload --kernels 90000 --rate 20000 --report "$T/r$i.json" \
-        --log "$T/log$i.txt" &
+        --log "$T/log$i.txt" --annotate 1000 &
     pids="$pids $!"
 done
 four() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 4 ]; }
@@ -77,6 +77,17 @@ for i in (0, 1, 4):
         ts = base + round(float(e["ts"]) * 1000)
         assert start_ns - 1000 <= ts <= end_ns + 1000, f"API call at {ts} outside [{start_ns}, {end_ns}]"
     assert must, f"pid {pid}: no launch fell inside the window: the test is mis-timed"
+    if i in (0, 1):
+        # Annotations: each kernel launched inside the window carries the
+        # name of the annotation its launch was made in ("step K" for
+        # launches K*1000 .. K*1000+999).
+        index = {corr: n for n, (corr, _, _) in enumerate(launches)}
+        ann = {e["args"]["correlation"]: e["args"].get("annotation") for e in events[pid] if e["cat"] == "kernel"}
+        named = [c for c in must if ann.get(c)]
+        wrong = [c for c in named if ann[c] != f"step {index[c] // 1000}"]
+        assert not wrong, f"pid {pid}: {len(wrong)} kernels carry the wrong annotation, e.g. {ann[wrong[0]]} for launch {index[wrong[0]]}"
+        assert len(named) >= 0.9 * len(must), f"pid {pid}: only {len(named)} of {len(must)} kernels carry an annotation"
+        print(f"pid {pid}: {len(named)} kernels annotated correctly")
     print(f"pid {pid}: {len(kern)} kernels, {len(api)} API calls kept; {len(must)} required, all present")
 summ = {p["pid"]: p for p in end["summary"]["processes"]}
 assert set(summ) == want_pids, summ
