@@ -84,6 +84,7 @@ struct wsession {
     struct cuptimon_strtab *names;
     struct cuptimon_decode_stats dec;
     struct idset keep;
+    uint32_t min_api_corr; /* the lowest correlation id of any API record seen */
     uint64_t events, kernels, dropped, chunks;
 };
 
@@ -201,6 +202,8 @@ static int collect(struct wsession *s, const struct cuptimon_ev *ev,
     const struct pass *p = ud;
     if (!is_api(ev))
         return 0;
+    if (ev->correlation_id && (!s->min_api_corr || ev->correlation_id < s->min_api_corr))
+        s->min_api_corr = ev->correlation_id;
     uint64_t t = cuptimon__clock_map(clk, ev->start);
     if (t >= p->w->start_ns && t <= p->w->end_ns)
         return idset_add(&s->keep, ev->correlation_id);
@@ -213,9 +216,12 @@ static int keep(const struct wsession *s, const struct cuptimon_ev *ev,
     uint64_t t = cuptimon__clock_map(clk, ev->start);
     if (is_api(ev))
         return t >= w->start_ns && t <= w->end_ns;
-    if (is_gpu(ev))
-        return idset_has(&s->keep, ev->correlation_id) ||
-               (ev->correlation_id == 0 && t >= w->start_ns && t <= w->end_ns);
+    if (is_gpu(ev)) {
+        int inside = t >= w->start_ns && t <= w->end_ns;
+        return idset_has(&s->keep, ev->correlation_id) || (ev->correlation_id == 0 && inside) ||
+               (s->src->joined && inside &&
+                (!s->min_api_corr || ev->correlation_id < s->min_api_corr));
+    }
     if (ev->type == CUPTIMON_EV_EXTERNAL_CORRELATION)
         return idset_has(&s->keep, ev->correlation_id);
     return ev->start == 0 || (t >= w->start_ns && t <= w->end_ns);

@@ -16,6 +16,11 @@
  *  - everything else (overhead, CUDA events, synchronization, markers) is
  *    kept when it has no start time or starts at or after start.
  * A correlation id is scoped per process.
+ *
+ * A process that joins during the window launches its first kernels before
+ * the window's API kinds are on in it, so they have no API record to be
+ * correlated with: for such a process, GPU work whose correlation id is
+ * below the first API call's is kept when it starts inside the window.
  */
 #ifndef CUPTIMON_WINDOW_WRITE_H
 #define CUPTIMON_WINDOW_WRITE_H
@@ -30,6 +35,7 @@ struct cuptimon_window_source {
     uint64_t first_chunk;    /* read chunks whose index (producer seq) is >= this ... */
     uint64_t last_chunk;     /* ... and <= this (UINT64_MAX: to the end) */
     int late;                /* the session's final flush did not finish in time */
+    int joined;              /* the process joined during the window (see below) */
 };
 
 struct cuptimon_window_spec {

@@ -42,7 +42,7 @@ struct member {
     uint64_t first_chunk, last_chunk;
     uint32_t extra[MAX_KINDS]; /* kinds this window enabled (not always-on) */
     int nextra;
-    int late, gone;
+    int late, gone, joined;
 };
 
 struct selector {
@@ -435,7 +435,8 @@ static void ended(struct daemon *d, void *ud, json_object *result)
         w->src[i] = (struct cuptimon_window_source){.archive_dir = m->dir,
                                                     .first_chunk = m->first_chunk,
                                                     .last_chunk = s ? m->last_chunk : UINT64_MAX,
-                                                    .late = m->late};
+                                                    .late = m->late,
+                                                    .joined = m->joined};
     }
     w->state = W_WRITING;
     w->work.data = w;
@@ -716,6 +717,7 @@ void window_session_joined(struct daemon *d, struct session *s)
         if (is_open(w) && matches(&w->sel, s)) {
             add_member(w, s);
             w->m[w->nm - 1].first_chunk = 0;
+            w->m[w->nm - 1].joined = 1;
             log_info("window", "window %" PRIu64 ": pid %d joined", w->id, (int)s->peer.pid);
             return;
         }
