@@ -38,6 +38,7 @@ static void usage(FILE *f)
 "  start-window [ID]      start a prepared window\n"
 "  end-window [ID]        end a window; prints the trace path and a summary\n"
 "  windows                list windows\n"
+"  merge -o OUT TRACE...  combine per-node traces into one (aligned timestamps)\n"
 "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
 "                         turn an archive (offline, no daemon needed) into a\n"
 "                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
@@ -646,6 +647,8 @@ int main(int argc, char **argv)
         return cmd_window_id(sub_argc, sub_argv, "window_end");
     if (strcmp(cmd, "windows") == 0)
         return cmd_windows(sub_argc, sub_argv);
+    if (strcmp(cmd, "merge") == 0)
+        return cuptimon__cli_merge(sub_argc, sub_argv);
     if (strcmp(cmd, "decode") == 0) {
         optind = 1;
         return cuptimon__cli_decode(sub_argc, sub_argv);
@@ -655,7 +658,7 @@ int main(int argc, char **argv)
         return 0;
     }
     fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: status, flush, begin-window, "
-                    "prepare-window, start-window, end-window, windows, decode)\n"
+                    "prepare-window, start-window, end-window, windows, merge, decode)\n"
                     "Try 'cuptimonctl --help' for more information.\n", cmd);
     return 2;
 }

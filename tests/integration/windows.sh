@@ -111,5 +111,21 @@ print(f"--at: started {d:.1f} ms after the asked time")
 PY
 wait "$SPAWNED" || fail "the --at workload failed"
 ctl windows | grep -q "window 2: done" || fail "windows does not list the finished windows"
+
+# merge: the same node trace twice (as if from two nodes whose pids collide)
+# plus the --at window: one trace, every event kept, colliding pids renumbered.
+w1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
+w2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/at-end.json")
+"$CTL" merge -o "$T/merged.json" "$w1" "$w1" "$w2" 2>"$T/merge.err" || fail "merge failed: $(cat "$T/merge.err")"
+python3 - "$w1" "$w2" "$T/merged.json" <<'PY'
+import json, sys
+a, b, m = (json.load(open(p)) for p in sys.argv[1:])
+n = lambda t: len(t["traceEvents"])
+assert n(m) == 2 * n(a) + n(b), f"merged {n(m)} events, want {2 * n(a) + n(b)}"
+pa = {e["pid"] for e in a["traceEvents"] if "pid" in e}
+pm = {e["pid"] for e in m["traceEvents"] if "pid" in e}
+assert len(pm) >= 2 * len(pa), f"colliding pids were not renumbered: {sorted(pm)}"
+print(f"merge: {n(m)} events, {len(pm)} processes")
+PY
 stop_daemon
 echo "ok"

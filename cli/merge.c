@@ -1,0 +1,180 @@
+/*
+ * cuptimonctl merge: per-node window traces (from the same --at window run
+ * on many nodes) into one trace: timestamps moved onto one base, and
+ * processes whose pids collide across nodes given distinct ones.
+ *
+ * Each input is parsed whole with json-c, so memory is about the size of
+ * the largest input; the output is written event by event.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: cuptimonctl merge -o OUTPUT TRACE.json...\n"
+"Merge Chrome/Perfetto traces written by cuptimon (window traces or decoded\n"
+"archives, typically one per node from the same 'begin-window --at T') into\n"
+"one trace.  Timestamps are moved onto the earliest input's base\n"
+"(otherData.base_unix_ns), and a pid seen in more than one input is renumbered\n"
+"in the later ones (the process name keeps the host and the real pid).\n"
+"\n"
+"  -o, --output=FILE   the merged trace (written to FILE.tmp, then renamed)\n"
+"  -h, --help          show this help\n");
+}
+
+static int64_t base_of(json_object *t)
+{
+    json_object *od, *b;
+    if (json_object_object_get_ex(t, "otherData", &od) &&
+        json_object_object_get_ex(od, "base_unix_ns", &b))
+        return json_object_get_int64(b);
+    return 0;
+}
+
+int cuptimon__cli_merge(int argc, char **argv)
+{
+    static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *out = NULL;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        if (opt == 'o')
+            out = optarg;
+        else if (opt == 'h') {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "Try 'cuptimonctl merge --help' for more information.\n");
+            return 2;
+        }
+    }
+    int n = argc - optind;
+    if (!out || n < 1) {
+        fprintf(stderr, "cuptimonctl merge: %s\nTry 'cuptimonctl merge --help' for more information.\n",
+                !out ? "-o OUTPUT is required" : "no input traces given");
+        return 2;
+    }
+    /* First pass over the inputs: their bases, and which pids each uses. */
+    int64_t base = 0;
+    int64_t *bases = calloc((size_t)n, sizeof *bases);
+    for (int i = 0; i < n && bases; i++) {
+        json_object *t = json_object_from_file(argv[optind + i]);
+        if (!t || !json_object_is_type(t, json_type_object)) {
+            fprintf(stderr, "cuptimonctl merge: %s is not a JSON trace: %s\n", argv[optind + i],
+                    json_util_get_last_err() ? json_util_get_last_err() : "not an object");
+            json_object_put(t);
+            free(bases);
+            return 1;
+        }
+        bases[i] = base_of(t);
+        if (bases[i] && (!base || bases[i] < base))
+            base = bases[i];
+        json_object_put(t);
+    }
+    if (!bases)
+        return 1;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "cuptimonctl merge: cannot create %s: %s\n", tmp, strerror(errno));
+        free(bases);
+        return 1;
+    }
+    fputs("{\"traceEvents\":[\n", f);
+    json_object *sources = json_object_new_array(), *used = json_object_new_object();
+    int first = 1, rc = 0;
+    uint64_t events = 0;
+    for (int i = 0; i < n; i++) {
+        json_object *t = json_object_from_file(argv[optind + i]), *evs;
+        if (!t || !json_object_object_get_ex(t, "traceEvents", &evs) ||
+            !json_object_is_type(evs, json_type_array)) {
+            fprintf(stderr, "cuptimonctl merge: %s has no traceEvents array\n", argv[optind + i]);
+            json_object_put(t);
+            rc = 1;
+            break;
+        }
+        /* This input's pids: renumber those an earlier input used. */
+        json_object *remap = json_object_new_object();
+        size_t len = json_object_array_length(evs);
+        for (size_t k = 0; k < len; k++) {
+            json_object *e = json_object_array_get_idx(evs, k), *pid;
+            if (!json_object_object_get_ex(e, "pid", &pid))
+                continue;
+            char key[32];
+            snprintf(key, sizeof key, "%" PRId64, json_object_get_int64(pid));
+            json_object *m;
+            if (json_object_object_get_ex(remap, key, &m))
+                continue;
+            int64_t np = json_object_get_int64(pid);
+            if (json_object_object_get_ex(used, key, NULL))
+                np = ((int64_t)(i + 1) << 24) | (np & 0xffffff);
+            json_object_object_add(remap, key, json_object_new_int64(np));
+        }
+        json_object_object_foreach(remap, rk, rv)
+        {
+            char key[32];
+            snprintf(key, sizeof key, "%" PRId64, json_object_get_int64(rv));
+            json_object_object_add(used, rk, json_object_new_boolean(1));
+            json_object_object_add(used, key, json_object_new_boolean(1));
+        }
+        double shift_us = bases[i] && base ? (double)(bases[i] - base) / 1000.0 : 0.0;
+        for (size_t k = 0; k < len; k++) {
+            json_object *e = json_object_array_get_idx(evs, k), *v;
+            if (json_object_object_get_ex(e, "pid", &v)) {
+                char key[32];
+                snprintf(key, sizeof key, "%" PRId64, json_object_get_int64(v));
+                json_object *m;
+                if (json_object_object_get_ex(remap, key, &m))
+                    json_object_object_add(e, "pid", json_object_new_int64(json_object_get_int64(m)));
+            }
+            if (shift_us != 0.0 && json_object_object_get_ex(e, "ts", &v))
+                json_object_object_add(e, "ts", json_object_new_double(json_object_get_double(v) + shift_us));
+            fputs(first ? "" : ",\n", f);
+            fputs(json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
+                                                        JSON_C_TO_STRING_NOSLASHESCAPE), f);
+            first = 0;
+            events++;
+        }
+        json_object *src = json_object_new_object();
+        json_object_object_add(src, "file", json_object_new_string(argv[optind + i]));
+        json_object_object_add(src, "base_unix_ns", json_object_new_int64(bases[i]));
+        json_object_object_add(src, "pids", remap);
+        json_object_array_add(sources, src);
+        json_object_put(t);
+    }
+    json_object *other = json_object_new_object();
+    json_object_object_add(other, "base_unix_ns", json_object_new_int64(base));
+    json_object_object_add(other, "merged_from", sources);
+    fprintf(f, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":%s}\n",
+            json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(other);
+    json_object_put(used);
+    free(bases);
+    if (fclose(f) != 0 || rc != 0) {
+        if (rc == 0)
+            fprintf(stderr, "cuptimonctl merge: writing %s failed: %s\n", tmp, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    if (rename(tmp, out) < 0) {
+        fprintf(stderr, "cuptimonctl merge: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    fprintf(stderr, "cuptimonctl merge: %d trace(s), %" PRIu64 " events -> %s\n", n, events, out);
+    return 0;
+}
