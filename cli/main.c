@@ -250,7 +250,10 @@ static int cmd_status(int argc, char **argv)
                " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s\n",
                geti(s, "session"), geti(s, "pid"), geti(s, "uid"), ident, geti(s, "cupti_version"),
                geti(s, "buffers_received"), bytes, geti(s, "records"), geti(s, "dropped_records"),
-               geti(s, "lost_buffers"), fl, connected ? "" : " (ended)");
+               geti(s, "lost_buffers"), fl,
+               strcmp(gets_(s, "cupti"), "taken by another tool") == 0 ? " (cupti: taken by another tool)"
+               : connected                                             ? ""
+                                                                       : " (ended)");
     }
     json_object_put(st);
     return 0;

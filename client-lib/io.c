@@ -295,6 +295,32 @@ static void on_release(struct io *io, const uint8_t *body, size_t len)
     pthread_mutex_unlock(&s->qlock);
 }
 
+/* A forced flush returns every buffer CUPTI holds.  A slot CUPTI got
+ * before it and still holds after it was completed to someone else: another
+ * client replaced our callbacks (possible only when the shim is injected,
+ * not preloaded).  Those slots are gone for good; count them as lost, and
+ * say so in status. */
+static void check_taken(struct shim *s, uint64_t gen)
+{
+    uint32_t lost = 0;
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        if (atomic_load(&s->slot_state[i]) == SLOT_CUPTI && atomic_load(&s->slot_gen[i]) < gen) {
+            /* Leave the slot marked: if it ever comes back it is ours again;
+             * set the generation so that it is counted once. */
+            atomic_store(&s->slot_gen[i], UINT64_MAX);
+            lost++;
+        }
+    }
+    if (lost) {
+        atomic_fetch_add(&s->buffers_lost, lost);
+        if (!atomic_exchange(&s->cupti_taken, 1))
+            cuptimon__log("another CUPTI client took the activity callbacks (%u buffer(s) were "
+                          "completed to it); this process is no longer traced. Preload the shim "
+                          "(LD_PRELOAD) to share CUPTI with other tools.",
+                          lost);
+    }
+}
+
 static void on_flush(struct io *io, const uint8_t *body, size_t len)
 {
     struct shim *s = io->s;
@@ -302,16 +328,20 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     if (cuptimon__flush_decode(body, len, &f) < 0)
         return;
     uint64_t before = atomic_load(&s->buffers_completed);
+    uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
     /* cuptiActivityFlushAll delivers the buffers through the completion
      * callback before it returns, so everything it produced is queued
      * when FLUSH_DONE is framed after it. */
     s->cupti.FlushAll(f.forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    if (f.forced)
+        check_taken(s, gen);
     collect(io);
     struct cuptimon_flush_done d = {.flush_id = f.flush_id,
                                     .buffers = atomic_load(&s->buffers_completed) - before,
                                     .buffers_lost = atomic_load(&s->buffers_lost),
                                     .requests_declined = atomic_load(&s->requests_declined),
-                                    .foreign_buffers = atomic_load(&s->foreign_buffers)};
+                                    .foreign_buffers = atomic_load(&s->foreign_buffers),
+                                    .flags = (atomic_load(&s->cupti_taken) ? CUPTIMON_SHIM_CUPTI_TAKEN : 0)};
     uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
     cuptimon__flush_done_encode(out, &d);
     cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);

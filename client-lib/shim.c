@@ -353,10 +353,11 @@ static int pool_create(struct shim *s)
     s->free_next = calloc(s->nslots, sizeof *s->free_next);
     s->slot_state = calloc(s->nslots, sizeof *s->slot_state);
     s->slot_used = calloc(s->nslots, sizeof *s->slot_used);
+    s->slot_gen = calloc(s->nslots, sizeof *s->slot_gen);
     s->ring = calloc(s->nslots, sizeof *s->ring);
     s->intern = calloc(INTERN_CAP, sizeof *s->intern);
     s->intern_cap = INTERN_CAP;
-    if (!s->free_next || !s->slot_state || !s->slot_used || !s->ring || !s->intern)
+    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->ring || !s->intern)
         return -ENOMEM;
     for (uint32_t i = s->nslots; i-- > 0;)
         cuptimon__slot_free(s, i);
@@ -463,6 +464,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
         return;
     }
     atomic_store_explicit(&s->slot_state[idx], SLOT_CUPTI, memory_order_relaxed);
+    atomic_store_explicit(&s->slot_gen[idx], atomic_load(&s->flush_gen), memory_order_relaxed);
     *buffer = s->pool + (size_t)idx * s->slot_size;
     *size = s->slot_size;
 }

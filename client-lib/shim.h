@@ -63,6 +63,9 @@ struct shim {
     _Atomic uint32_t *free_next;
     _Atomic uint8_t *slot_state;
     uint64_t *slot_used; /* valid bytes per slot, for zeroing on release */
+    _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */
+    _Atomic uint64_t flush_gen;
+    _Atomic int cupti_taken; /* another client took the callbacks */
     _Atomic uint32_t pool_free;
 
     /* completion -> IO thread queue, under qlock */

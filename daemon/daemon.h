@@ -101,6 +101,7 @@ struct session {
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
     uint64_t strings_received;
     uint64_t shim_lost, shim_declined, shim_foreign; /* the shim's totals, from FLUSH_DONE */
+    int cupti_taken; /* the shim says another CUPTI client took the callbacks */
     uint64_t seq_next;  /* one past the highest buffer sequence number received */
     struct window *window; /* the open window this session is in, if any */
 

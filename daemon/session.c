@@ -429,6 +429,11 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
     s->shim_lost = f.buffers_lost;
     s->shim_declined = f.requests_declined;
     s->shim_foreign = f.foreign_buffers;
+    if ((f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) && !s->cupti_taken)
+        log_warn("session", "session %" PRIu64 " (pid %d): another CUPTI client took the activity "
+                 "callbacks; the process is no longer traced (preload the shim to share CUPTI)",
+                 s->id, (int)s->peer.pid);
+    s->cupti_taken = (f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) != 0;
     control_flush_progress(s->d, s, f.flush_id, 0);
 }
 
@@ -617,6 +622,8 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "write_errors", json_object_new_int64((int64_t)s->write_errors));
     json_object_object_add(o, "requests_declined", json_object_new_int64((int64_t)s->shim_declined));
     json_object_object_add(o, "foreign_buffers", json_object_new_int64((int64_t)s->shim_foreign));
+    json_object_object_add(o, "cupti", json_object_new_string(s->cupti_taken ? "taken by another tool"
+                                                                             : "ours"));
     json_object_object_add(o, "protocol_errors", json_object_new_int64((int64_t)s->protocol_errors));
     json_object_object_add(o, "strings", json_object_new_int64((int64_t)s->strings_received));
     json_object_object_add(o, "queued", json_object_new_int64((int64_t)(s->qlen + s->work_len)));

@@ -101,8 +101,15 @@ struct cuptimon_flush_done {
     uint64_t buffers_lost;      /* slots reclaimed when a daemon went away */
     uint64_t requests_declined; /* CUPTI asked for a buffer, the pool was empty */
     uint64_t foreign_buffers;   /* completions of buffers the shim does not own */
+    uint64_t flags;             /* CUPTIMON_SHIM_* below */
 };
-#define CUPTIMON_FLUSH_DONE_SIZE 40u
+#define CUPTIMON_FLUSH_DONE_SIZE 48u
+/* Another CUPTI client took the activity callbacks (the shim was injected,
+ * not preloaded, so it could not share): buffers CUPTI held were completed
+ * elsewhere. */
+#define CUPTIMON_SHIM_CUPTI_TAKEN 0x1ull
+/* Another tool shares CUPTI through the preloaded shim right now. */
+#define CUPTIMON_SHIM_SHARING 0x2ull
 
 /*
  * STRINGS body: uint32 count, uint32 reserved, then `count` entries of

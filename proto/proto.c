@@ -209,6 +209,7 @@ void cuptimon__flush_done_encode(uint8_t out[CUPTIMON_FLUSH_DONE_SIZE],
     cuptimon__put_u64(out + 16, m->buffers_lost);
     cuptimon__put_u64(out + 24, m->requests_declined);
     cuptimon__put_u64(out + 32, m->foreign_buffers);
+    cuptimon__put_u64(out + 40, m->flags);
 }
 
 int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon_flush_done *m)
@@ -220,6 +221,7 @@ int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon
     m->buffers_lost = cuptimon__get_u64(body + 16);
     m->requests_declined = cuptimon__get_u64(body + 24);
     m->foreign_buffers = cuptimon__get_u64(body + 32);
+    m->flags = cuptimon__get_u64(body + 40);
     return 0;
 }
 

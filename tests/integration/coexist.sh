@@ -11,8 +11,18 @@ TOOL=$top_builddir/tests/fakecupti/cuptimon-othertool
 start_daemon
 LD_PRELOAD="${ASAN_RT:+$ASAN_RT }$SHIM" "$TOOL" "$T/pre.json" 3000 2000 3000 \
     || fail "the job with its own CUPTI tool failed under the preloaded shim"
-CUDA_INJECTION64_PATH=$SHIM "$TOOL" "$T/inj.json" 1000 500 1000 2>"$T/inj.err" \
-    || fail "the job with its own CUPTI tool failed under the injected shim"
+# Injected only, the shim cannot share: the tool takes CUPTI over.  The job
+# and the tool finish, and status says what happened.
+OTHERTOOL_LINGER_MS=3000 CUDA_INJECTION64_PATH=$SHIM "$TOOL" "$T/inj.json" 1000 500 1000 \
+    2>"$T/inj.err" &
+inj=$!
+wait_for 100 test -s "$T/inj.json" || fail "the injected job did not get through its profiles"
+ctl flush --forced >/dev/null
+taken() { ctl status --json | python3 -c 'import json,sys; s=[x for x in json.load(sys.stdin)["sessions"] if x["pid"]=='"$inj"']; sys.exit(0 if s and s[0]["cupti"]=="taken by another tool" else 1)'; }
+wait_for 30 taken || { ctl status --json; fail "status does not say that another tool took CUPTI"; }
+ctl status | grep -q "cupti: taken by another tool" || fail "the status table does not say it"
+wait "$inj" || fail "the job with its own CUPTI tool failed under the injected shim"
+grep -q "another CUPTI client took the activity callbacks" "$T/inj.err" || fail "the shim did not say so on stderr"
 stop_daemon
 
 "$CTL" decode "$T/out" --summary-out "$T/sum.json" -o /dev/null

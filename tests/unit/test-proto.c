@@ -277,7 +277,7 @@ static const struct {
 } stream_frames[] = {
     {CUPTIMON_MSG_HELLO, "{\"pid\":1}", 9},
     {CUPTIMON_MSG_BYE, NULL, 0},
-    {CUPTIMON_MSG_FLUSH_DONE, "0123456789abcdef0123456789abcdef01234567", 40},
+    {CUPTIMON_MSG_FLUSH_DONE, "0123456789abcdef0123456789abcdef0123456789abcdef", 48},
     {CUPTIMON_MSG_CONTROL, "{}", 2},
     {CUPTIMON_MSG_REPLY_OK, "x", 1},
 };
@@ -613,13 +613,15 @@ START_TEST(test_flush_done)
                                           .buffers = 0xf1f2f3f4f5f6f7f8ull,
                                           .buffers_lost = 0x0102030405060708ull,
                                           .requests_declined = 0x1112131415161718ull,
-                                          .foreign_buffers = 0x2122232425262728ull};
+                                          .foreign_buffers = 0x2122232425262728ull,
+                                          .flags = 0x3132333435363738ull};
     static const uint8_t want[CUPTIMON_FLUSH_DONE_SIZE] = {
         0xe8, 0xe7, 0xe6, 0xe5, 0xe4, 0xe3, 0xe2, 0xe1, /* flush_id */
         0xf8, 0xf7, 0xf6, 0xf5, 0xf4, 0xf3, 0xf2, 0xf1, /* buffers */
         0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* buffers_lost */
         0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* requests_declined */
         0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, /* foreign_buffers */
+        0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31, /* flags */
     };
     uint8_t out[CUPTIMON_FLUSH_DONE_SIZE + 1];
     memset(out, 0xee, sizeof out);
@@ -635,6 +637,7 @@ START_TEST(test_flush_done)
     ck_assert_uint_eq(m.buffers_lost, v.buffers_lost);
     ck_assert_uint_eq(m.requests_declined, v.requests_declined);
     ck_assert_uint_eq(m.foreign_buffers, v.foreign_buffers);
+    ck_assert_uint_eq(m.flags, v.flags);
 
     ck_assert_int_eq(cuptimon__flush_done_decode(out, CUPTIMON_FLUSH_DONE_SIZE - 1, &m), -EBADMSG);
     ck_assert_int_eq(cuptimon__flush_done_decode(out, CUPTIMON_FLUSH_DONE_SIZE + 1, &m), -EBADMSG);
@@ -647,7 +650,7 @@ START_TEST(test_body_sizes)
     ck_assert_uint_eq(CUPTIMON_BUFFER_READY_SIZE, 2 * 4 + 7 * 8);
     ck_assert_uint_eq(CUPTIMON_BUFFER_RELEASE_SIZE, 4 + 4 + 8);
     ck_assert_uint_eq(CUPTIMON_FLUSH_SIZE, 8 + 4 + 4);
-    ck_assert_uint_eq(CUPTIMON_FLUSH_DONE_SIZE, 5 * 8);
+    ck_assert_uint_eq(CUPTIMON_FLUSH_DONE_SIZE, 6 * 8);
     ck_assert_uint_eq(CUPTIMON_STRINGS_HDR_SIZE, 4 + 4);
     ck_assert_uint_eq(CUPTIMON_STRING_ENTRY_HDR, 8 + 4);
 }
