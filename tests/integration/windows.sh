@@ -72,7 +72,12 @@ for i in (0, 1, 4):
     extra = kern & mustnot
     assert not extra, f"pid {pid}: {len(extra)} kernels launched outside the window were kept"
     # Every kept kernel has its launch API call, and every API call starts inside.
-    assert kern <= set(api), f"pid {pid}: kernels without their API call: {len(kern - set(api))}"
+    # The joiner's first kernels were launched before the window's API kinds
+    # reached it: those (and only those) have no API call.
+    orphans = kern - set(api)
+    if i == 4 and api:
+        orphans = {c for c in orphans if c > min(api)}
+    assert not orphans, f"pid {pid}: kernels without their API call: {len(orphans)}"
     for e in api.values():
         ts = base + round(float(e["ts"]) * 1000)
         assert start_ns - 1000 <= ts <= end_ns + 1000, f"API call at {ts} outside [{start_ns}, {end_ns}]"
