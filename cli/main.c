@@ -171,7 +171,7 @@ static int cmd_status(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int json = 0, opt;
-    optind = 1;
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
         if (opt == 'j')
             json = 1;
@@ -268,7 +268,7 @@ static int cmd_flush(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     int forced = 0, json = 0, opt;
     double timeout = 5;
-    optind = 1;
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "ft:jh", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
@@ -415,7 +415,7 @@ static int cmd_window_open(int argc, char **argv, const char *op)
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
-    optind = 1;
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:Jh", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
@@ -526,7 +526,7 @@ static int cmd_window_id(int argc, char **argv, const char *op)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int opt, json = 0;
-    optind = 1;
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
         if (opt == 'J')
             json = 1;
@@ -653,7 +653,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "merge") == 0)
         return cuptimon__cli_merge(sub_argc, sub_argv);
     if (strcmp(cmd, "decode") == 0) {
-        optind = 1;
+        optind = 0; /* glibc: 0 re-initialises getopt after the global options */
         return cuptimon__cli_decode(sub_argc, sub_argv);
     }
     if (strcmp(cmd, "help") == 0) {

@@ -49,7 +49,7 @@ int cuptimon__cli_merge(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     const char *out = NULL;
     int opt;
-    optind = 1;
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         if (opt == 'o')
             out = optarg;
