@@ -59,7 +59,9 @@ base = trace["otherData"]["base_unix_ns"]
 for i in (0, 1, 4):
     pid = reports[i]["pid"]
     kern = {e["args"]["correlation"] for e in events[pid] if e["cat"] == "kernel"}
-    api = {e["args"]["correlation"]: e for e in events[pid] if e["cat"] == "cuda_runtime"}
+    # A launch's API call is its runtime or its driver record (at the edges
+    # of the window one of the two kinds can be on without the other).
+    api = {e["args"]["correlation"]: e for e in events[pid] if e["cat"] in ("cuda_runtime", "cuda_driver")}
     launches = [tuple(map(int, l.split())) for l in open(f"{T}/log{i}.txt")]
     must, mustnot = set(), set()
     for corr, before, after in launches:
