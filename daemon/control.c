@@ -7,7 +7,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +191,7 @@ int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *i
 
 /* ---- requests ----------------------------------------------------------- */
 
-static json_object *status_json(struct daemon *d)
+static json_object *status_json(struct daemon *d, const struct conn *conn)
 {
     json_object *o = json_object_new_object(), *dm = json_object_new_object(),
                 *ss = json_object_new_array();
@@ -215,7 +217,8 @@ static json_object *status_json(struct daemon *d)
     size_t n = session_count(d), i = 0;
     const struct session **arr = calloc(n ? n : 1, sizeof *arr);
     for (const struct session *s = d->sessions; s && arr; s = s->next)
-        arr[i++] = s;
+        if (!conn->restricted || s->peer.uid == conn->peer.uid)
+            arr[i++] = s;
     while (arr && i > 0)
         json_object_array_add(ss, session_status(arr[--i]));
     free(arr);
@@ -274,7 +277,7 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
         goto out;
     }
     if (strcmp(op, "status") == 0) {
-        json_object *st = status_json(d);
+        json_object *st = status_json(d, conn);
         conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, st);
         json_object_put(st);
     } else if (strcmp(op, "flush") == 0) {
@@ -288,7 +291,20 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
             }
         }
         c->refs++;
-        if (flush_all(d, forced, timeout, flush_reply, c) < 0) {
+        /* A user who is not an operator flushes their own processes only. */
+        uint64_t *ids = NULL;
+        size_t nids = 0;
+        if (conn->restricted) {
+            ids = calloc(session_count(d) + 1, sizeof *ids);
+            for (struct session *s = d->sessions; ids && s; s = s->next)
+                if (s->peer.uid == conn->peer.uid)
+                    ids[nids++] = s->id;
+        }
+        int frc = conn->restricted ? (ids ? flush_some(d, forced, timeout, ids, nids, flush_reply, c)
+                                          : -ENOMEM)
+                                   : flush_all(d, forced, timeout, flush_reply, c);
+        free(ids);
+        if (frc < 0) {
             c->refs--;
             conn_send_error(conn, "ENOMEM", "cannot start the flush");
         }
@@ -316,6 +332,29 @@ static void on_ctl_close(struct conn *conn)
     ctl_unref(c);
 }
 
+static int is_operator(const struct daemon *d, const struct cuptimon_peer *peer)
+{
+    if (peer->uid == 0 || peer->uid == geteuid())
+        return 1;
+    if (d->cfg.control_gid < 0)
+        return 0;
+    if (peer->gid == (gid_t)d->cfg.control_gid)
+        return 1;
+    /* Supplementary groups: from the user database, as login would. */
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwuid_r(peer->uid, &pw, buf, sizeof buf, &res) != 0 || !res)
+        return 0;
+    gid_t groups[256];
+    int n = 256;
+    if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == (gid_t)d->cfg.control_gid)
+            return 1;
+    return 0;
+}
+
 void control_accept(struct daemon *d, int fd)
 {
     struct cuptimon_peer peer;
@@ -336,15 +375,13 @@ void control_accept(struct daemon *d, int fd)
         return;
     }
     c->conn->peer = peer;
-    if (peer.uid != 0 && peer.uid != geteuid()) {
-        d->refused_controls++;
-        log_warn("control", "refused control from uid %u pid %d: only root and uid %u may "
-                 "control this daemon", (unsigned)peer.uid, (int)peer.pid, (unsigned)geteuid());
-        conn_send_error(c->conn, "EACCES",
-                        "uid %u may not control this daemon (only root and uid %u may)",
-                        (unsigned)peer.uid, (unsigned)geteuid());
-        conn_close(c->conn);
-    }
+    /* Operators (root, the daemon's user, the control group) see and steer
+     * every session; any other user only their own processes.  The check
+     * is on the kernel's word (SO_PEERCRED), never on what a client says. */
+    c->conn->restricted = !is_operator(d, &peer);
+    if (c->conn->restricted)
+        log_debug("control", "uid %u pid %d: limited to its own sessions", (unsigned)peer.uid,
+                  (int)peer.pid);
 }
 
 void control_shutdown(struct daemon *d)

@@ -29,6 +29,7 @@ struct conn {
     int pending_fd;  /* received with the bytes now in `in` */
     int watching;    /* current uv_poll events */
     struct cuptimon_peer peer;
+    int restricted; /* control: this peer may see and act on its own uid's sessions only */
     struct cuptimon_buf in, out;
     size_t out_max;
     conn_msg_cb on_msg;
@@ -118,6 +119,7 @@ struct daemon_config {
     int log_level;
     double flush_timeout_s;
     uint64_t window_max_events;
+    long control_gid; /* members may control the daemon fully; -1: none */
 };
 
 struct daemon {
@@ -180,6 +182,6 @@ void window_session_joined(struct daemon *d, struct session *s);
 void window_session_gone(struct daemon *d, struct session *s);
 /* Fails every open window and frees them (shutdown). */
 void window_shutdown(struct daemon *d);
-json_object *window_list(struct daemon *d);
+json_object *window_list(struct daemon *d, const struct conn *conn);
 
 #endif

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +62,9 @@ static void usage(FILE *f)
 "  -z, --compress-level=N     zstd level for archive chunks, 0 = store raw\n"
 "                             (default 1)\n"
 "  -l, --log-level=LEVEL      err, warning, notice, info or debug (default info)\n"
+"  -g, --control-group=GROUP  members of GROUP may control every session (as\n"
+"                             root and the daemon's own user may); any other\n"
+"                             user sees and steers only their own processes\n"
 "  -h, --help                 show this help and exit\n"
 "  -V, --version              show the version and exit\n"
 "\n"
@@ -296,6 +300,7 @@ int main(int argc, char **argv)
         {"segment-size", required_argument, NULL, 'S'},
         {"compress-level", required_argument, NULL, 'z'},
         {"log-level", required_argument, NULL, 'l'},
+        {"control-group", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -308,7 +313,8 @@ int main(int argc, char **argv)
     d.cfg.compress_level = 1;
     d.cfg.flush_timeout_s = 5.0;
     d.cfg.window_max_events = 50000000;
-    while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:hV", opts, NULL)) != -1) {
+    d.cfg.control_gid = -1;
+    while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:g:hV", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 's':
@@ -361,6 +367,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'g': {
+            struct group *gr = getgrnam(optarg);
+            if (!gr) {
+                fprintf(stderr, "cuptimond: --control-group '%s': no such group\n", optarg);
+                return 2;
+            }
+            d.cfg.control_gid = (long)gr->gr_gid;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -430,11 +445,12 @@ int main(int argc, char **argv)
         fcntl(fd, F_SETFD, FD_CLOEXEC);
         d.activated = 1;
     }
-    /* Producers of every user may connect (each speaks only for itself);
-     * the control socket is for this user and root. */
+    /* Producers of every user may connect (each speaks only for itself). */
     if (d.listen_fd < 0 && (d.listen_fd = listen_at(d.cfg.socket_path, 0666)) < 0)
         return 1;
-    if (d.control_fd < 0 && (d.control_fd = listen_at(d.cfg.control_path, 0600)) < 0) {
+    /* The control socket is open to every user: what each may do is
+     * decided per connection from SO_PEERCRED (control.c). */
+    if (d.control_fd < 0 && (d.control_fd = listen_at(d.cfg.control_path, 0666)) < 0) {
         if (!d.activated)
             unlink(d.cfg.socket_path);
         return 1;

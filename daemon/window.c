@@ -56,6 +56,7 @@ struct selector {
 struct window {
     struct daemon *d;
     uint64_t id;
+    int64_t owner_uid; /* -1: an operator's window */
     int state;
     struct selector sel;
     uint32_t kinds[MAX_KINDS];
@@ -520,21 +521,30 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- ops ------------------------------------------------------------------ */
 
-static struct window *find_window(struct daemon *d, json_object *req, char *why, size_t wl)
+static int may_see(const struct conn *conn, const struct window *w)
+{
+    return !conn->restricted || w->owner_uid == (int64_t)conn->peer.uid;
+}
+
+static struct window *find_window(struct daemon *d, const struct conn *conn, json_object *req,
+                                  char *why, size_t wl)
 {
     json_object *v;
     if (json_object_object_get_ex(req, "window", &v)) {
         uint64_t id = (uint64_t)json_object_get_int64(v);
         for (struct window *w = d->windows; w; w = w->next)
-            if (w->id == id)
+            if (w->id == id && may_see(conn, w))
                 return w;
-        snprintf(why, wl, "there is no window %" PRIu64, id);
+        snprintf(why, wl, "there is no window %" PRIu64 "%s", id,
+                 conn->restricted ? " of yours" : "");
         return NULL;
     }
-    /* No id: the newest window. */
-    if (!d->windows)
-        snprintf(why, wl, "there is no window (open one with begin-window)");
-    return d->windows;
+    /* No id: the newest window this client may see. */
+    for (struct window *w = d->windows; w; w = w->next)
+        if (may_see(conn, w))
+            return w;
+    snprintf(why, wl, "there is no window (open one with begin-window)");
+    return NULL;
 }
 
 static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
@@ -547,10 +557,40 @@ static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, in
         return;
     }
     w->d = d;
+    w->owner_uid = -1;
     if (parse_selector(req, &w->sel, why, sizeof why) < 0 || parse_kinds(req, w, why, sizeof why) < 0) {
         send_err(conn, "EINVAL", "%s", why);
         free(w);
         return;
+    }
+    if (conn->restricted) {
+        /* Any user may open a window over their own processes only. */
+        uid_t me = conn->peer.uid;
+        if (w->sel.uid >= 0 && (uid_t)w->sel.uid != me) {
+            log_warn("window", "refused: uid %u pid %d asked for a window over uid %" PRId64,
+                     (unsigned)me, (int)conn->peer.pid, w->sel.uid);
+            send_err(conn, "EACCES", "uid %u may open windows over its own processes only, not "
+                     "uid %" PRId64, (unsigned)me, w->sel.uid);
+            free(w);
+            return;
+        }
+        for (int i = 0; i < w->sel.npids; i++) {
+            for (struct session *s = d->sessions; s; s = s->next) {
+                if (s->peer.pid == w->sel.pids[i] && s->peer.uid != me) {
+                    log_warn("window", "refused: uid %u pid %d asked for a window over pid %d "
+                             "of uid %u", (unsigned)me, (int)conn->peer.pid, (int)s->peer.pid,
+                             (unsigned)s->peer.uid);
+                    send_err(conn, "EACCES", "pid %d is not yours (uid %u): uid %u may open "
+                             "windows over its own processes only", (int)s->peer.pid,
+                             (unsigned)s->peer.uid, (unsigned)me);
+                    free(w);
+                    return;
+                }
+            }
+        }
+        w->sel.uid = me;
+        w->sel.all = 0;
+        w->owner_uid = me;
     }
     if (json_object_object_get_ex(req, "duration_s", &v)) {
         w->duration_s = json_object_get_double(v);
@@ -640,7 +680,7 @@ static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, in
 static void op_start(struct daemon *d, struct conn *conn, json_object *req)
 {
     char why[200];
-    struct window *w = find_window(d, req, why, sizeof why);
+    struct window *w = find_window(d, conn, req, why, sizeof why);
     if (!w) {
         send_err(conn, "ENOENT", "%s", why);
         return;
@@ -658,7 +698,7 @@ static void op_start(struct daemon *d, struct conn *conn, json_object *req)
 static void op_end(struct daemon *d, struct conn *conn, json_object *req)
 {
     char why[200];
-    struct window *w = find_window(d, req, why, sizeof why);
+    struct window *w = find_window(d, conn, req, why, sizeof why);
     if (!w) {
         send_err(conn, "ENOENT", "%s", why);
         return;
@@ -693,18 +733,19 @@ void window_op(struct daemon *d, struct conn *conn, const char *op, json_object 
     else if (strcmp(op, "window_end") == 0)
         op_end(d, conn, req);
     else if (strcmp(op, "windows") == 0) {
-        json_object *o = window_list(d);
+        json_object *o = window_list(d, conn);
         conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
         json_object_put(o);
     } else
         send_err(conn, "EOPNOTSUPP", "unknown window op \"%s\"", op);
 }
 
-json_object *window_list(struct daemon *d)
+json_object *window_list(struct daemon *d, const struct conn *conn)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
     for (struct window *w = d->windows; w; w = w->next)
-        json_object_array_add(a, window_json(w));
+        if (may_see(conn, w))
+            json_object_array_add(a, window_json(w));
     json_object_object_add(o, "windows", a);
     return o;
 }

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Authorization, fail closed: a user who is not an operator sees only their
+# own sessions, flushes only them, and may open windows over their own
+# processes only; asking for someone else's is refused with a reason and
+# logged.  Runs the unprivileged side as 'nobody' (needs root and setpriv).
+. "$top_srcdir/tests/integration/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to act as a second user"; exit 77; }
+command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
+chmod 755 "$T"
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+# The build tree must be readable by nobody for its half of the test.
+as_nobody test -r "$SHIM" -a -x "$WORKLOAD" || { echo "SKIP: the build tree is not readable by nobody"; exit 77; }
+
+start_daemon
+spawn_workload --kernels 60000 --rate 20000 --report "$T/root.json"
+rootpid=$SPAWNED
+setpriv --reuid=65534 --regid=65534 --clear-groups env CUPTIMON_SOCKET="$CUPTIMON_SOCKET" \
+    CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" --kernels 60000 --rate 20000 &
+nobodypid=$!
+two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = 2 ]; }
+wait_for 100 two || fail "both workloads did not connect"
+
+nctl() { as_nobody "$CTL" --control-socket "$CUPTIMON_CONTROL_SOCKET" "$@"; }
+nctl status --json > "$T/nstatus.json" || fail "nobody cannot ask for status"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sessions"]; assert [x["pid"] for x in s]==[int(sys.argv[2])], s' \
+    "$T/nstatus.json" "$nobodypid" || fail "nobody sees other users' sessions: $(cat "$T/nstatus.json")"
+nctl flush --forced | grep -q "1 of 1 session" || fail "nobody's flush reached other sessions"
+set +e
+out=$(nctl begin-window --pid "$rootpid" 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "is not yours" || fail "a window over root's process was not refused: $rc $out"
+grep -q "refused: uid 65534" "$T/daemon.log" || fail "the refusal was not logged"
+set +e
+out=$(nctl begin-window --uid 0 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "own processes only" || fail "a window over uid 0 was not refused: $rc $out"
+# --all from nobody means nobody's own processes.
+nctl begin-window --all --json > "$T/nw.json" || fail "nobody cannot open a window over its own process"
+python3 -c 'import json,sys; w=json.load(open(sys.argv[1])); assert w["pids"]==[int(sys.argv[2])], w' \
+    "$T/nw.json" "$nobodypid" || fail "nobody's --all window holds other processes: $(cat "$T/nw.json")"
+# Root does not see nobody's window as an error, and nobody cannot end root's.
+ctl begin-window --pid "$rootpid" --json > "$T/rw.json"
+rid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"])' "$T/rw.json")
+set +e
+out=$(nctl end-window "$rid" 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "no window $rid of yours" || fail "nobody could end root's window: $rc $out"
+nctl end-window --json > "$T/nend.json" || fail "nobody cannot end its own window"
+ctl end-window "$rid" --json > /dev/null || fail "root cannot end its window"
+wait "$nobodypid"; wait "$rootpid"
+stop_daemon
+echo "ok"
