@@ -39,6 +39,7 @@ static void usage(FILE *f)
 "  end-window [ID]        end a window; prints the trace path and a summary\n"
 "  windows                list windows\n"
 "  merge -o OUT TRACE...  combine per-node traces into one (aligned timestamps)\n"
+"  reload                 make the daemon re-read its configuration file\n"
 "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
 "                         turn an archive (offline, no daemon needed) into a\n"
 "                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
@@ -650,6 +651,17 @@ int main(int argc, char **argv)
         return cmd_window_id(sub_argc, sub_argv, "window_end");
     if (strcmp(cmd, "windows") == 0)
         return cmd_windows(sub_argc, sub_argv);
+    if (strcmp(cmd, "reload") == 0) {
+        json_object *req = json_object_new_object();
+        json_object_object_add(req, "op", json_object_new_string("reload"));
+        json_object *r = call(req);
+        json_object_put(req);
+        if (!r)
+            return 1;
+        printf("reloaded %s\n", gets_(r, "reloaded"));
+        json_object_put(r);
+        return 0;
+    }
     if (strcmp(cmd, "merge") == 0)
         return cuptimon__cli_merge(sub_argc, sub_argv);
     if (strcmp(cmd, "decode") == 0) {
@@ -661,7 +673,7 @@ int main(int argc, char **argv)
         return 0;
     }
     fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: status, flush, begin-window, "
-                    "prepare-window, start-window, end-window, windows, merge, decode)\n"
+                    "prepare-window, start-window, end-window, windows, merge, reload, decode)\n"
                     "Try 'cuptimonctl --help' for more information.\n", cmd);
     return 2;
 }

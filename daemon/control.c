@@ -209,6 +209,15 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
     json_object_object_add(dm, "flush_period_s", json_object_new_double(d->cfg.flush_period_s));
     json_object_object_add(dm, "compress_level", json_object_new_int(d->cfg.compress_level));
     json_object_object_add(dm, "socket_activated", json_object_new_boolean(d->activated));
+    json_object_object_add(dm, "config", json_object_new_string(d->conf_path));
+    json_object *ret = json_object_new_object();
+    json_object_object_add(ret, "max_bytes", json_object_new_int64((int64_t)d->archive_max_bytes));
+    json_object_object_add(ret, "max_age_s", json_object_new_int64((int64_t)d->archive_max_age_s));
+    json_object_object_add(ret, "archive_bytes", json_object_new_int64((int64_t)d->last_sweep.bytes_after));
+    json_object_object_add(ret, "segments_deleted", json_object_new_int64((int64_t)d->last_sweep.segments_deleted));
+    json_object_object_add(ret, "over_cap", json_object_new_boolean(d->last_sweep.over_cap));
+    json_object_object_add(ret, "last_sweep_unix_ns", json_object_new_int64(d->last_sweep_ns));
+    json_object_object_add(dm, "retention", ret);
     json_object_object_add(dm, "sessions_total", json_object_new_int64((int64_t)d->sessions_total));
     json_object_object_add(dm, "refused_producers",
                            json_object_new_int64((int64_t)d->refused_producers));
@@ -310,6 +319,21 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
         }
     } else if (strncmp(op, "window", 6) == 0) {
         window_op(d, conn, op, req);
+    } else if (strcmp(op, "reload") == 0) {
+        char *err = NULL;
+        if (conn->restricted)
+            conn_send_error(conn, "EACCES", "uid %u may not reload the daemon's configuration",
+                            (unsigned)conn->peer.uid);
+        else if (daemon_reload(d, &err) < 0)
+            conn_send_error(conn, "EINVAL", "%s; the running configuration is kept",
+                            err ? err : "reload failed");
+        else {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "reloaded", json_object_new_string(d->conf_path));
+            conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+            json_object_put(o);
+        }
+        free(err);
     } else if (strcmp(op, "ping") == 0) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));

@@ -8,6 +8,8 @@
 #include <uv.h>
 
 #include "archive.h"
+#include "conf.h"
+#include "retention.h"
 #include "cuptimon-proto.h"
 #include "log.h"
 
@@ -141,7 +143,31 @@ struct daemon {
     int activated;
     char archive_root[600];
     uint64_t refused_producers, refused_controls;
+
+    /* configuration file and retention */
+    char conf_path[512];
+    unsigned given; /* CFG_* set on the command line: they win over the file */
+    uint64_t archive_max_bytes, archive_max_age_s;
+    double retention_period_s;
+    uv_timer_t retention_timer;
+    int retention_running;
+    uint64_t bytes_since_sweep;
+    struct cuptimon_live_set live;
+    struct cuptimon_retention_stats last_sweep;
+    int64_t last_sweep_ns;
 };
+
+enum {
+    CFG_SOCKET = 1 << 0, CFG_CONTROL = 1 << 1, CFG_OUTPUT = 1 << 2, CFG_FLUSH = 1 << 3,
+    CFG_SEGMENT = 1 << 4, CFG_ZLEVEL = 1 << 5, CFG_LOG = 1 << 6, CFG_GROUP = 1 << 7,
+};
+
+/* main.c: re-reads the configuration file; 0, or -errno with *err set (the
+ * running configuration is then kept). */
+int daemon_reload(struct daemon *d, char **err);
+/* Called as archive bytes are written: starts a retention sweep early when
+ * enough was written since the last one that the cap could be passed. */
+void daemon_wrote(struct daemon *d, uint64_t bytes);
 
 int64_t unix_ns_now(void);
 

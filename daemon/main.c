@@ -65,6 +65,11 @@ static void usage(FILE *f)
 "  -g, --control-group=GROUP  members of GROUP may control every session (as\n"
 "                             root and the daemon's own user may); any other\n"
 "                             user sees and steers only their own processes\n"
+"      --config=FILE          the configuration file (default:\n"
+"                             /etc/cuptimon/cuptimond.conf for root, else\n"
+"                             ~/.config/cuptimon/cuptimond.conf); options given\n"
+"                             here win over it; SIGHUP re-reads it\n"
+"      --check-config         print the effective configuration and exit\n"
 "  -h, --help                 show this help and exit\n"
 "  -V, --version              show the version and exit\n"
 "\n"
@@ -72,7 +77,8 @@ static void usage(FILE *f)
 "/run/cuptimon for root, else /tmp/cuptimon-UID.  Shims find the socket there\n"
 "by the same rule, or through CUPTIMON_SOCKET.\n"
 "\n"
-"Signals: SIGTERM and SIGINT flush every session, finish writing and exit.\n"
+"Signals: SIGTERM and SIGINT flush every session, finish writing and exit;\n"
+"SIGHUP re-reads the configuration (a bad one is reported and the old kept).\n"
 "Logs go to standard error.  See cuptimond(8).\n");
 }
 
@@ -204,6 +210,131 @@ static void on_watchdog(uv_timer_t *t)
     sd_notifyf(0, "WATCHDOG=1\nSTATUS=%zu sessions", session_count(d));
 }
 
+/* Takes the file's values for what the command line did not set.  Paths
+ * only at startup: moving sockets or the archive needs a restart. */
+static void apply_config(struct daemon *d, const struct cuptimon_config *c, int startup)
+{
+    if (startup) {
+        if (!(d->given & CFG_SOCKET) && c->socket[0])
+            snprintf(d->cfg.socket_path, sizeof d->cfg.socket_path, "%s", c->socket);
+        if (!(d->given & CFG_CONTROL) && c->control_socket[0])
+            snprintf(d->cfg.control_path, sizeof d->cfg.control_path, "%s", c->control_socket);
+        if (!(d->given & CFG_OUTPUT) && c->output_dir[0])
+            snprintf(d->cfg.output_dir, sizeof d->cfg.output_dir, "%s", c->output_dir);
+    } else if ((!(d->given & CFG_SOCKET) && c->socket[0] &&
+                strcmp(c->socket, d->cfg.socket_path) != 0) ||
+               (!(d->given & CFG_OUTPUT) && c->output_dir[0] &&
+                strcmp(c->output_dir, d->cfg.output_dir) != 0)) {
+        log_warn("config", "socket and output_dir changes take effect at the next restart");
+    }
+    if (!(d->given & CFG_FLUSH))
+        d->cfg.flush_period_s = c->flush_period_s;
+    if (!(d->given & CFG_SEGMENT))
+        d->cfg.segment_bytes = c->segment_size;
+    if (!(d->given & CFG_ZLEVEL))
+        d->cfg.compress_level = c->compress_level;
+    if (!(d->given & CFG_LOG))
+        cuptimon__log_init(c->log_level);
+    if (!(d->given & CFG_GROUP))
+        d->cfg.control_gid = c->has_control_gid ? (long)c->control_gid : -1;
+    d->cfg.flush_timeout_s = c->flush_timeout_s;
+    d->cfg.window_max_events = c->window_max_events;
+    d->archive_max_bytes = c->archive_max_bytes;
+    d->archive_max_age_s = c->archive_max_age_s;
+    d->retention_period_s = c->retention_period_s;
+    if (!startup && uv_is_active((uv_handle_t *)&d->retention_timer))
+        uv_timer_set_repeat(&d->retention_timer, (uint64_t)(d->retention_period_s * 1000));
+}
+
+int daemon_reload(struct daemon *d, char **err)
+{
+    struct cuptimon_config c;
+    cuptimon__config_defaults(&c);
+    int rc = d->conf_path[0] ? cuptimon__config_load(d->conf_path, &c, err) : -ENOENT;
+    if (rc < 0 && rc != -ENOENT) {
+        log_err("config", "reload: %s; keeping the running configuration", *err ? *err : "failed");
+        return rc;
+    }
+    apply_config(d, &c, 0);
+    log_notice("config", "reloaded %s%s", d->conf_path[0] ? d->conf_path : "(defaults)",
+               rc == -ENOENT ? " (not found: defaults)" : "");
+    return 0;
+}
+
+/* ---- retention ------------------------------------------------------------ */
+
+struct sweep {
+    uv_work_t req;
+    struct daemon *d;
+    char root[600];
+    uint64_t max_bytes, max_age_s;
+    struct cuptimon_retention_stats st;
+    int rc;
+    char *err;
+};
+
+static void sweep_work(uv_work_t *w)
+{
+    struct sweep *j = w->data;
+    j->rc = cuptimon__retention_sweep(j->root, j->max_bytes, j->max_age_s, cuptimon__live_set_is_live,
+                                      &j->d->live, &j->st, &j->err);
+}
+
+static void sweep_done(uv_work_t *w, int status)
+{
+    struct sweep *j = w->data;
+    struct daemon *d = j->d;
+    d->retention_running = 0;
+    d->last_sweep = j->st;
+    d->last_sweep_ns = unix_ns_now();
+    if (j->st.segments_deleted || j->st.segments_expired || j->st.sessions_removed)
+        log_info("retention", "deleted %llu segment(s) (%llu over the age cap), %llu byte(s), "
+                 "%llu empty session(s); archive now %llu bytes",
+                 (unsigned long long)j->st.segments_deleted, (unsigned long long)j->st.segments_expired,
+                 (unsigned long long)j->st.bytes_deleted, (unsigned long long)j->st.sessions_removed,
+                 (unsigned long long)j->st.bytes_after);
+    if (j->rc < 0 && j->rc != -ENOENT && status == 0) {
+        static int64_t last_warn;
+        if (unix_ns_now() - last_warn > 60000000000LL) {
+            log_warn("retention", "%s", j->err ? j->err : strerror(-j->rc));
+            last_warn = unix_ns_now();
+        }
+    }
+    free(j->err);
+    free(j);
+}
+
+static void on_retention_timer(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    d->bytes_since_sweep = 0;
+    if (d->retention_running || d->stopping || (!d->archive_max_bytes && !d->archive_max_age_s))
+        return;
+    struct sweep *j = calloc(1, sizeof *j);
+    if (!j)
+        return;
+    j->d = d;
+    j->req.data = j;
+    snprintf(j->root, sizeof j->root, "%s", d->archive_root);
+    j->max_bytes = d->archive_max_bytes;
+    j->max_age_s = d->archive_max_age_s;
+    d->retention_running = 1;
+    if (uv_queue_work(d->loop, &j->req, sweep_work, sweep_done) < 0) {
+        d->retention_running = 0;
+        free(j);
+    }
+}
+
+void daemon_wrote(struct daemon *d, uint64_t bytes)
+{
+    d->bytes_since_sweep += bytes;
+    /* Sweeping every eighth of the cap keeps the archive within about that
+     * much of it however fast producers write; the timer covers the rest. */
+    uint64_t step = d->archive_max_bytes / 8;
+    if (d->archive_max_bytes && d->bytes_since_sweep > (step > (1u << 20) ? step : (1u << 20)))
+        on_retention_timer(&d->retention_timer);
+}
+
 static void on_walk_close(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h))
@@ -251,7 +382,9 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
     if (signum == SIGHUP) {
-        log_info("main", "SIGHUP: nothing to reload yet");
+        char *err = NULL;
+        daemon_reload(d, &err);
+        free(err);
         return;
     }
     if (d->stopping) {
@@ -277,6 +410,7 @@ static void on_signal(uv_signal_t *h, int signum)
     }
     if (uv_is_active((uv_handle_t *)&d->watchdog))
         uv_timer_stop(&d->watchdog);
+    uv_timer_stop(&d->retention_timer);
     uv_signal_stop(&d->sig_hup);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
     uv_signal_stop(&d->sig_term);
@@ -301,24 +435,27 @@ int main(int argc, char **argv)
         {"compress-level", required_argument, NULL, 'z'},
         {"log-level", required_argument, NULL, 'l'},
         {"control-group", required_argument, NULL, 'g'},
+        {"config", required_argument, NULL, 'C'},
+        {"check-config", no_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     struct daemon d = {.listen_fd = -1, .control_fd = -1};
     char rundir[256];
-    int rc, opt, level = LOG_INFO;
+    int rc, opt, level = LOG_INFO, check_config = 0, conf_explicit = 0;
     d.cfg.flush_period_s = 1.0;
     d.cfg.segment_bytes = 64ull << 20;
     d.cfg.compress_level = 1;
     d.cfg.flush_timeout_s = 5.0;
     d.cfg.window_max_events = 50000000;
     d.cfg.control_gid = -1;
-    while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:g:hV", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:g:C:KhV", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 's':
         case 'c': {
+            d.given |= opt == 's' ? CFG_SOCKET : CFG_CONTROL;
             char *dst = opt == 's' ? d.cfg.socket_path : d.cfg.control_path;
             if (strlen(optarg) >= sizeof d.cfg.socket_path || optarg[0] == '\0') {
                 fprintf(stderr, "cuptimond: --%s '%s': a socket path must be 1..%zu bytes\n",
@@ -330,6 +467,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'o':
+            d.given |= CFG_OUTPUT;
             if (strlen(optarg) >= 400 || optarg[0] == '\0') {
                 fprintf(stderr, "cuptimond: --output-dir '%s' is empty or too long\n", optarg);
                 return 2;
@@ -337,6 +475,7 @@ int main(int argc, char **argv)
             snprintf(d.cfg.output_dir, sizeof d.cfg.output_dir, "%s", optarg);
             break;
         case 'f':
+            d.given |= CFG_FLUSH;
             d.cfg.flush_period_s = strtod(optarg, &end);
             if (*end || end == optarg || !(d.cfg.flush_period_s >= 0) ||
                 d.cfg.flush_period_s > 3600) {
@@ -346,6 +485,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'S':
+            d.given |= CFG_SEGMENT;
             if (parse_bytes(optarg, &d.cfg.segment_bytes) < 0 ||
                 d.cfg.segment_bytes < (1u << 20)) {
                 fprintf(stderr, "cuptimond: --segment-size '%s' must be a size of at least 1M "
@@ -354,6 +494,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'z':
+            d.given |= CFG_ZLEVEL;
             d.cfg.compress_level = (int)strtol(optarg, &end, 10);
             if (*end || end == optarg || d.cfg.compress_level < 0 || d.cfg.compress_level > 19) {
                 fprintf(stderr, "cuptimond: --compress-level '%s' must be 0..19\n", optarg);
@@ -361,6 +502,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'l':
+            d.given |= CFG_LOG;
             if ((level = cuptimon__log_level_parse(optarg)) < 0) {
                 fprintf(stderr, "cuptimond: --log-level '%s': use err, warning, notice, info "
                         "or debug\n", optarg);
@@ -368,6 +510,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'g': {
+            d.given |= CFG_GROUP;
             struct group *gr = getgrnam(optarg);
             if (!gr) {
                 fprintf(stderr, "cuptimond: --control-group '%s': no such group\n", optarg);
@@ -376,6 +519,16 @@ int main(int argc, char **argv)
             d.cfg.control_gid = (long)gr->gr_gid;
             break;
         }
+        case 'C':
+            if (snprintf(d.conf_path, sizeof d.conf_path, "%s", optarg) >= (int)sizeof d.conf_path) {
+                fprintf(stderr, "cuptimond: --config '%s' is too long\n", optarg);
+                return 2;
+            }
+            conf_explicit = 1;
+            break;
+        case 'K':
+            check_config = 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -395,6 +548,46 @@ int main(int argc, char **argv)
     }
     cuptimon__log_init(level);
     signal(SIGPIPE, SIG_IGN);
+
+    /* The configuration file, then the command line on top of it. */
+    struct cuptimon_config conf;
+    char *cerr = NULL;
+    cuptimon__config_defaults(&conf);
+    if (!conf_explicit && cuptimon__config_default_path(d.conf_path, sizeof d.conf_path) < 0)
+        d.conf_path[0] = '\0';
+    rc = d.conf_path[0] ? cuptimon__config_load(d.conf_path, &conf, &cerr) : -ENOENT;
+    if (rc == -ENOENT && conf_explicit) {
+        fprintf(stderr, "cuptimond: --config %s: no such file\n", d.conf_path);
+        return 1;
+    }
+    if (rc < 0 && rc != -ENOENT) {
+        fprintf(stderr, "cuptimond: %s\n", cerr ? cerr : strerror(-rc));
+        free(cerr);
+        return 1;
+    }
+    apply_config(&d, &conf, 1);
+    if (check_config) {
+        /* The effective configuration: the file's, with the command line's
+         * values where given. */
+        if (d.given & CFG_SOCKET)
+            snprintf(conf.socket, sizeof conf.socket, "%s", d.cfg.socket_path);
+        if (d.given & CFG_CONTROL)
+            snprintf(conf.control_socket, sizeof conf.control_socket, "%s", d.cfg.control_path);
+        if ((d.given & CFG_OUTPUT) &&
+            snprintf(conf.output_dir, sizeof conf.output_dir, "%s", d.cfg.output_dir) >=
+                (int)sizeof conf.output_dir)
+            conf.output_dir[0] = '\0'; /* --output-dir is bounded to 400 bytes above */
+        conf.flush_period_s = d.cfg.flush_period_s;
+        conf.segment_size = d.cfg.segment_bytes;
+        conf.compress_level = d.cfg.compress_level;
+        if (d.given & CFG_LOG)
+            conf.log_level = level;
+        char *dump = cuptimon__config_dump(&conf);
+        printf("# %s%s\n%s\n", d.conf_path[0] ? d.conf_path : "(no configuration file)",
+               rc == -ENOENT ? " (not found: defaults)" : "", dump ? dump : "");
+        free(dump);
+        return 0;
+    }
 
     if (cuptimon__default_runtime_dir(rundir, sizeof rundir) < 0) {
         fprintf(stderr, "cuptimond: cannot work out a runtime directory; pass --socket and "
@@ -471,6 +664,11 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sig_int, on_signal, SIGINT);
     uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
 
+    cuptimon__live_set_init(&d.live);
+    uv_timer_init(d.loop, &d.retention_timer);
+    d.retention_timer.data = &d;
+    uv_timer_start(&d.retention_timer, on_retention_timer, 1000,
+                   (uint64_t)(d.retention_period_s * 1000));
     uint64_t wd_usec = 0;
     if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
         uv_timer_init(d.loop, &d.watchdog);
@@ -491,6 +689,7 @@ int main(int argc, char **argv)
     uv_walk(d.loop, on_walk_close, NULL);
     uv_run(d.loop, UV_RUN_DEFAULT);
     rc = uv_loop_close(d.loop);
+    cuptimon__live_set_destroy(&d.live);
     if (rc != 0)
         log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
     log_notice("main", "stopped");

@@ -124,6 +124,7 @@ static void after_work_cb(uv_work_t *w, int status)
                 s->chunks_written++;
                 s->bytes_archived += it->ready.valid_size;
                 s->bytes_stored += it->strings_len;
+                daemon_wrote(s->d, it->strings_len + CUPTIMON_CHUNK_HDR_SIZE);
             } else {
                 s->write_errors++;
                 if (s->write_errors == 1 || s->write_errors % 1000 == 0)
@@ -315,6 +316,8 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  s->id) >= (int)sizeof s->archive_dir)
         s->archive_dir[0] = '\0'; /* cannot happen: the root is bounded at startup */
     char *meta = meta_json(s), *err = NULL;
+    /* Retention never touches a live session's newest segment. */
+    cuptimon__live_set_add(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
     if (cuptimon__aw_open(s->archive_dir, meta, d->cfg.segment_bytes, d->cfg.compress_level,
                           &s->aw, &err) < 0) {
         /* Keep the session (the producer must still get its slots back),
@@ -530,6 +533,8 @@ static void session_maybe_free(struct session *s)
         free(meta);
         cuptimon__aw_close(s->aw);
     }
+    if (s->archive_dir[0])
+        cuptimon__live_set_remove(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
     if (s->pool)
         munmap((void *)s->pool, s->pool_size);
     json_object_put(s->hello);
