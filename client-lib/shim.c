@@ -81,26 +81,6 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-static const struct {
-    const char *name;
-    uint32_t kind;
-} kind_names[] = {
-    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
-    {"concurrent_kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
-    {"serial_kernel", CUPTI_ACTIVITY_KIND_KERNEL},
-    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
-    {"memcpy2", CUPTI_ACTIVITY_KIND_MEMCPY2},
-    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
-    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
-    {"driver", CUPTI_ACTIVITY_KIND_DRIVER},
-    {"external_correlation", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
-    {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
-    {"cuda_event", CUPTI_ACTIVITY_KIND_CUDA_EVENT},
-    {"synchronization", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-    {"marker", CUPTI_ACTIVITY_KIND_MARKER},
-    {"marker_data", CUPTI_ACTIVITY_KIND_MARKER_DATA},
-};
-
 static int parse_kinds(struct shim *s, const char *list)
 {
     char buf[512];
@@ -109,24 +89,10 @@ static int parse_kinds(struct shim *s, const char *list)
     for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok;
          tok = strtok_r(NULL, ", ", &save)) {
         uint32_t kind = 0;
-        size_t i;
-        for (i = 0; i < sizeof kind_names / sizeof kind_names[0]; i++)
-            if (strcmp(tok, kind_names[i].name) == 0)
-                break;
-        if (i < sizeof kind_names / sizeof kind_names[0]) {
-            kind = kind_names[i].kind;
-        } else {
-            char *end;
-            unsigned long v = strtoul(tok, &end, 10);
-            if (*end || v == 0 || v >= CUPTI_ACTIVITY_KIND_COUNT) {
-                cuptimon__log("CUPTIMON_ACTIVITIES: unknown activity kind '%s' (ignored); "
-                              "known: kernel, memcpy, memset, runtime, driver, "
-                              "external_correlation, overhead, cuda_event, synchronization, "
-                              "marker, or a CUpti_ActivityKind number",
-                              tok);
-                continue;
-            }
-            kind = (uint32_t)v;
+        if (cuptimon__kind_parse(tok, &kind) < 0) {
+            cuptimon__log("CUPTIMON_ACTIVITIES: unknown activity kind '%s' (ignored); known: %s",
+                          tok, cuptimon__kind_words());
+            continue;
         }
         if (s->nkinds < (int)(sizeof s->kinds / sizeof s->kinds[0]))
             s->kinds[s->nkinds++] = kind;

@@ -89,24 +89,6 @@ static const uint32_t default_kinds[] = {
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
 };
 
-static const struct {
-    const char *name;
-    uint32_t kind;
-} kind_names[] = {
-    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
-    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
-    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
-    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
-    {"driver", CUPTI_ACTIVITY_KIND_DRIVER},
-    {"external_correlation", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
-    {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
-    {"cuda_event", CUPTI_ACTIVITY_KIND_CUDA_EVENT},
-    {"synchronization", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-    {"marker", CUPTI_ACTIVITY_KIND_MARKER},
-    {"marker_data", CUPTI_ACTIVITY_KIND_MARKER_DATA},
-    {"memcpy2", CUPTI_ACTIVITY_KIND_MEMCPY2},
-};
-
 static void send_err(struct conn *c, const char *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void send_err(struct conn *c, const char *e, const char *fmt, ...)
@@ -239,17 +221,11 @@ static int parse_kinds(json_object *req, struct window *w, char *why, size_t wl)
             k = (uint32_t)json_object_get_int(e);
         } else {
             const char *n = json_object_get_string(e);
-            size_t j;
-            for (j = 0; j < sizeof kind_names / sizeof kind_names[0]; j++)
-                if (strcmp(n, kind_names[j].name) == 0)
-                    break;
-            if (j == sizeof kind_names / sizeof kind_names[0]) {
-                snprintf(why, wl, "unknown activity kind '%s' (known: kernel, memcpy, memset, "
-                         "runtime, driver, external_correlation, overhead, cuda_event, "
-                         "synchronization, marker, marker_data, memcpy2)", n);
+            if (cuptimon__kind_parse(n, &k) < 0) {
+                snprintf(why, wl, "unknown activity kind '%s' (known: %s)", n,
+                         cuptimon__kind_words());
                 return -EINVAL;
             }
-            k = kind_names[j].kind;
         }
         if (k == 0 || k >= CUPTI_ACTIVITY_KIND_COUNT) {
             snprintf(why, wl, "activity kind %u is out of range", k);

@@ -133,6 +133,14 @@ struct cuptimon_flush_done {
 #define CUPTIMON_CONTROL_SOCKET_NAME "control.sock"
 #define CUPTIMON_SYSTEM_RUNTIME_DIR "/run/cuptimon"
 
+/* ---- activity kinds by name (kinds.c) ------------------------------------ */
+
+/* "kernel", "memcpy", ... or a CUpti_ActivityKind number: 0 with *kind set,
+ * or -1 for a word that names no kind. */
+int cuptimon__kind_parse(const char *word, uint32_t *kind);
+/* The accepted words, for error messages. */
+const char *cuptimon__kind_words(void);
+
 /* ---- framing ---------------------------------------------------------- */
 
 /* Writes a header for a body of `length` bytes into out[16]. */

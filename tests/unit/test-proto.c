@@ -607,6 +607,26 @@ START_TEST(test_flush_bad)
 }
 END_TEST
 
+START_TEST(test_kind_names)
+{
+    uint32_t k = 0;
+    /* The words map to CUPTI's enum values (cupti_activity.h). */
+    ck_assert_int_eq(cuptimon__kind_parse("kernel", &k), 0);
+    ck_assert_uint_eq(k, 10);
+    ck_assert_int_eq(cuptimon__kind_parse("memcpy", &k), 0);
+    ck_assert_uint_eq(k, 1);
+    ck_assert_int_eq(cuptimon__kind_parse("external_correlation", &k), 0);
+    ck_assert_uint_eq(k, 39);
+    ck_assert_int_eq(cuptimon__kind_parse("38", &k), 0);
+    ck_assert_uint_eq(k, 38);
+    ck_assert_int_eq(cuptimon__kind_parse("0", &k), -1);
+    ck_assert_int_eq(cuptimon__kind_parse("100000", &k), -1);
+    ck_assert_int_eq(cuptimon__kind_parse("kernels", &k), -1);
+    ck_assert_int_eq(cuptimon__kind_parse("", &k), -1);
+    ck_assert_ptr_nonnull(strstr(cuptimon__kind_words(), "synchronization"));
+}
+END_TEST
+
 START_TEST(test_flush_done)
 {
     const struct cuptimon_flush_done v = {.flush_id = 0xe1e2e3e4e5e6e7e8ull,
@@ -1593,6 +1613,7 @@ static Suite *proto_suite(void)
     tcase_add_test(t, test_flush);
     tcase_add_test(t, test_flush_bad);
     tcase_add_test(t, test_flush_done);
+    tcase_add_test(t, test_kind_names);
     tcase_add_test(t, test_body_sizes);
     suite_add_tcase(s, t);
 
