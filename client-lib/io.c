@@ -524,9 +524,23 @@ void cuptimon__io_stop(struct shim *s)
     pthread_join(s->io_thread, NULL);
     s->io_running = 0;
     if (io->fd >= 0) {
-        uint8_t h[CUPTIMON_MSG_HDR_SIZE];
-        cuptimon__hdr_encode(h, CUPTIMON_MSG_BYE, 0);
-        send(io->fd, h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+        /* The last word carries the totals no later message would: what
+         * CUPTI dropped since its last completed buffer, declined requests,
+         * lost buffers. */
+        size_t late = 0;
+        if (s->cupti.GetNumDroppedRecords(NULL, 0, &late) != CUPTI_SUCCESS)
+            late = 0;
+        char body[256];
+        int n = snprintf(body, sizeof body,
+                         "{\"dropped_records\":%llu,\"requests_declined\":%llu,"
+                         "\"buffers_lost\":%llu}",
+                         (unsigned long long)late,
+                         (unsigned long long)atomic_load(&s->requests_declined),
+                         (unsigned long long)atomic_load(&s->buffers_lost));
+        struct cuptimon_buf b = {0};
+        if (n > 0 && cuptimon__frame_append(&b, CUPTIMON_MSG_BYE, body, (size_t)n) == 0)
+            send(io->fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        cuptimon__buf_free(&b);
         close(io->fd);
         io->fd = -1;
     }

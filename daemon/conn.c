@@ -88,13 +88,16 @@ static void on_poll(uv_poll_t *p, int status, int events)
 {
     struct conn *c = p->data;
     if (status < 0) {
-        conn_close(c);
-        return;
+        /* Read what the peer sent before it went away (its last buffers
+         * are in our mapping); the read then ends the connection. */
+        c->write_dead = 1;
+        c->out.len = 0;
+        events = UV_READABLE;
     }
-    if (events & UV_WRITABLE) {
+    if ((events & UV_WRITABLE) && !c->write_dead) {
         if (try_write(c) < 0) {
-            conn_close(c);
-            return;
+            c->write_dead = 1;
+            c->out.len = 0;
         }
     }
     if (events & (UV_READABLE | UV_DISCONNECT)) {
@@ -132,7 +135,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
 static void conn_update(struct conn *c)
 {
-    int ev = UV_READABLE | UV_DISCONNECT | (c->out.len ? UV_WRITABLE : 0);
+    int ev = UV_READABLE | UV_DISCONNECT | (c->out.len && !c->write_dead ? UV_WRITABLE : 0);
     if (ev != c->watching) {
         c->watching = ev;
         uv_poll_start(&c->poll, ev, on_poll);
@@ -165,6 +168,8 @@ int conn_send(struct conn *c, uint16_t type, const void *body, size_t len)
 {
     if (c->closing)
         return -ENOTCONN;
+    if (c->write_dead)
+        return -EPIPE;
     if (c->out.len + len > c->out_max) {
         log_warn("conn", "pid %d does not read its socket (%zu bytes queued); closing",
                  (int)c->peer.pid, c->out.len);
@@ -175,7 +180,11 @@ int conn_send(struct conn *c, uint16_t type, const void *body, size_t len)
     if (rc < 0)
         return rc;
     if ((rc = try_write(c)) < 0) {
-        conn_close(c);
+        /* The peer is gone or not reading: stop writing, but keep reading
+         * until EOF, so that messages it sent before are not lost. */
+        c->write_dead = 1;
+        c->out.len = 0;
+        conn_update(c);
         return rc;
     }
     conn_update(c);

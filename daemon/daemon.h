@@ -27,6 +27,7 @@ struct conn {
     uv_poll_t poll;
     int fd;
     int closing;
+    int write_dead; /* the peer stopped reading (EPIPE...): read what it sent, then close */
     int accept_fd;   /* an fd may still arrive (before the hello) */
     int pending_fd;  /* received with the bytes now in `in` */
     int watching;    /* current uv_poll events */
@@ -102,7 +103,7 @@ struct session {
     /* counters */
     uint64_t buffers_received, bytes_received, records, dropped_records;
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
-    uint64_t strings_received;
+    uint64_t strings_received, strings_errors;
     uint64_t shim_lost, shim_declined, shim_foreign; /* the shim's totals, from FLUSH_DONE */
     int cupti_taken; /* the shim says another CUPTI client took the callbacks */
     uint64_t seq_next;  /* one past the highest buffer sequence number received */
@@ -139,7 +140,8 @@ struct daemon {
     struct flush_wait *flush_waits;
     struct window *windows;
     uint64_t next_window_id;
-    uv_timer_t stop_timer, watchdog;
+    uv_timer_t stop_timer, watchdog, accept_timer;
+    int accept_paused; /* 1 producer, 2 control listener paused (EMFILE) */
     int activated;
     char archive_root[600];
     uint64_t refused_producers, refused_controls;

@@ -183,17 +183,49 @@ static int listen_at(const char *path, mode_t mode)
     return fd;
 }
 
+static void on_listen(uv_poll_t *p, int status, int events);
+
+static void on_accept_resume(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    if (d->stopping)
+        return;
+    if (d->accept_paused & 1)
+        uv_poll_start(&d->listen_poll, UV_READABLE, on_listen);
+    if (d->accept_paused & 2)
+        uv_poll_start(&d->control_poll, UV_READABLE, on_listen);
+    d->accept_paused = 0;
+}
+
 static void on_listen(uv_poll_t *p, int status, int events)
 {
     struct daemon *d = p->data;
     int is_control = p == &d->control_poll;
     int lfd = is_control ? d->control_fd : d->listen_fd;
-    for (int i = 0; i < 64 && !d->stopping; i++) {
+    /* A few at a time, so that the control socket gets its turn in the same
+     * loop iteration when producers crowd in. */
+    for (int i = 0; i < (is_control ? 64 : 8) && !d->stopping; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: the connection stays queued and the
+                 * listener would fire again at once.  Stop listening for a
+                 * moment instead of spinning, and say so once a minute. */
+                static int64_t last;
+                if (unix_ns_now() - last > 60000000000LL) {
+                    log_err("listen", "accept on %s: %s; pausing new connections for 200 ms "
+                            "(raise the fd limit, or look for clients that hold connections)",
+                            is_control ? d->cfg.control_path : d->cfg.socket_path,
+                            strerror(errno));
+                    last = unix_ns_now();
+                }
+                uv_poll_stop(p);
+                d->accept_paused |= is_control ? 2 : 1;
+                uv_timer_start(&d->accept_timer, on_accept_resume, 200, 0);
+            } else if (errno != EAGAIN && errno != EINTR) {
                 log_warn("listen", "accept on %s failed: %s",
                          is_control ? d->cfg.control_path : d->cfg.socket_path, strerror(errno));
+            }
             return;
         }
         if (is_control)
@@ -411,6 +443,7 @@ static void on_signal(uv_signal_t *h, int signum)
     if (uv_is_active((uv_handle_t *)&d->watchdog))
         uv_timer_stop(&d->watchdog);
     uv_timer_stop(&d->retention_timer);
+    uv_timer_stop(&d->accept_timer);
     uv_signal_stop(&d->sig_hup);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
     uv_signal_stop(&d->sig_term);
@@ -548,6 +581,9 @@ int main(int argc, char **argv)
     }
     cuptimon__log_init(level);
     signal(SIGPIPE, SIG_IGN);
+    /* A file-size limit (ulimit -f, LimitFSIZE=) must fail a write with
+     * EFBIG, counted and logged, not kill the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
 
     /* The configuration file, then the command line on top of it. */
     struct cuptimon_config conf;
@@ -651,6 +687,8 @@ int main(int argc, char **argv)
 
     d.loop = uv_default_loop();
     d.started_unix_ns = unix_ns_now();
+    uv_timer_init(d.loop, &d.accept_timer);
+    d.accept_timer.data = &d;
     uv_poll_init(d.loop, &d.listen_poll, d.listen_fd);
     uv_poll_init(d.loop, &d.control_poll, d.control_fd);
     d.listen_poll.data = d.control_poll.data = &d;

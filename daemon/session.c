@@ -24,6 +24,8 @@
 static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
 static void on_flush_timer(uv_timer_t *t);
+static void on_hello_timeout(uv_timer_t *t);
+#define HELLO_TIMEOUT_MS 2000
 
 int64_t unix_ns_now(void)
 {
@@ -69,7 +71,7 @@ static void work_cb(uv_work_t *w)
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
         if (!s->aw) {
-            it->result = -EIO;
+            it->result = -ENOENT; /* no archive: it could not be created */
             continue;
         }
         if (it->is_strings) {
@@ -113,11 +115,10 @@ static void after_work_cb(uv_work_t *w, int status)
         if (status < 0 && it->result == 0)
             it->result = status;
         if (it->is_strings) {
-            if (it->result < 0) {
-                s->write_errors++;
+            if (it->result < 0 && s->strings_errors++ == 0)
                 log_err("archive", "session %" PRIu64 " (pid %d): cannot write strings: %s",
-                        s->id, (int)s->peer.pid, strerror(-it->result));
-            }
+                        s->id, (int)s->peer.pid,
+                        s->aw ? strerror(-it->result) : "the session has no archive");
             free(it->strings);
         } else {
             if (it->result == 0) {
@@ -132,7 +133,9 @@ static void after_work_cb(uv_work_t *w, int status)
                             "session %" PRIu64 " (pid %d): cannot write chunk %" PRIu64
                             " to %s: %s (%" PRIu64 " failed so far; still serving)",
                             s->id, (int)s->peer.pid, it->ready.seq, s->archive_dir,
-                            strerror(-it->result), s->write_errors);
+                            it->result == -ENOENT ? "the session has no archive"
+                                                  : strerror(-it->result),
+                            s->write_errors);
             }
             /* The bytes are in the file (or could not be): the slot goes
              * back to the producer either way, so the job never stalls. */
@@ -190,8 +193,13 @@ static int enqueue(struct session *s, const struct aw_item *it)
 
 static void protocol_error(struct session *s, const char *what)
 {
+    /* Bounded: a peer that floods bad messages must not flood the log. */
     s->protocol_errors++;
-    log_warn("session", "session %" PRIu64 " (pid %d): %s", s->id, (int)s->peer.pid, what);
+    if (s->protocol_errors <= 10 || s->protocol_errors % 1000 == 0)
+        log_warn("session", "session %" PRIu64 " (pid %d): %s%s", s->id, (int)s->peer.pid, what,
+                 s->protocol_errors == 10 ? " (further errors of this session: every 1000th)"
+                 : s->protocol_errors > 10 ? " (1000 more)"
+                                           : "");
 }
 
 static int map_pool(struct session *s, int fd, char *why, size_t whylen)
@@ -251,6 +259,10 @@ static char *meta_json(struct session *s)
         json_object_object_add(st, "dropped_records",
                                json_object_new_int64((int64_t)s->dropped_records));
         json_object_object_add(st, "write_errors", json_object_new_int64((int64_t)s->write_errors));
+        json_object_object_add(st, "requests_declined",
+                               json_object_new_int64((int64_t)s->shim_declined));
+        json_object_object_add(st, "lost_buffers",
+                               json_object_new_int64((int64_t)(s->shim_lost + s->write_errors)));
         json_object_object_add(m, "final", st);
     }
     char *txt = strdup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PRETTY));
@@ -335,13 +347,17 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     json_object_object_add(ack, "archive", json_object_new_string(s->archive_dir));
     conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
     json_object_put(ack);
-    s->conn->accept_fd = 0;
+    /* The producer may be gone already (a job that exits right after
+     * cuInit): the session then ends as usual, its buffers still written. */
+    if (s->conn)
+        s->conn->accept_fd = 0;
     log_info("session", "session %" PRIu64 ": pid %d uid %u (%s%s%s) CUPTI %u, pool %u x %" PRIu64
              ", archive %s",
              s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
              s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
 
     window_session_joined(d, s);
+    uv_timer_stop(&s->flush_timer); /* the hello timeout */
     /* Stagger the periodic flushes of the sessions over the period. */
     uint64_t period = (uint64_t)(d->cfg.flush_period_s * 1000);
     if (period > 0) {
@@ -357,8 +373,10 @@ refuse:
     log_warn("session", "refused a producer, pid %d uid %u: %s", (int)s->peer.pid,
              (unsigned)s->peer.uid, why);
     s->d->refused_producers++;
-    conn_send_error(s->conn, "EINVAL", "%s", why);
-    conn_close(s->conn);
+    if (s->conn)
+        conn_send_error(s->conn, "EINVAL", "%s", why);
+    if (s->conn)
+        conn_close(s->conn);
 }
 
 static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
@@ -440,6 +458,30 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
     control_flush_progress(s->d, s, f.flush_id, 0);
 }
 
+/* The shim's last totals (optional body): drops CUPTI counted after its
+ * last completed buffer would otherwise never be reported. */
+static void on_bye(struct session *s, const uint8_t *body, size_t len)
+{
+    if (len == 0)
+        return;
+    json_tokener *tok = json_tokener_new();
+    json_object *o = json_tokener_parse_ex(tok, (const char *)body, (int)len);
+    json_tokener_free(tok);
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        protocol_error(s, "BYE with a body that is not a JSON object (ignored)");
+        json_object_put(o);
+        return;
+    }
+    int64_t v;
+    if ((v = jint(o, "dropped_records", -1)) > 0)
+        s->dropped_records += (uint64_t)v;
+    if ((v = jint(o, "requests_declined", -1)) >= 0)
+        s->shim_declined = (uint64_t)v;
+    if ((v = jint(o, "buffers_lost", -1)) >= 0)
+        s->shim_lost = (uint64_t)v;
+    json_object_put(o);
+}
+
 static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8_t *body, int fd)
 {
     struct session *s = c->owner;
@@ -475,6 +517,7 @@ static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8
         on_flush_done(s, body, h->length);
         break;
     case CUPTIMON_MSG_BYE:
+        on_bye(s, body, h->length);
         break;
     default: {
         char why[100];
@@ -544,6 +587,19 @@ static void session_maybe_free(struct session *s)
     free(s);
 }
 
+static void on_hello_timeout(uv_timer_t *t)
+{
+    struct session *s = t->data;
+    static uint64_t closed;
+    if (s->hello || !s->conn)
+        return;
+    if (closed++ % 1000 == 0)
+        log_warn("session", "closed a connection from pid %d uid %u that sent no hello in %d ms "
+                 "(%" PRIu64 " so far)", (int)s->peer.pid, (unsigned)s->peer.uid,
+                 HELLO_TIMEOUT_MS, closed);
+    conn_close(s->conn);
+}
+
 static void on_flush_timer(uv_timer_t *t)
 {
     struct session *s = t->data;
@@ -586,6 +642,9 @@ void session_accept(struct daemon *d, int fd)
     s->conn->accept_fd = 1;
     uv_timer_init(d->loop, &s->flush_timer);
     s->flush_timer.data = s;
+    /* A connection that does not say hello soon is closed: idle ones must
+     * not hold the daemon's descriptors (anyone may connect). */
+    uv_timer_start(&s->flush_timer, on_hello_timeout, HELLO_TIMEOUT_MS, 0);
     s->next = d->sessions;
     d->sessions = s;
     d->sessions_total++;

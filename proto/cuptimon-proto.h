@@ -40,7 +40,8 @@ enum cuptimon_msg_type {
     /* session */
     CUPTIMON_MSG_HELLO = 0x0101,     /* producer -> daemon, JSON, carries the pool fd */
     CUPTIMON_MSG_HELLO_ACK = 0x0102, /* daemon -> producer, JSON */
-    CUPTIMON_MSG_BYE = 0x0103,       /* producer -> daemon, empty: clean exit */
+    CUPTIMON_MSG_BYE = 0x0103,       /* producer -> daemon: clean exit; optional JSON body
+                                      * {dropped_records, requests_declined, buffers_lost} */
 
     /* data path */
     CUPTIMON_MSG_BUFFER_READY = 0x0201,   /* struct cuptimon_buffer_ready */

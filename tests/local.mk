@@ -36,3 +36,4 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/build.sh tests/gpu/run.sh tests/gpu/
 	tests/gpu/known-work.cu tests/gpu/torch-loop.py tests/gpu/cupti-layout.c
 include tests/unit/service.mk
 include tests/python/local.mk
+include tests/fault/local.mk

@@ -1,0 +1,134 @@
+# Helpers for the fault tests: sourced, never run.  Builds on the
+# integration harness (tests/integration/lib.sh: $T, start_daemon,
+# stop_daemon, workload, spawn_workload, ctl, fail, wait_for) and adds what
+# faults need: every process a test starts is tracked and killed on exit
+# (a SIGSTOPped daemon is continued first), mounts are undone, and small
+# probes of a process's fds, maps and memory.
+. "$top_srcdir/tests/integration/lib.sh"
+
+# Whatever the checkers leave in their temporary directories (check-archive.py
+# keeps its decoded trace) goes away with $T.
+export TMPDIR=$T
+HOSTILE=$top_builddir/tests/fault/hostile-producer
+CHECK_ARCHIVE=$top_srcdir/tests/integration/check-archive.py
+CHECK_RECORDED=$top_srcdir/tests/fault/check-recorded.py
+FAULT_PIDS=
+FAULT_MOUNTS=
+
+# track PID...: killed (SIGKILL) when the test exits, however it exits.
+track() {
+    FAULT_PIDS="$FAULT_PIDS $*"
+}
+
+# mounted DIR: unmounted (lazily) when the test exits, before $T is removed.
+mounted() {
+    FAULT_MOUNTS="$1 $FAULT_MOUNTS"
+}
+
+fault_cleanup() {
+    local rc=$?
+    set +e
+    if [ -n "$DPID" ]; then kill -CONT "$DPID" 2>/dev/null; fi
+    for p in $FAULT_PIDS; do kill -KILL "$p" 2>/dev/null; done
+    for p in $FAULT_PIDS; do wait "$p" 2>/dev/null; done
+    # Mounts nest (a bind over a tmpfs): newest first.
+    for m in $FAULT_MOUNTS; do umount -l "$m" 2>/dev/null; done
+    (exit $rc)
+    cleanup
+}
+trap fault_cleanup EXIT
+
+skip() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+# spawn_tracked ARGS...: spawn_workload, tracked.
+spawn_tracked() {
+    spawn_workload "$@"
+    track "$SPAWNED"
+}
+
+fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# maps_matching PID TEXT: how many of the process's mappings name TEXT.
+maps_matching() { grep -c -- "$2" "/proc/$1/maps" 2>/dev/null || true; }
+# cpu_ticks PID: user+system clock ticks the process has used.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+log_lines() { wc -l <"$T/daemon.log"; }
+
+# status_py EXPR: evaluates a Python expression over `st` (status --json).
+status_py() {
+    ctl status --json | python3 -c 'import json, sys
+st = json.load(sys.stdin)
+print(eval(sys.argv[1]))' "$1"
+}
+
+# session_field PID KEY...: the KEYs of the (last) session of PID in one
+# status reply, space-separated ("none" for each when it is not listed).
+session_field() {
+    local pid=$1
+    shift
+    ctl status --json | python3 -c 'import json, sys
+st = json.load(sys.stdin)
+pid, keys = int(sys.argv[1]), sys.argv[2:]
+s = next((s for s in reversed(st["sessions"]) if s["pid"] == pid), None)
+print(" ".join(str(s[k]) if s else "none" for k in keys))' "$pid" "$@"
+}
+
+# report_field FILE KEY: a field of a workload report.
+report_field() {
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+
+# meta_of PID: the meta.json of PID's session in the archive under $T/out.
+meta_of() {
+    python3 - "$T/out" "$1" <<'PY'
+import glob, json, sys
+for m in sorted(glob.glob(sys.argv[1] + "/archive/*/meta.json")):
+    if json.load(open(m))["pid"] == int(sys.argv[2]):
+        print(m)
+        break
+PY
+}
+
+# final_field PID KEY: KEY of the "final" counters that meta.json holds once
+# PID's session has ended ("none" before that).
+final_field() {
+    local m
+    m=$(meta_of "$1")
+    [ -n "$m" ] || { echo none; return; }
+    python3 -c 'import json, sys
+print(json.load(open(sys.argv[1])).get("final", {}).get(sys.argv[2], "none"))' "$m" "$2"
+}
+session_ended() { [ "$(final_field "$1" buffers_received)" != none ]; }
+
+# stalled_exit [WORKLOAD ARGS...]: with a running daemon ($DPID), a
+# producer with a small pool connects and streams; once its hello is taken,
+# the daemon is stopped (SIGSTOP); the producer's pool fills, CUPTI drops,
+# and the producer exits while the daemon is still stopped, leaving
+# BUFFER_READYs the daemon has not read; then the daemon is continued and
+# given time to drain.  The producer's report is $T/stalled.json and its
+# pid $STALLED_PID.
+stalled_exit() {
+    CUPTIMON_POOL_SLOTS=4 CUPTIMON_SLOT_SIZE=64K CUPTIMON_LABEL=stalled \
+        spawn_tracked --kernels 40000 --rate 20000 --quiet --report "$T/stalled.json" "$@"
+    STALLED_PID=$SPAWNED
+    local p=$SPAWNED
+    listed() { [ "$(session_field "$p" pid)" = "$p" ]; }
+    wait_for 50 listed || fail "the producer's session did not start"
+    sleep 0.3
+    kill -STOP "$DPID"
+    local gone=no
+    for _ in $(seq 1 60); do
+        if ! kill -0 "$p" 2>/dev/null; then gone=yes; break; fi
+        sleep 0.1
+    done
+    kill -CONT "$DPID"
+    [ "$gone" = yes ] || fail "the producer did not exit while the daemon was stopped: it waits for the daemon"
+    wait "$p" || fail "the producer failed"
+    [ "$(report_field "$T/stalled.json" dropped)" -gt 0 ] || fail "the producer's pool never filled"
+    no_sessions() { [ "$(status_py "len(st['sessions'])")" = 0 ]; }
+    wait_for 100 no_sessions || fail "the stalled producer's session did not end"
+}

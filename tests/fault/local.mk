@@ -1,0 +1,53 @@
+# Fault-injection tests (issue 6, docs/FAULTS.md): hostile producers, a full
+# or read-only disk, a stopped daemon, many producers coming and going, and
+# the static/dynamic checks (cppcheck, TSan on the shim).  Each script
+# starts the real cuptimond and shim through tests/integration/lib.sh.
+
+# A producer that lies: speaks the protocol to the producer socket itself.
+check_PROGRAMS += tests/fault/hostile-producer
+tests_fault_hostile_producer_SOURCES = tests/fault/hostile-producer.c
+tests_fault_hostile_producer_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
+tests_fault_hostile_producer_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_fault_hostile_producer_LDADD = proto/libcuptimon-proto.la $(JSONC_LIBS)
+
+FAULT_TESTS = \
+	tests/fault/hostile.sh \
+	tests/fault/hostile-log-flood.sh \
+	tests/fault/conn-flood.sh \
+	tests/fault/disk-full.sh \
+	tests/fault/xfsz.sh \
+	tests/fault/readonly-output.sh \
+	tests/fault/unarchived-count.sh \
+	tests/fault/slow-daemon.sh \
+	tests/fault/stalled-exit.sh \
+	tests/fault/drop-report.sh \
+	tests/fault/hello-close.sh \
+	tests/fault/soak.sh \
+	tests/fault/cppcheck.sh \
+	tests/fault/tsan.sh
+TESTS += $(FAULT_TESTS)
+
+# Product bugs these tests found and assert the fix of (docs/FAULTS.md,
+# "Bugs found"); the lead removes each line with the fix.
+# Tests of bugs not yet fixed (docs/FAULTS.md) go here; none are open.
+XFAIL_TESTS =
+
+# What the scripts need at run time: the compiler and flags of this build
+# (tsan.sh compiles the shim itself) and the soak's size.
+AM_TESTS_ENVIRONMENT += \
+	CUPTIMON_FAULT_CC='$(CC)'; export CUPTIMON_FAULT_CC; \
+	CUPTIMON_FAULT_CPPFLAGS='$(DEFS) $(CUDA_CFLAGS) $(JSONC_CFLAGS)'; export CUPTIMON_FAULT_CPPFLAGS; \
+	CUPTIMON_FAULT_LIBS='$(JSONC_LIBS)'; export CUPTIMON_FAULT_LIBS;
+
+EXTRA_DIST += $(FAULT_TESTS) tests/fault/fault-lib.sh tests/fault/check-recorded.py \
+	tests/fault/cppcheck.supp
+
+# The long soak (issue 6: minutes, 64 producers): make soak [SOAK_SECONDS=N]
+# [SOAK_PRODUCERS=N].  `make check` runs the short version (5 s).
+SOAK_SECONDS ?= 20
+SOAK_PRODUCERS ?= 64
+soak: all $(check_PROGRAMS) $(check_LTLIBRARIES)
+	$(AM_V_at)top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+	  SOAK_SECONDS='$(SOAK_SECONDS)' SOAK_PRODUCERS='$(SOAK_PRODUCERS)' \
+	  $(SHELL) $(abs_top_srcdir)/tests/fault/soak.sh
+.PHONY: soak
