@@ -15,8 +15,17 @@ tests_fuzz_replay_strings_LDADD = $(FUZZ_REPLAY_LIBS)
 tests_fuzz_gen_corpus_SOURCES = tests/fuzz/gen-corpus.c
 tests_fuzz_gen_corpus_LDADD = $(FUZZ_REPLAY_LIBS)
 
-TESTS += tests/fuzz/replay.sh
-EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/corpus
+# The decoder and the archive reader (the daemon's library).
+FUZZ_LIB_LIBS = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
+	$(JSONC_LIBS) $(ZSTD_LIBS) $(IBERTY_LIBS)
+check_PROGRAMS += tests/fuzz/replay-decode tests/fuzz/replay-archive
+tests_fuzz_replay_decode_SOURCES = tests/fuzz/fuzz-decode.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_decode_LDADD = $(FUZZ_LIB_LIBS)
+tests_fuzz_replay_archive_SOURCES = tests/fuzz/fuzz-archive.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_archive_LDADD = $(FUZZ_LIB_LIBS)
+
+TESTS += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh
+EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh tests/fuzz/corpus
 
 FUZZ_SECONDS = 30
 
@@ -24,7 +33,18 @@ if FUZZING
 # The protocol sources are compiled into each target rather than linked
 # from libcuptimon-proto.la, so that they carry libFuzzer's coverage
 # instrumentation (the library itself is built without it).
-noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings
+noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings tests/fuzz/fuzz-decode \
+	tests/fuzz/fuzz-archive
+# The library they exercise carries the coverage instrumentation too.
+daemon_libcuptimon_decode_la_CFLAGS += $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_decode_SOURCES = tests/fuzz/fuzz-decode.c
+tests_fuzz_fuzz_decode_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_decode_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_decode_LDADD = $(FUZZ_LIB_LIBS)
+tests_fuzz_fuzz_archive_SOURCES = tests/fuzz/fuzz-archive.c
+tests_fuzz_fuzz_archive_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_archive_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_archive_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_fuzz_frame_SOURCES = tests/fuzz/fuzz-frame.c proto/proto.c
 tests_fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_frame_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
@@ -37,11 +57,12 @@ tests_fuzz_fuzz_strings_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # reproducer as tests/fuzz/crash-* in the build tree and fails the target;
 # replay it with tests/fuzz/fuzz-TARGET FILE, and commit it under
 # tests/fuzz/corpus/TARGET/ once fixed.
-fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT)
+fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
+	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT)
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
-	for t in frame strings; do \
+	for t in frame strings decode archive; do \
 	  mkdir "$$work/$$t"; \
 	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
 	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \
