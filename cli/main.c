@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "top.h"
 #include "cuptimon-proto.h"
 
 static char control_path[108];
@@ -38,6 +39,10 @@ static void usage(FILE *f)
 "  start-window [ID]      start a prepared window\n"
 "  end-window [ID]        end a window; prints the trace path and a summary\n"
 "  windows                list windows\n"
+"  top [--by=process|kernel|device] [--sort=time|count|p99] [--once] [--json]\n"
+"                         live GPU work per process, kernel or device (full\n"
+"                         screen on a terminal); see 'cuptimonctl top --help'\n"
+"  metrics                the live aggregates in the Prometheus text format\n"
 "  merge -o OUT TRACE...  combine per-node traces into one (aligned timestamps)\n"
 "  reload                 make the daemon re-read its configuration file\n"
 "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
@@ -661,6 +666,13 @@ int main(int argc, char **argv)
         printf("reloaded %s\n", gets_(r, "reloaded"));
         json_object_put(r);
         return 0;
+    }
+    if (strcmp(cmd, "top") == 0 || strcmp(cmd, "metrics") == 0) {
+        /* The global --control-socket reaches them through the environment. */
+        if (control_path[0])
+            setenv("CUPTIMON_CONTROL_SOCKET", control_path, 1);
+        return strcmp(cmd, "top") == 0 ? cuptimon__cli_top(sub_argc, sub_argv)
+                                       : cuptimon__cli_metrics(sub_argc, sub_argv);
     }
     if (strcmp(cmd, "merge") == 0)
         return cuptimon__cli_merge(sub_argc, sub_argv);

@@ -334,6 +334,48 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
             json_object_put(o);
         }
         free(err);
+    } else if (strcmp(op, "top") == 0) {
+        struct cuptimon_agg_query q;
+        char *err = NULL;
+        json_object *r;
+        if (!d->agg) {
+            conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
+                            "(aggregate_top_n is 0 in its configuration)");
+            goto out;
+        }
+        if (cuptimon__agg_query_from_json(req, &q, &err) < 0) {
+            conn_send_error(conn, "EINVAL", "%s", err ? err : "bad top request");
+            free(err);
+            goto out;
+        }
+        r = cuptimon__agg_json(d->agg, &q);
+        if (!r) {
+            conn_send_error(conn, "ENOMEM", "cannot build the top view");
+            goto out;
+        }
+        if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
+            conn_send_error(conn, "EFBIG", "the top view does not fit a reply; ask for fewer rows");
+        json_object_put(r);
+    } else if (strcmp(op, "metrics") == 0) {
+        char *text = d->agg ? cuptimon__agg_prometheus(d->agg) : NULL;
+        json_object *r;
+        if (!d->agg) {
+            conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
+                            "(aggregate_top_n is 0 in its configuration)");
+            goto out;
+        }
+        if (!text) {
+            conn_send_error(conn, "ENOMEM", "cannot build the metrics");
+            goto out;
+        }
+        r = json_object_new_object();
+        json_object_object_add(r, "text", json_object_new_string(text));
+        if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
+            conn_send_error(conn, "EFBIG", "the metrics are %zu bytes, more than a control reply "
+                            "carries; have the daemon write them to metrics_file instead",
+                            strlen(text));
+        json_object_put(r);
+        free(text);
     } else if (strcmp(op, "ping") == 0) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
@@ -341,8 +383,8 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
         json_object_put(o);
     } else {
         conn_send_error(conn, "EOPNOTSUPP",
-                        "unknown op \"%s\" (known: status, flush, ping, window_prepare, "
-                        "window_start, window_begin, window_end, windows)",
+                        "unknown op \"%s\" (known: status, flush, ping, top, metrics, "
+                        "window_prepare, window_start, window_begin, window_end, windows)",
                         op);
     }
 out:

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "aggregate.h"
 #include "archive.h"
 #include "conf.h"
 #include "retention.h"
@@ -109,6 +110,13 @@ struct session {
     uint64_t seq_next;  /* one past the highest buffer sequence number received */
     struct window *window; /* the open window this session is in, if any */
 
+    /* live aggregates: the producer's record layout (from the hello) and
+     * its string table, filled on the session's worker from STRINGS items,
+     * in order with the chunks whose names they hold.  Both are used only
+     * on the worker once the hello is done (NULL names: pointers shown). */
+    struct cuptimon_layout layout;
+    struct cuptimon_strtab *names;
+
     struct session *next;
 };
 
@@ -123,6 +131,9 @@ struct daemon_config {
     double flush_timeout_s;
     uint64_t window_max_events;
     long control_gid; /* members may control the daemon fully; -1: none */
+    int aggregate;             /* live aggregates for top and metrics */
+    char metrics_file[512];    /* "" = none */
+    double metrics_interval_s;
 };
 
 struct daemon {
@@ -145,6 +156,9 @@ struct daemon {
     int activated;
     char archive_root[600];
     uint64_t refused_producers, refused_controls;
+    struct cuptimon_agg *agg; /* NULL when aggregation is off; set before the loop runs */
+    uv_timer_t metrics_timer;
+    int metrics_failing;
 
     /* configuration file and retention */
     char conf_path[512];

@@ -367,6 +367,19 @@ void daemon_wrote(struct daemon *d, uint64_t bytes)
         on_retention_timer(&d->retention_timer);
 }
 
+/* Rewrites metrics_file (atomically: node_exporter reads it whenever). */
+static void on_metrics_timer(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    int rc = cuptimon__agg_write_prometheus(d->agg, d->cfg.metrics_file);
+    if (rc < 0 && !d->metrics_failing)
+        log_err("metrics", "cannot write %s: %s; retrying every %g s (still serving)",
+                d->cfg.metrics_file, strerror(-rc), d->cfg.metrics_interval_s);
+    else if (rc == 0 && d->metrics_failing)
+        log_notice("metrics", "writing %s again", d->cfg.metrics_file);
+    d->metrics_failing = rc < 0;
+}
+
 static void on_walk_close(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h))
@@ -444,6 +457,13 @@ static void on_signal(uv_signal_t *h, int signum)
         uv_timer_stop(&d->watchdog);
     uv_timer_stop(&d->retention_timer);
     uv_timer_stop(&d->accept_timer);
+    if (uv_is_active((uv_handle_t *)&d->metrics_timer)) {
+        /* The processes are going: so do their metrics (a file left behind
+         * would be exported as if they still ran). */
+        uv_timer_stop(&d->metrics_timer);
+        uv_close((uv_handle_t *)&d->metrics_timer, NULL);
+        unlink(d->cfg.metrics_file);
+    }
     uv_signal_stop(&d->sig_hup);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
     uv_signal_stop(&d->sig_term);
@@ -468,6 +488,9 @@ int main(int argc, char **argv)
         {"compress-level", required_argument, NULL, 'z'},
         {"log-level", required_argument, NULL, 'l'},
         {"control-group", required_argument, NULL, 'g'},
+        {"no-aggregate", no_argument, NULL, 'A'},
+        {"metrics-file", required_argument, NULL, 'M'},
+        {"metrics-interval", required_argument, NULL, 'I'},
         {"config", required_argument, NULL, 'C'},
         {"check-config", no_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
@@ -483,6 +506,8 @@ int main(int argc, char **argv)
     d.cfg.flush_timeout_s = 5.0;
     d.cfg.window_max_events = 50000000;
     d.cfg.control_gid = -1;
+    d.cfg.aggregate = 1;
+    d.cfg.metrics_interval_s = 15;
     while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:g:C:KhV", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
@@ -561,6 +586,24 @@ int main(int argc, char **argv)
             break;
         case 'K':
             check_config = 1;
+            break;
+        case 'A':
+            d.cfg.aggregate = 0;
+            break;
+        case 'M':
+            if (optarg[0] != '/' || strlen(optarg) >= sizeof d.cfg.metrics_file) {
+                fprintf(stderr, "cuptimond: --metrics-file '%s' must be an absolute path\n", optarg);
+                return 2;
+            }
+            snprintf(d.cfg.metrics_file, sizeof d.cfg.metrics_file, "%s", optarg);
+            break;
+        case 'I':
+            d.cfg.metrics_interval_s = strtod(optarg, &end);
+            if (*end || !(d.cfg.metrics_interval_s >= 1 && d.cfg.metrics_interval_s <= 3600)) {
+                fprintf(stderr, "cuptimond: --metrics-interval '%s' must be seconds in 1..3600\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -685,6 +728,10 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (d.cfg.aggregate && (rc = cuptimon__agg_new(NULL, &d.agg)) < 0) {
+        fprintf(stderr, "cuptimond: cannot set up the live aggregates: %s\n", strerror(-rc));
+        return 1;
+    }
     d.loop = uv_default_loop();
     d.started_unix_ns = unix_ns_now();
     uv_timer_init(d.loop, &d.accept_timer);
@@ -707,6 +754,12 @@ int main(int argc, char **argv)
     d.retention_timer.data = &d;
     uv_timer_start(&d.retention_timer, on_retention_timer, 1000,
                    (uint64_t)(d.retention_period_s * 1000));
+    if (d.agg && d.cfg.metrics_file[0]) {
+        uint64_t ms = (uint64_t)(d.cfg.metrics_interval_s * 1000);
+        uv_timer_init(d.loop, &d.metrics_timer);
+        d.metrics_timer.data = &d;
+        uv_timer_start(&d.metrics_timer, on_metrics_timer, 0, ms);
+    }
     uint64_t wd_usec = 0;
     if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
         uv_timer_init(d.loop, &d.watchdog);
@@ -730,6 +783,7 @@ int main(int argc, char **argv)
     cuptimon__live_set_destroy(&d.live);
     if (rc != 0)
         log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
+    cuptimon__agg_free(d.agg);
     log_notice("main", "stopped");
     return 0;
 }

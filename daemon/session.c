@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "strtab.h"
 
 #define QUEUE_MAX 65536u
 
@@ -65,11 +66,36 @@ static int64_t jint(json_object *o, const char *key, int64_t def)
 
 /* ---- archive work (worker threads) ------------------------------------- */
 
+/* Live aggregates, on the worker: a STRINGS batch fills the session's
+ * table (only this session's worker touches it, one batch at a time, in
+ * the order the producer sent strings and chunks), a chunk is walked once
+ * more into the aggregates right after it was written. */
+static void agg_item(struct session *s, const struct aw_item *it)
+{
+    if (it->is_strings) {
+        struct cuptimon_strings_iter iter;
+        uint64_t ptr;
+        const char *str;
+        size_t n;
+        if (s->names == NULL || cuptimon__strings_iter_init(&iter, it->strings, it->strings_len) < 0)
+            return;
+        while (cuptimon__strings_next(&iter, &ptr, &str, &n) == 1)
+            cuptimon__strtab_put(s->names, ptr, str, n); /* refusals are counted there */
+        return;
+    }
+    const struct cuptimon_buffer_ready *m = &it->ready;
+    struct cuptimon_clock clk = {.cupti_ts = m->cupti_ts, .unix_ns = m->realtime_ns};
+    cuptimon__agg_add_buffer(s->d->agg, s->id, &s->layout, s->names,
+                             s->pool + (size_t)m->slot * s->slot_size, m->valid_size, &clk);
+}
+
 static void work_cb(uv_work_t *w)
 {
     struct session *s = w->data;
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
+        if (s->d->agg && it->is_strings)
+            agg_item(s, it); /* the chunks after the writes, below */
         if (!s->aw) {
             it->result = -ENOENT; /* no archive: it could not be created */
             continue;
@@ -93,6 +119,12 @@ static void work_cb(uv_work_t *w)
         if (it->result == 0)
             it->strings_len = h.stored_size; /* reported back to the loop */
     }
+    /* The chunks into the aggregates, once all of the batch is written
+     * (the writes do not wait for them; the slots' release, in
+     * after_work_cb, does: about 40 ns per record). */
+    for (size_t i = 0; s->d->agg && i < s->work_len; i++)
+        if (!s->work_items[i].is_strings)
+            agg_item(s, &s->work_items[i]);
 }
 
 static void release_slot(struct session *s, const struct cuptimon_buffer_ready *m, int status)
@@ -104,6 +136,14 @@ static void release_slot(struct session *s, const struct cuptimon_buffer_ready *
     uint8_t body[CUPTIMON_BUFFER_RELEASE_SIZE];
     cuptimon__buffer_release_encode(body, &r);
     conn_send(s->conn, CUPTIMON_MSG_BUFFER_RELEASE, body, sizeof body);
+}
+
+/* The counters only the loop knows, for the aggregates (drops, losses). */
+static void agg_counters(struct session *s)
+{
+    if (s->d->agg && s->hello)
+        cuptimon__agg_session(s->d->agg, s->id, NULL, s->dropped_records,
+                              s->shim_lost + s->write_errors);
 }
 
 static void after_work_cb(uv_work_t *w, int status)
@@ -144,6 +184,7 @@ static void after_work_cb(uv_work_t *w, int status)
         s->items_done++;
     }
     s->work_len = 0;
+    agg_counters(s);
     if (s->conn)
         control_flush_progress(s->d, s, 0, 0);
     start_work(s);
@@ -318,6 +359,18 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     }
     if (json_object_object_get_ex(o, "job", &job) && jstr(job, "label"))
         snprintf(s->label, sizeof s->label, "%s", jstr(job, "label"));
+    /* The layout is usable whatever the version: unknown kinds are only
+     * counted.  The table is NULL only without memory (pointers shown). */
+    cuptimon__agg_layout_from_hello(o, &s->layout);
+    if (d->agg) {
+        struct cuptimon_agg_ident id = {.pid = s->peer.pid, .uid = s->peer.uid, .exe = s->exe};
+        cuptimon__agg_ident_from_hello(o, &id);
+        if (cuptimon__strtab_new(NULL, &s->names) < 0)
+            s->names = NULL;
+        if (cuptimon__agg_session(d->agg, s->id, &id, 0, s->shim_lost) == -ENOSPC)
+            log_warn("aggregate", "session %" PRIu64 " (pid %d) is not aggregated: too many "
+                     "sessions (it is archived as usual)", s->id, (int)s->peer.pid);
+    }
 
     struct tm tm;
     time_t secs = (time_t)(s->connected_unix_ns / 1000000000);
@@ -455,6 +508,7 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
                  "callbacks; the process is no longer traced (preload the shim to share CUPTI)",
                  s->id, (int)s->peer.pid);
     s->cupti_taken = (f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) != 0;
+    agg_counters(s);
     control_flush_progress(s->d, s, f.flush_id, 0);
 }
 
@@ -580,6 +634,11 @@ static void session_maybe_free(struct session *s)
         cuptimon__live_set_remove(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
     if (s->pool)
         munmap((void *)s->pool, s->pool_size);
+    /* Shown as ended for a while (a short job is seen by top and by a
+     * scrape), then dropped by the aggregate itself. */
+    if (d->agg)
+        cuptimon__agg_end(d->agg, s->id);
+    cuptimon__strtab_free(s->names);
     json_object_put(s->hello);
     free(s->slot_held);
     free(s->queue);

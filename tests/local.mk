@@ -37,3 +37,4 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/build.sh tests/gpu/run.sh tests/gpu/
 include tests/unit/service.mk
 include tests/python/local.mk
 include tests/fault/local.mk
+include tests/unit/aggregate.mk

@@ -851,6 +851,35 @@ static int case_hello_then_close(void)
     return 0;
 }
 
+/* A producer that never reads its socket and closes right after its last
+ * BUFFER_READY: the daemon's HELLO_ACK is still unread in our receive queue,
+ * so the kernel reports the daemon's end as reset (EPOLLERR).  The daemon
+ * must still take the buffer and then end the session; close-unread.sh
+ * checks both (status, meta.json) after this exits. */
+static int case_close_unread(void)
+{
+    char frag[200], hello[1024];
+    struct pconn c;
+    pool_frag(frag, sizeof frag, NSLOTS, SLOT);
+    hello_text(hello, sizeof hello, frag, (long)getpid());
+    if (pconnect(&c) < 0)
+        return fail("connect");
+    int fd = good_pool(NSLOTS, SLOT);
+    CHECK(fd >= 0, "memfd: %s", strerror(-fd));
+    int rc = send_msg(&c, CUPTIMON_MSG_HELLO, hello, strlen(hello), &fd, 1);
+    close(fd);
+    CHECK(rc == 0, "send hello: %s", strerror(-rc));
+    usleep(300000); /* the daemon answers; we do not read the answer */
+    struct cuptimon_buffer_ready m = {.slot = 0, .valid_size = 64, .seq = 0};
+    uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
+    cuptimon__buffer_ready_encode(body, &m);
+    rc = send_msg(&c, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, NULL, 0);
+    CHECK(rc == 0, "send: %s", strerror(-rc));
+    pclose_(&c);
+    printf("close-unread-pid: %d\n", (int)getpid());
+    return 0;
+}
+
 /* ---- cases: order and the data path ------------------------------------- */
 
 static int case_ready_before_hello(void)
@@ -1384,6 +1413,7 @@ static const struct {
     {"pid-lie", case_pid_lie, "a pid in the hello that is not the peer's"},
     {"fd-after-hello", case_fd_after_hello, "fds on later messages, a second HELLO"},
     {"hello-then-close", case_hello_then_close, "a producer gone before the hello's reply"},
+    {"close-unread", case_close_unread, "a producer that closes with the daemon's replies unread"},
     {"ready-before-hello", case_ready_before_hello, "data messages before HELLO"},
     {"ready-slot-range", case_ready_slot_range, "BUFFER_READY slot index out of range"},
     {"ready-size-range", case_ready_size_range, "BUFFER_READY valid_size > slot_size, bad body"},

@@ -20,9 +20,11 @@ logged_since() {
     tail -n +"$(($1 + 1))" "$T/daemon.log" | grep -qF -- "$2"
 }
 
-# bad-flood, idle-connections and hello-then-close are judged by their own
-# scripts (hostile-log-flood.sh, conn-flood.sh, hello-close.sh).
-cases=$("$HOSTILE" --list | cut -f1 | grep -v -x -e bad-flood -e idle-connections -e hello-then-close)
+# bad-flood, idle-connections, hello-then-close and close-unread are judged
+# by their own scripts (hostile-log-flood.sh, conn-flood.sh, hello-close.sh,
+# close-unread.sh).
+cases=$("$HOSTILE" --list | cut -f1 |
+    grep -v -x -e bad-flood -e idle-connections -e hello-then-close -e close-unread)
 reports=
 ncases=0
 for c in $cases; do
