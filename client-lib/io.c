@@ -530,13 +530,28 @@ void cuptimon__io_stop(struct shim *s)
         size_t late = 0;
         if (s->cupti.GetNumDroppedRecords(NULL, 0, &late) != CUPTI_SUCCESS)
             late = 0;
-        char body[256];
+        /* p99 of the completion callback's time, as the upper edge of its
+         * log2 bucket (so at most 2x high), and the longest. */
+        uint64_t total = 0, seen = 0, p99 = 0;
+        for (int i = 0; i < 40; i++)
+            total += atomic_load(&s->completion_hist[i]);
+        for (int i = 0; i < 40 && total; i++) {
+            seen += atomic_load(&s->completion_hist[i]);
+            if (seen * 100 >= total * 99) {
+                p99 = (2ull << i) - 1;
+                break;
+            }
+        }
+        char body[384];
         int n = snprintf(body, sizeof body,
                          "{\"dropped_records\":%llu,\"requests_declined\":%llu,"
-                         "\"buffers_lost\":%llu}",
+                         "\"buffers_lost\":%llu,\"completions\":%llu,"
+                         "\"completion_p99_ns_max\":%llu,\"completion_longest_ns\":%llu}",
                          (unsigned long long)late,
                          (unsigned long long)atomic_load(&s->requests_declined),
-                         (unsigned long long)atomic_load(&s->buffers_lost));
+                         (unsigned long long)atomic_load(&s->buffers_lost),
+                         (unsigned long long)total, (unsigned long long)p99,
+                         (unsigned long long)atomic_load(&s->completion_max_ns));
         struct cuptimon_buf b = {0};
         if (n > 0 && cuptimon__frame_append(&b, CUPTIMON_MSG_BYE, body, (size_t)n) == 0)
             send(io->fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -439,6 +439,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
                                       size_t size, size_t valid)
 {
     struct shim *s = &cuptimon__shim;
+    struct timespec t_in;
+    clock_gettime(CLOCK_MONOTONIC, &t_in);
     int idx = slot_of(s, buffer);
     if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
         /* Not a buffer we handed out (another tool's, completed to us after
@@ -514,6 +516,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
     (void)size;
     cuptimon__io_wake(s);
+    struct timespec t_out;
+    clock_gettime(CLOCK_MONOTONIC, &t_out);
+    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in.tv_sec) * 1000000000ull +
+                  (uint64_t)(t_out.tv_nsec - t_in.tv_nsec);
+    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
+    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
+    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
+        ;
 }
 
 /* The runtime and driver calls PyTorch's monitor leaves out of windows:

@@ -96,6 +96,10 @@ struct shim {
     _Atomic uint64_t requests_declined, dropped_records, foreign_buffers, connects;
     _Atomic uint64_t records_walked, layout_mismatch;
     _Atomic uint32_t in_flight; /* READY + SENT slots */
+    /* How long the completion callback takes (it runs on CUPTI's thread,
+     * under CUPTI's lock): log2 buckets of ns, and the longest. */
+    _Atomic uint64_t completion_hist[40];
+    _Atomic uint64_t completion_max_ns;
 };
 
 extern struct shim cuptimon__shim;

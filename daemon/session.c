@@ -302,6 +302,10 @@ static char *meta_json(struct session *s)
         json_object_object_add(st, "write_errors", json_object_new_int64((int64_t)s->write_errors));
         json_object_object_add(st, "requests_declined",
                                json_object_new_int64((int64_t)s->shim_declined));
+        json_object_object_add(st, "completion_p99_ns_max",
+                               json_object_new_int64((int64_t)s->completion_p99_ns));
+        json_object_object_add(st, "completion_longest_ns",
+                               json_object_new_int64((int64_t)s->completion_longest_ns));
         json_object_object_add(st, "lost_buffers",
                                json_object_new_int64((int64_t)(s->shim_lost + s->write_errors)));
         json_object_object_add(m, "final", st);
@@ -533,6 +537,8 @@ static void on_bye(struct session *s, const uint8_t *body, size_t len)
         s->shim_declined = (uint64_t)v;
     if ((v = jint(o, "buffers_lost", -1)) >= 0)
         s->shim_lost = (uint64_t)v;
+    s->completion_p99_ns = (uint64_t)(jint(o, "completion_p99_ns_max", 0) > 0 ? jint(o, "completion_p99_ns_max", 0) : 0);
+    s->completion_longest_ns = (uint64_t)(jint(o, "completion_longest_ns", 0) > 0 ? jint(o, "completion_longest_ns", 0) : 0);
     json_object_put(o);
 }
 
