@@ -209,13 +209,10 @@ static int try_connect(struct io *io)
     return 0;
 }
 
-/* Moves what the completion callback queued into the output buffer:
- * strings first, so that every name reaches the daemon before a buffer
- * that uses it. */
-static void collect(struct io *io)
+/* Frames the strings not yet sent.  Called with qlock held. */
+static void frame_strings_locked(struct io *io)
 {
     struct shim *s = io->s;
-    pthread_mutex_lock(&s->qlock);
     while (s->strings.len > CUPTIMON_STRINGS_HDR_SIZE &&
            s->strings_sent < s->strings.len) {
         size_t from = s->strings_sent < CUPTIMON_STRINGS_HDR_SIZE ? CUPTIMON_STRINGS_HDR_SIZE
@@ -242,18 +239,38 @@ static void collect(struct io *io)
         cuptimon__buf_append(&io->out, s->strings.data + from, to - from);
         s->strings_sent = to;
     }
-    while (s->ring_len > 0) {
-        struct cuptimon_buffer_ready *m = &s->ring[s->ring_head].msg;
-        uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
-        cuptimon__buffer_ready_encode(body, m);
-        if (cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body) < 0)
-            break;
-        atomic_store(&s->slot_state[m->slot], SLOT_SENT);
+}
+
+/* Moves what the completion callback queued into the output buffer.  Each
+ * buffer is walked here, off CUPTI's thread and outside our lock (its names
+ * interned), and its new strings are framed before it, so that every name
+ * reaches the daemon before a buffer that uses it. */
+static void collect(struct io *io)
+{
+    struct shim *s = io->s;
+    for (;;) {
+        pthread_mutex_lock(&s->qlock);
+        if (s->ring_len == 0) {
+            frame_strings_locked(io);
+            pthread_mutex_unlock(&s->qlock);
+            return;
+        }
+        struct cuptimon_buffer_ready m = s->ring[s->ring_head].msg;
+        atomic_store(&s->slot_state[m.slot], SLOT_SENT);
         s->ring_head = (s->ring_head + 1) % s->nslots;
         s->ring_len--;
+        pthread_mutex_unlock(&s->qlock);
+
+        m.records = cuptimon__walk_slot(s, m.slot, m.valid_size);
+
+        uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
+        cuptimon__buffer_ready_encode(body, &m);
+        pthread_mutex_lock(&s->qlock);
+        frame_strings_locked(io);
+        pthread_mutex_unlock(&s->qlock);
+        cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body);
         atomic_fetch_add(&s->buffers_sent, 1);
     }
-    pthread_mutex_unlock(&s->qlock);
 }
 
 static int flush_out(struct io *io)

@@ -355,7 +355,9 @@ static uint32_t hash_ptr(uint64_t p)
 }
 
 /* Interns one name pointer: the first sighting copies the string into the
- * table that the IO thread sends before the buffer.  Called under qlock. */
+ * table that the IO thread sends before the buffer.  Runs on the IO thread
+ * (the only user of the intern table); the string table is shared with
+ * annotation calls, so appending to it takes qlock. */
 static void intern(struct shim *s, const char *name)
 {
     if (!name)
@@ -374,10 +376,12 @@ static void intern(struct shim *s, const char *name)
         s->intern_len++;
     }
     size_t len = strnlen(name, CUPTIMON_STRING_MAX_LEN);
+    pthread_mutex_lock(&s->qlock);
     if (s->strings.len == 0)
         cuptimon__strings_begin(&s->strings);
     if (cuptimon__strings_add(&s->strings, p, name, len) == 0)
         s->strings_count++;
+    pthread_mutex_unlock(&s->qlock);
 }
 
 /* Names are read only when the runtime CUPTI has this build's major
@@ -414,6 +418,28 @@ static void intern_record(struct shim *s, const CUpti_Activity *rec, size_t size
     default:
         break;
     }
+}
+
+uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid)
+{
+    /* One pass over the records: count them and intern the names they
+     * point to (kernel and marker names live in this process's memory).
+     * A record's size is the distance to the next one; a name is read only
+     * from a record whose size is that of the layout this shim was built
+     * for, so an unknown layout is counted, never misread. */
+    uint8_t *buffer = s->pool + (size_t)idx * s->slot_size;
+    uint64_t n = 0;
+    CUpti_Activity *rec = NULL, *prev = NULL;
+    while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (prev)
+            intern_record(s, prev, (size_t)((uint8_t *)rec - (uint8_t *)prev));
+        n++;
+        prev = rec;
+    }
+    if (prev)
+        intern_record(s, prev, (size_t)(buffer + valid - (uint8_t *)prev));
+    atomic_fetch_add_explicit(&s->records_walked, n, memory_order_relaxed);
+    return n;
 }
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -458,22 +484,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
 
-    pthread_mutex_lock(&s->qlock);
-    /* One pass over the records: count them and intern the names they
-     * point to (kernel and marker names live in the producer's memory).
-     * A record's size is the distance to the next one; a name is read only
-     * from a record whose size is that of the layout this shim was built
-     * for, so an unknown layout is counted, never misread. */
+    /* The records are walked (counted, names interned) by the IO thread
+     * before it hands the buffer on: this callback runs on CUPTI's thread
+     * under CUPTI's lock, and a walk of a 4 MiB buffer takes about a
+     * millisecond.  Here: a few stores and a wake-up. */
     uint64_t n = 0;
     CUpti_Activity *rec = NULL, *prev = NULL;
-    while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        if (prev)
-            intern_record(s, prev, (size_t)((uint8_t *)rec - (uint8_t *)prev));
-        n++;
-        prev = rec;
-    }
-    if (prev)
-        intern_record(s, prev, (size_t)(buffer + valid - (uint8_t *)prev));
+    pthread_mutex_lock(&s->qlock);
     s->slot_used[idx] = valid;
     uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
     struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
@@ -511,7 +528,6 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
             cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev), delta,
                                   have_delta);
     }
-    atomic_fetch_add_explicit(&s->records_walked, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
     (void)size;

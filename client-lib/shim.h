@@ -122,6 +122,8 @@ void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached);
 
 /* shim.c */
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
+/* IO thread: walks a completed slot, interns its names; returns records. */
+uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);
 void cuptimon__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define shim_debug(s, ...)                                                                         \
