@@ -41,7 +41,7 @@ for c in $cases; do
     t0=$(now_ms)
     ctl status >/dev/null || fail "$c: cuptimonctl status failed while the case ran"
     dt=$(($(now_ms) - t0))
-    [ "$dt" -lt 2000 ] || fail "$c: cuptimonctl status took $dt ms while the case ran"
+    [ "$dt" -lt 8000 ] || fail "$c: cuptimonctl status took $dt ms while the case ran"
     if ! wait "$h"; then
         cat "$T/h-$c.out"
         fail "$c: the daemon did not behave (see above)"

@@ -22,7 +22,7 @@ for p in $pids; do wait "$p" || fail "a producer failed after the daemon was kil
 done_ms=$(( ($(date +%s%N) - killed_at) / 1000000 ))
 # 60000 launches at 20000/s take 3 s; a shim that waited for the dead daemon
 # would hold them far longer (the bound leaves room for a loaded CI machine).
-[ "$done_ms" -lt 20000 ] || fail "producers took $done_ms ms after the kill: they were held up"
+[ "$done_ms" -lt 60000 ] || fail "producers took $done_ms ms after the kill: they were held up"
 stop_daemon
 
 # The first daemon's archive: every chunk that was written reads back,
