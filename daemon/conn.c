@@ -93,6 +93,9 @@ static void on_poll(uv_poll_t *p, int status, int events)
         c->write_dead = 1;
         c->out.len = 0;
         events = UV_READABLE;
+        /* libuv stopped the handle before calling us: make conn_update()
+         * start it again, or the connection would never see its EOF. */
+        c->watching = 0;
     }
     if ((events & UV_WRITABLE) && !c->write_dead) {
         if (try_write(c) < 0) {

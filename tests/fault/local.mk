@@ -32,8 +32,7 @@ TESTS += $(FAULT_TESTS)
 # Tests of product bugs not yet fixed (docs/FAULTS.md, "Bugs found"); each
 # line goes with its fix (the test then XPASSes).
 XFAIL_TESTS = \
-	tests/fault/exit-unconnected.sh \
-	tests/fault/close-unread.sh
+	tests/fault/exit-unconnected.sh
 
 # What the scripts need at run time: the compiler and flags of this build
 # (tsan.sh compiles the shim itself) and the soak's size.
