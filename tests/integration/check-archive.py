@@ -30,7 +30,8 @@ def demangle(names):
 
 def main():
     ctl, root, reports = sys.argv[1], sys.argv[2], sys.argv[3:]
-    tmp = tempfile.mkdtemp(prefix="cuptimon-check-")
+    tmpdir = tempfile.TemporaryDirectory(prefix="cuptimon-check-")  # removed at exit
+    tmp = tmpdir.name
     trace_path = os.path.join(tmp, "trace.json")
     summary_path = os.path.join(tmp, "summary.json")
     r = subprocess.run([ctl, "decode", root, "-o", trace_path, "--summary-out", summary_path],
