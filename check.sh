@@ -12,6 +12,7 @@ jobs=$(nproc)
 passed=0
 failed=0
 failures=()
+rm -f "$top/check-failures.log"
 
 # count_suite DIR NAME: add the automake harness results of one build.
 count_suite() {
@@ -23,7 +24,18 @@ count_suite() {
     e=$(sed -n 's/^# ERROR: *//p' "$log"); x=$(sed -n 's/^# XPASS: *//p' "$log")
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0} + ${e:-0} + ${x:-0}))
-    [ $(( ${f:-0} + ${e:-0} + ${x:-0} )) -eq 0 ] || failures+=("$2: see $log")
+    [ $(( ${f:-0} + ${e:-0} + ${x:-0} )) -eq 0 ] && return
+    failures+=("$2: see $log")
+    # Name each failed test with the lines of its log that say why, so that
+    # a CI run that keeps only the end of the output still tells.
+    local trs t
+    while IFS= read -r trs; do
+        grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$trs" || continue
+        t=${trs%.trs}
+        failures+=("$2: ${t#"$1"/}: $(grep -m 3 -E '^(FAIL|ERROR)|Error|assert|Assert|failed' "$t.log" 2>/dev/null \
+            | grep -v '^FAIL [^:]* (exit status' | tr '\n' ' ' | cut -c1-400)")
+        { echo "----- $2: $t.log (last 60 lines)"; tail -n 60 "$t.log"; } >>"$top/check-failures.log" 2>/dev/null
+    done < <(find "$1" -name '*.trs' -newer "$1/config.status" | sort)
 }
 
 # stage NAME CMD...: a single pass/fail step.
@@ -66,8 +78,17 @@ if command -v clang >/dev/null; then
     fi
 fi
 
-stage "distcheck" make -s -C build-ci distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
+# distcheck's output is long: kept in a file, its end shown only on failure.
+distcheck() {
+    make -s -C build-ci distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror >build-ci/distcheck.log 2>&1 \
+        && { grep -A3 '^=====' build-ci/distcheck.log | tail -n 4; return 0; }
+    tail -n 30 build-ci/distcheck.log
+    grep -E '^(FAIL|ERROR|XPASS):' build-ci/distcheck.log | head -n 10
+    return 1
+}
+stage "distcheck" distcheck
 
+[ -s "$top/check-failures.log" ] && echo "(the failed tests' logs: check-failures.log)"
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
