@@ -25,6 +25,7 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+#define EXIT_RETRY_MS 20
 #define STRINGS_BATCH_MAX (512u << 10)
 
 struct io {
@@ -179,9 +180,12 @@ static void disconnect(struct io *io, const char *why)
 static int try_connect(struct io *io)
 {
     struct shim *s = io->s;
-    int fd = -1;
-    for (int i = 0; i < s->nsockets && fd < 0; i++)
+    int fd = -1, busy = 0;
+    for (int i = 0; i < s->nsockets && fd < 0; i++) {
         fd = cuptimon__connect(s->sockets[i], 1);
+        busy |= fd == -EAGAIN;
+    }
+    atomic_store(&s->daemon_busy, fd < 0 && busy);
     if (fd < 0) {
         io->next_attempt = mono_ms() + io->backoff_ms;
         io->backoff_ms = io->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : io->backoff_ms * 2;
@@ -312,32 +316,6 @@ static void on_release(struct io *io, const uint8_t *body, size_t len)
     pthread_mutex_unlock(&s->qlock);
 }
 
-/* A forced flush returns every buffer CUPTI holds.  A slot CUPTI got
- * before it and still holds after it was completed to someone else: another
- * client replaced our callbacks (possible only when the shim is injected,
- * not preloaded).  Those slots are gone for good; count them as lost, and
- * say so in status. */
-static void check_taken(struct shim *s, uint64_t gen)
-{
-    uint32_t lost = 0;
-    for (uint32_t i = 0; i < s->nslots; i++) {
-        if (atomic_load(&s->slot_state[i]) == SLOT_CUPTI && atomic_load(&s->slot_gen[i]) < gen) {
-            /* Leave the slot marked: if it ever comes back it is ours again;
-             * set the generation so that it is counted once. */
-            atomic_store(&s->slot_gen[i], UINT64_MAX);
-            lost++;
-        }
-    }
-    if (lost) {
-        atomic_fetch_add(&s->buffers_lost, lost);
-        if (!atomic_exchange(&s->cupti_taken, 1))
-            cuptimon__log("another CUPTI client took the activity callbacks (%u buffer(s) were "
-                          "completed to it); this process is no longer traced. Preload the shim "
-                          "(LD_PRELOAD) to share CUPTI with other tools.",
-                          lost);
-    }
-}
-
 static void on_flush(struct io *io, const uint8_t *body, size_t len)
 {
     struct shim *s = io->s;
@@ -351,7 +329,7 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
      * when FLUSH_DONE is framed after it. */
     s->cupti.FlushAll(f.forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
     if (f.forced)
-        check_taken(s, gen);
+        cuptimon__check_taken(s, gen);
     collect(io);
     struct cuptimon_flush_done d = {.flush_id = f.flush_id,
                                     .buffers = atomic_load(&s->buffers_completed) - before,
@@ -448,12 +426,44 @@ static void read_input(struct io *io)
     }
 }
 
+/* After the shim took CUPTI back: the slots that were completed to the
+ * other client came back to nobody; zero them and return them to the pool. */
+static void reclaim_lost(struct shim *s)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        if (atomic_load(&s->slot_state[i]) != SLOT_CUPTI ||
+            atomic_load(&s->slot_gen[i]) != UINT64_MAX)
+            continue;
+        memset(s->pool + (size_t)i * s->slot_size, 0, s->slot_size);
+        s->slot_used[i] = 0;
+        cuptimon__slot_free(s, i);
+        n++;
+    }
+    if (n)
+        shim_debug(s, "%u slot(s) lost to the other CUPTI client are back in the pool", n);
+}
+
 static void *io_main(void *arg)
 {
     struct io *io = arg;
     struct shim *s = io->s;
+    long long hook_checked = mono_ms();
     while (!__atomic_load_n(&io->stop, __ATOMIC_ACQUIRE)) {
         long long now = mono_ms();
+        /* Exiting with buffers for a daemon that is there but busy: try
+         * again soon, within the exit hand-off's bound. */
+        if (io->fd < 0 && atomic_load(&s->exiting) && atomic_load(&s->daemon_busy) &&
+            io->next_attempt > now + EXIT_RETRY_MS)
+            io->next_attempt = now + EXIT_RETRY_MS;
+        if (atomic_exchange(&s->reclaim_lost, 0))
+            reclaim_lost(s);
+        /* Objects loaded since the last scan get their CUPTI imports routed
+         * to the shim too (a cheap check, once a second). */
+        if (now - hook_checked >= 1000) {
+            hook_checked = now;
+            cuptimon__mux_hook(s, 0);
+        }
         if (io->fd < 0 && now >= io->next_attempt)
             try_connect(io);
         if (io->fd >= 0) {
@@ -518,9 +528,32 @@ int cuptimon__io_drain(struct shim *s, int timeout_ms)
         dl.tv_nsec -= 1000000000;
     }
     int rc = 0;
+    atomic_store(&s->exiting, 1);
+    cuptimon__io_wake(s);
     pthread_mutex_lock(&s->qlock);
-    while ((s->ring_len > 0 || atomic_load(&s->in_flight) > 0) && atomic_load(&s->connected)) {
-        if (pthread_cond_timedwait(&s->drained, &s->qlock, &dl) == ETIMEDOUT) {
+    /* Wait while connected, or while a daemon is there but has not taken
+     * the connection yet (its queue was full); with no daemon at all, go at
+     * once: a node without cuptimond costs a job nothing at exit. */
+    for (;;) {
+        int pending = s->ring_len > 0 || atomic_load(&s->in_flight) > 0;
+        int connected = atomic_load(&s->connected);
+        if (!pending || (!connected && !atomic_load(&s->daemon_busy)))
+            break;
+        struct timespec until = dl;
+        if (!connected) {
+            /* Not signalled when the state changes: look again shortly. */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            now.tv_nsec += EXIT_RETRY_MS * 1000000L;
+            if (now.tv_nsec >= 1000000000) {
+                now.tv_sec++;
+                now.tv_nsec -= 1000000000;
+            }
+            if (now.tv_sec < dl.tv_sec || (now.tv_sec == dl.tv_sec && now.tv_nsec < dl.tv_nsec))
+                until = now;
+        }
+        if (pthread_cond_timedwait(&s->drained, &s->qlock, &until) == ETIMEDOUT &&
+            until.tv_sec == dl.tv_sec && until.tv_nsec == dl.tv_nsec) {
             rc = -ETIMEDOUT;
             break;
         }

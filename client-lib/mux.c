@@ -15,7 +15,14 @@
  * stay CLOCK_REALTIME.  cuptiFinalize from the tool detaches the tool only.
  *
  * When the shim is only injected (CUDA_INJECTION64_PATH, loaded RTLD_LOCAL
- * by the driver) none of this is reached: tools call libcupti directly.
+ * by the driver) its exports interpose on nothing; hook.c then points the
+ * other objects' imports of these entry points here (cuptimon__mux_hook).
+ * A tool that still reaches libcupti directly (through a dlsym pointer, or
+ * from a library loaded after the last scan) takes CUPTI over; io.c finds
+ * that out.  While it holds CUPTI, its calls that do come here tell when it
+ * lets go: its cuptiFinalize, its forced flush after it disabled kinds, or
+ * its registering callbacks again (then it is shared from there on).  The
+ * shim then takes CUPTI back (cuptimon__retake).
  */
 #include "config.h"
 
@@ -35,14 +42,15 @@ static struct {
     CUpti_BuffersCallbackCompleteFunc complete;
     CUpti_TimestampCallbackFunc timestamp;
     uint8_t kinds[TOOL_KINDS];  /* the tool enabled it */
-    /* When the tool enabled and disabled each kind (CLOCK_REALTIME, CUPTI's
-     * timebase): it gets the records that start in between, as it would
+    /* When the tool enabled and disabled each kind (in CUPTI's timebase,
+     * which its records carry): it gets the records that start in between, as it would
      * from CUPTI alone. */
     uint64_t on_ns[TOOL_KINDS], off_ns[TOOL_KINDS];
     uint8_t ours[TOOL_KINDS];   /* the shim enabled it */
     uint8_t *buf;               /* the tool's current buffer */
     size_t size, used;
     uint64_t delivered, dropped, buffers;
+    int stopping; /* it disabled kinds while it held CUPTI itself */
 } tool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int active(void)
@@ -59,7 +67,7 @@ static void *real(const char *name)
     return f ? f : dlsym(RTLD_NEXT, name);
 }
 
-static uint64_t realtime_ns(void);
+static uint64_t cupti_now(void);
 
 int cuptimon__mux_tool_wants(uint32_t kind)
 {
@@ -95,8 +103,14 @@ int cuptimon__mux_needed(uint32_t kind)
     return kind < TOOL_KINDS && tool.kinds[kind];
 }
 
-static uint64_t realtime_ns(void)
+/* Now in CUPTI's timebase, the one its records carry: CLOCK_REALTIME
+ * unless a client registered a timestamp callback with CUPTI itself. */
+static uint64_t cupti_now(void)
 {
+    uint64_t t = 0;
+    struct shim *s = &cuptimon__shim;
+    if (s->cupti.GetTimestamp && s->cupti.GetTimestamp(&t) == CUPTI_SUCCESS && t)
+        return t;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -224,24 +238,28 @@ void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delt
     pthread_mutex_unlock(&tool.lock);
 }
 
-/* The offset from CUPTI's timebase (CLOCK_REALTIME) to the tool's, when
- * the tool registered a timestamp callback. */
+/* The offset from CUPTI's timebase (CLOCK_REALTIME, unless a client set
+ * CUPTI's own) to the tool's, when the tool registered a timestamp
+ * callback through the shim. */
 int cuptimon__mux_delta(uint64_t *delta)
 {
     CUpti_TimestampCallbackFunc f = tool.timestamp;
     if (!f || !tool.complete)
         return 0;
-    uint64_t a = realtime_ns(), t = f(), b = realtime_ns();
+    uint64_t a = cupti_now(), t = f(), b = cupti_now();
     *delta = t - (a + (b - a) / 2);
     return 1;
 }
 
 /* ---- the interposed entry points ---------------------------------------- */
 
-#define EXPORT __attribute__((visibility("default")))
+static int taken(void)
+{
+    return atomic_load(&cuptimon__shim.cupti_taken) != 0;
+}
 
-EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
-                                                          CUpti_BuffersCallbackCompleteFunc done)
+static CUptiResult CUPTIAPI mux_register(CUpti_BuffersCallbackRequestFunc req,
+                                         CUpti_BuffersCallbackCompleteFunc done)
 {
     if (!active()) {
         CUptiResult (*f)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
@@ -249,17 +267,24 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallback
                 real("cuptiActivityRegisterCallbacks");
         return f ? f(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
     }
+    if (!req || !done)
+        return CUPTI_ERROR_INVALID_PARAMETER;
     pthread_mutex_lock(&tool.lock);
     if (tool.buf)
         complete_locked();
     tool.request = req;
     tool.complete = done;
+    tool.stopping = 0;
     pthread_mutex_unlock(&tool.lock);
     shim_debug(&cuptimon__shim, "another CUPTI client registered activity callbacks: sharing");
-    return (req && done) ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+    /* It held CUPTI with callbacks registered behind the shim's back; from
+     * here on it is shared like any other tool. */
+    if (taken())
+        cuptimon__retake(&cuptimon__shim, "the other tool registered its callbacks again");
+    return CUPTI_SUCCESS;
 }
 
-EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+static CUptiResult CUPTIAPI mux_enable(CUpti_ActivityKind kind)
 {
     CUptiResult (*f)(CUpti_ActivityKind) =
         (CUptiResult(*)(CUpti_ActivityKind))real("cuptiActivityEnable");
@@ -267,7 +292,10 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
         return CUPTI_ERROR_NOT_INITIALIZED;
     if (!active())
         return f(kind);
-    int shared = (unsigned)kind < TOOL_KINDS && tool.ours[kind];
+    /* While another client holds CUPTI, its enables go through as they
+     * would without cuptimon: it may have turned the kind off directly. */
+    int held = taken();
+    int shared = (unsigned)kind < TOOL_KINDS && tool.ours[kind] && !held;
     if (shared && !tool.on_ns[kind]) {
         /* The kind was already on for cuptimon: what CUPTI holds now was
          * recorded before the tool asked for it, so it goes to cuptimon
@@ -278,23 +306,23 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
     }
     CUptiResult rc = shared ? CUPTI_SUCCESS : f(kind);
     shim_debug(&cuptimon__shim, "tool: enable kind %u%s: %d", (unsigned)kind,
-               shared ? " (already on for cuptimon)" : "", (int)rc);
+               shared ? " (already on for cuptimon)" : held ? " (it holds CUPTI)" : "", (int)rc);
     if (rc == CUPTI_SUCCESS && (unsigned)kind < TOOL_KINDS) {
         tool.kinds[kind] = 1;
-        tool.on_ns[kind] = realtime_ns();
+        tool.on_ns[kind] = cupti_now();
         tool.off_ns[kind] = 0;
         /* CUPTI asks a client for a buffer as soon as it traces; tools rely
          * on that (Kineto flushes at its stop only if it handed out a
          * buffer), so ask for one now as CUPTI would. */
         pthread_mutex_lock(&tool.lock);
-        if (tool.request)
+        if (tool.request && !held)
             ensure_buffer_locked(0);
         pthread_mutex_unlock(&tool.lock);
     }
     return rc;
 }
 
-EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
+static CUptiResult CUPTIAPI mux_disable(CUpti_ActivityKind kind)
 {
     CUptiResult (*f)(CUpti_ActivityKind) =
         (CUptiResult(*)(CUpti_ActivityKind))real("cuptiActivityDisable");
@@ -305,14 +333,18 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
     shim_debug(&cuptimon__shim, "tool: disable kind %u", (unsigned)kind);
     if ((unsigned)kind < TOOL_KINDS && tool.kinds[kind]) {
         tool.kinds[kind] = 0;
-        tool.off_ns[kind] = realtime_ns(); /* records up to now still reach it */
+        tool.off_ns[kind] = cupti_now(); /* records up to now still reach it */
     }
+    /* A client that never registered through here may be one that holds
+     * CUPTI itself: a forced flush after this means it stopped. */
+    if (taken() || !tool.complete)
+        tool.stopping = 1;
     /* Still wanted by cuptimon: stays on in CUPTI, the tool just stops
      * receiving it. */
     return (unsigned)kind < TOOL_KINDS && tool.ours[kind] ? CUPTI_SUCCESS : f(kind);
 }
 
-EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
+static CUptiResult CUPTIAPI mux_flush(uint32_t flag)
 {
     CUptiResult (*f)(uint32_t) = (CUptiResult(*)(uint32_t))real("cuptiActivityFlushAll");
     if (!f)
@@ -320,8 +352,14 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
     if (!active())
         return f(flag);
     /* CUPTI completes its buffers to the shim, which copies the tool's
-     * records out; then the tool gets its partly filled buffer too. */
+     * records out; then the tool gets its partly filled buffer too.  A
+     * forced flush also shows whether a client holds CUPTI behind mux.c. */
+    struct shim *s = &cuptimon__shim;
+    int forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+    uint64_t gen = forced ? atomic_fetch_add(&s->flush_gen, 1) + 1 : 0;
     CUptiResult rc = f(flag);
+    if (forced)
+        cuptimon__check_taken(s, gen);
     pthread_mutex_lock(&tool.lock);
     if (tool.complete)
         complete_locked();
@@ -329,29 +367,43 @@ EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
                "tool: flush(%u): %d; %llu records delivered in %llu buffers, %llu dropped so far",
                flag, (int)rc, (unsigned long long)tool.delivered,
                (unsigned long long)tool.buffers, (unsigned long long)tool.dropped);
+    int stopped = tool.stopping && forced;
+    if (forced)
+        tool.stopping = 0;
     pthread_mutex_unlock(&tool.lock);
+    /* A tool that holds CUPTI itself, disabled its kinds and then forced
+     * out every buffer (Kineto's stop) has stopped tracing: its buffers
+     * are all back with it. */
+    if (stopped && taken())
+        cuptimon__retake(&cuptimon__shim, "the other tool stopped tracing");
     return rc;
 }
 
-EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc cb)
+static CUptiResult CUPTIAPI mux_timestamp(CUpti_TimestampCallbackFunc cb)
 {
-    if (!active()) {
-        CUptiResult (*f)(CUpti_TimestampCallbackFunc) =
-            (CUptiResult(*)(CUpti_TimestampCallbackFunc))real(
-                "cuptiActivityRegisterTimestampCallback");
+    CUptiResult (*f)(CUpti_TimestampCallbackFunc) = (CUptiResult(*)(CUpti_TimestampCallbackFunc))real(
+        "cuptiActivityRegisterTimestampCallback");
+    if (!active())
         return f ? f(cb) : CUPTI_ERROR_NOT_INITIALIZED;
-    }
     /* Never CUPTI's timebase: applied to the tool's copies only. */
     tool.timestamp = cb;
     shim_debug(&cuptimon__shim, "tool: timestamp callback registered (applied to its copies only)");
     return CUPTI_SUCCESS;
 }
 
-EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
+static CUptiResult CUPTIAPI mux_finalize(void)
 {
-    if (!active()) {
-        CUptiResult (*f)(void) = (CUptiResult(*)(void))real("cuptiFinalize");
+    CUptiResult (*f)(void) = (CUptiResult(*)(void))real("cuptiFinalize");
+    if (!active())
         return f ? f() : CUPTI_SUCCESS;
+    if (taken() || cuptimon__probe_taken(&cuptimon__shim)) {
+        /* It held CUPTI itself: let it finalize as it would without
+         * cuptimon (that also resets any timebase it set), then take CUPTI
+         * back. */
+        shim_debug(&cuptimon__shim, "tool: cuptiFinalize while it holds CUPTI");
+        CUptiResult rc = f ? f() : CUPTI_SUCCESS;
+        cuptimon__retake(&cuptimon__shim, "the other tool finalized CUPTI");
+        return rc;
     }
     /* The tool is done with CUPTI; cuptimon is not.  Detach the tool. */
     shim_debug(&cuptimon__shim, "tool: cuptiFinalize (detaching the tool only)");
@@ -373,6 +425,77 @@ EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
     }
     pthread_mutex_unlock(&tool.lock);
     return CUPTI_SUCCESS;
+}
+
+/* The exported names, for symbol lookup when the shim is preloaded; hook.c
+ * uses the local addresses above (taking an exported symbol's address in a
+ * shared object goes through its own import table, which another libcupti
+ * in the process could satisfy). */
+#define EXPORT __attribute__((visibility("default")))
+#define ALIAS(target) __attribute__((alias(#target)))
+EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc,
+                                                          CUpti_BuffersCallbackCompleteFunc)
+    ALIAS(mux_register);
+EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind) ALIAS(mux_enable);
+EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind) ALIAS(mux_disable);
+EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t) ALIAS(mux_flush);
+EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc)
+    ALIAS(mux_timestamp);
+EXPORT CUptiResult CUPTIAPI cuptiFinalize(void) ALIAS(mux_finalize);
+
+void cuptimon__mux_hook(struct shim *s, int force)
+{
+    static const struct cuptimon_hook targets[] = {
+        {"cuptiActivityRegisterCallbacks", (void *)mux_register},
+        {"cuptiActivityEnable", (void *)mux_enable},
+        {"cuptiActivityDisable", (void *)mux_disable},
+        {"cuptiActivityFlushAll", (void *)mux_flush},
+        {"cuptiActivityRegisterTimestampCallback", (void *)mux_timestamp},
+        {"cuptiFinalize", (void *)mux_finalize},
+    };
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    if (!s->hook)
+        return;
+    pthread_mutex_lock(&lock);
+    if (force || cuptimon__hook_generation() != s->hook_adds) {
+        int n = cuptimon__hook_scan(targets, sizeof targets / sizeof targets[0],
+                                    (void *)cuptimon__mux_hook, (void *)s->cupti.RegisterCallbacks,
+                                    &s->hook_adds);
+        if (n > 0) {
+            atomic_fetch_add(&s->hooked, (uint64_t)n);
+            shim_debug(s, "routed %d CUPTI import(s) of loaded objects to the shim", n);
+        } else if (n < 0) {
+            shim_debug(s, "could not route CUPTI imports to the shim (mprotect refused)");
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* The shim took CUPTI back: whatever the tool enabled while it held CUPTI
+ * itself is void; it gets records again from its next enable on. */
+void cuptimon__mux_forget_kinds(void)
+{
+    pthread_mutex_lock(&tool.lock);
+    for (unsigned k = 0; k < TOOL_KINDS; k++) {
+        tool.kinds[k] = 0;
+        tool.on_ns[k] = tool.off_ns[k] = 0;
+    }
+    tool.stopping = 0;
+    pthread_mutex_unlock(&tool.lock);
+}
+
+int cuptimon__mux_ours(uint32_t kind)
+{
+    return kind < TOOL_KINDS && tool.ours[kind];
+}
+
+int cuptimon__mux_foreign(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    CUpti_BuffersCallbackCompleteFunc done = tool.complete;
+    if (!done)
+        return 0;
+    done(ctx, stream, buf, size, valid);
+    return 1;
 }
 
 void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached)

@@ -114,6 +114,7 @@ static int read_config(struct shim *s)
 {
     const char *v;
     s->debug = (v = getenv("CUPTIMON_DEBUG")) && *v && strcmp(v, "0") != 0;
+    s->hook = !((v = getenv("CUPTIMON_HOOK")) && strcmp(v, "0") == 0);
     s->nslots = DEFAULT_SLOTS;
     s->slot_size = DEFAULT_SLOT_SIZE;
     if ((v = getenv("CUPTIMON_POOL_SLOTS")) && *v) {
@@ -470,8 +471,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     int idx = slot_of(s, buffer);
     if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
         /* Not a buffer we handed out (another tool's, completed to us after
-         * it re-registered callbacks): never touch or free it. */
+         * the shim took CUPTI back): never touch or free it; its owner gets
+         * it where its callback is known. */
         atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
+        cuptimon__mux_foreign(ctx, stream_id, buffer, size, valid);
         return;
     }
     if (valid > s->slot_size)
@@ -581,6 +584,87 @@ int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
     return 0;
 }
 
+static void cupti_attributes(struct shim *s)
+{
+    uint8_t one = 1;
+    size_t sz = sizeof one;
+    /* Pre-zeroed slots: CUPTI then never zeroes a buffer on the job's thread. */
+    if (s->cupti.SetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one) !=
+        CUPTI_SUCCESS)
+        shim_debug(s, "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not supported");
+}
+
+/* A forced flush returns every buffer CUPTI holds.  A slot CUPTI got
+ * before it (generation below gen) and still holds after it was completed
+ * to someone else: another client replaced the shim's callbacks (a tool
+ * that reaches libcupti without going through mux.c).  Those slots are
+ * counted as lost, and status says CUPTI was taken.  Returns 1 if so. */
+int cuptimon__check_taken(struct shim *s, uint64_t gen)
+{
+    uint32_t lost = 0;
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        uint64_t g = atomic_load(&s->slot_gen[i]);
+        /* Claimed with a compare-and-swap: counted once, however many
+         * threads check at the same time.  UINT64_MAX marks it lost. */
+        if (atomic_load(&s->slot_state[i]) == SLOT_CUPTI && g < gen &&
+            atomic_compare_exchange_strong(&s->slot_gen[i], &g, UINT64_MAX))
+            lost++;
+    }
+    if (!lost)
+        return atomic_load(&s->cupti_taken);
+    atomic_fetch_add(&s->buffers_lost, lost);
+    if (!atomic_exchange(&s->cupti_taken, 1))
+        cuptimon__log("another CUPTI client took the activity callbacks (%u buffer(s) were "
+                      "completed to it); this process is not traced until it lets go. Preload "
+                      "the shim (LD_PRELOAD) to share CUPTI with any tool.",
+                      lost);
+    /* The client may live in an object loaded since the last scan: route
+     * its calls to mux.c, so that its stop is seen. */
+    cuptimon__mux_hook(s, 1);
+    return 1;
+}
+
+/* A forced flush of its own, then the check above. */
+int cuptimon__probe_taken(struct shim *s)
+{
+    uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
+    s->cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    return cuptimon__check_taken(s, gen);
+}
+
+void cuptimon__retake(struct shim *s, const char *why)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    if (!atomic_load(&s->cupti_taken) || atomic_load(&s->stopping)) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    /* What CUPTI holds now was given out by the other client's request
+     * callback: a forced flush completes it to that client before the
+     * shim's callbacks replace its own. */
+    s->cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cupti_attributes(s);
+    CUptiResult cr = s->cupti.RegisterCallbacks(buffer_requested, buffer_completed);
+    if (cr != CUPTI_SUCCESS) {
+        cuptimon__log("cannot take CUPTI back (%s): cuptiActivityRegisterCallbacks: %s", why,
+                      cupti_err(s, cr));
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    cuptimon__mux_forget_kinds();
+    for (uint32_t k = 1; k < 64; k++)
+        if (cuptimon__mux_ours(k))
+            cuptimon__enable_kind(s, k, 1);
+    atomic_store(&s->cupti_taken, 0);
+    atomic_fetch_add(&s->retakes, 1);
+    /* The slots completed to the other client are with nobody now. */
+    atomic_store(&s->reclaim_lost, 1);
+    pthread_mutex_unlock(&lock);
+    cuptimon__io_wake(s);
+    cuptimon__log("took CUPTI back (%s); this process is traced again", why);
+}
+
 /* ---- start and stop ----------------------------------------------------- */
 
 static void at_exit(void)
@@ -609,12 +693,7 @@ static int start(void)
                       (unsigned long long)s->slot_size, strerror(-rc));
         return rc;
     }
-    uint8_t one = 1;
-    size_t sz = sizeof one;
-    /* Pre-zeroed slots: CUPTI then never zeroes a buffer on the job's thread. */
-    if (s->cupti.SetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one) !=
-        CUPTI_SUCCESS)
-        shim_debug(s, "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not supported");
+    cupti_attributes(s);
     CUptiResult cr = s->cupti.RegisterCallbacks(buffer_requested, buffer_completed);
     if (cr != CUPTI_SUCCESS) {
         cuptimon__log("cuptiActivityRegisterCallbacks failed: %s; not tracing", cupti_err(s, cr));
@@ -630,6 +709,9 @@ static int start(void)
     }
     pthread_atfork(NULL, NULL, in_child);
     atexit(at_exit);
+    /* Other libraries' CUPTI activity calls now come to mux.c, injected as
+     * well as preloaded, so that a tool started later shares CUPTI. */
+    cuptimon__mux_hook(s, 1);
     shim_debug(s, "tracing with %s (CUPTI %u), pool %u x %llu bytes", s->cupti.path,
                s->cupti.version, s->nslots, (unsigned long long)s->slot_size);
     return 0;

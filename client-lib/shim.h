@@ -66,6 +66,11 @@ struct shim {
     _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */
     _Atomic uint64_t flush_gen;
     _Atomic int cupti_taken; /* another client took the callbacks */
+    _Atomic int reclaim_lost; /* IO thread: free the slots lost to it */
+    _Atomic uint64_t retakes; /* times the shim took CUPTI back */
+    int hook;                 /* route other objects' CUPTI calls to mux.c */
+    unsigned long long hook_adds; /* dl_iterate_phdr's load count at the last scan */
+    _Atomic uint64_t hooked;  /* import slots pointed at mux.c so far */
     _Atomic uint32_t pool_free;
 
     /* completion -> IO thread queue, under qlock */
@@ -89,6 +94,11 @@ struct shim {
     int io_running;
     _Atomic int stopping;
     _Atomic int connected;
+    /* The last connection attempt found a daemon whose listen queue was
+     * full (EAGAIN): it is there, only busy.  At exit the shim then keeps
+     * trying within its hand-off bound; with no daemon it leaves at once. */
+    _Atomic int daemon_busy;
+    _Atomic int exiting;
     pthread_cond_t drained; /* signalled when queue and in-flight both empty */
 
     /* counters (atomics: read by cuptimon_get_status from any thread) */
@@ -119,12 +129,37 @@ void cuptimon__mux_note_ours(uint32_t kind, int on);
 int cuptimon__mux_delta(uint64_t *delta);
 void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta);
 void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached);
+/* Hands a buffer CUPTI completed to the shim but the shim never gave out
+ * to the tool whose it is, when that tool's callback is known; 0 if not. */
+int cuptimon__mux_foreign(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid);
+/* Points other objects' imports of the entry points at mux.c (injected
+ * shim; see hook.c).  force: scan even if nothing was loaded since. */
+void cuptimon__mux_hook(struct shim *s, int force);
+int cuptimon__mux_ours(uint32_t kind);
+void cuptimon__mux_forget_kinds(void);
+
+/* hook.c */
+struct cuptimon_hook {
+    const char *name;
+    void *fn;
+};
+int cuptimon__hook_scan(const struct cuptimon_hook *targets, size_t n, void *self, void *cupti,
+                        unsigned long long *adds);
+unsigned long long cuptimon__hook_generation(void);
 
 /* shim.c */
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
 /* IO thread: walks a completed slot, interns its names; returns records. */
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);
+/* After another client held CUPTI and let go: register the shim's callbacks
+ * again and turn its kinds back on. */
+void cuptimon__retake(struct shim *s, const char *why);
+/* After a forced flush that began at generation gen: did another client
+ * take CUPTI (slots it still holds were completed elsewhere)? */
+int cuptimon__check_taken(struct shim *s, uint64_t gen);
+/* The same with a forced flush of its own. */
+int cuptimon__probe_taken(struct shim *s);
 void cuptimon__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define shim_debug(s, ...)                                                                         \
     do {                                                                                           \

@@ -511,6 +511,9 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
         log_warn("session", "session %" PRIu64 " (pid %d): another CUPTI client took the activity "
                  "callbacks; the process is no longer traced (preload the shim to share CUPTI)",
                  s->id, (int)s->peer.pid);
+    else if (!(f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) && s->cupti_taken)
+        log_info("session", "session %" PRIu64 " (pid %d): the shim has CUPTI back; the process "
+                 "is traced again", s->id, (int)s->peer.pid);
     s->cupti_taken = (f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) != 0;
     agg_counters(s);
     control_flush_progress(s->d, s, f.flush_id, 0);

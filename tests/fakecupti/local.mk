@@ -34,4 +34,13 @@ check_PROGRAMS += tests/fakecupti/cuptimon-othertool
 tests_fakecupti_cuptimon_othertool_SOURCES = tests/fakecupti/othertool.c tests/fakecupti/fakecupti.h
 tests_fakecupti_cuptimon_othertool_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
 tests_fakecupti_cuptimon_othertool_LDFLAGS = $(AM_LDFLAGS) -no-install
-tests_fakecupti_cuptimon_othertool_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS)
+tests_fakecupti_cuptimon_othertool_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS) -ldl
+
+# The same, linked with full RELRO (-z now): its import slots are read-only
+# after start-up, as in hardened builds; an injected shim must still route
+# them to itself.
+check_PROGRAMS += tests/fakecupti/cuptimon-othertool-relro
+tests_fakecupti_cuptimon_othertool_relro_SOURCES = $(tests_fakecupti_cuptimon_othertool_SOURCES)
+tests_fakecupti_cuptimon_othertool_relro_CPPFLAGS = $(tests_fakecupti_cuptimon_othertool_CPPFLAGS)
+tests_fakecupti_cuptimon_othertool_relro_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,-z,relro -Wl,-z,now
+tests_fakecupti_cuptimon_othertool_relro_LDADD = $(tests_fakecupti_cuptimon_othertool_LDADD)

@@ -7,6 +7,15 @@
  * that with what it launched and with cuptimon's archive.
  *
  * usage: cuptimon-othertool REPORT [N_BEFORE M_PROFILED K_AFTER]
+ *
+ * OTHERTOOL_DIRECT=1: in the first round the tool registers its callbacks
+ * and its timestamp callback through pointers from dlsym() (as a tool that
+ * reaches libcupti without the import slots the shim routes to itself), so
+ * an injected shim loses CUPTI to it until it lets go.
+ * OTHERTOOL_KINETO_STOP=1: each round ends as Kineto's stop does (disable
+ * its kinds, then a forced flush; no cuptiFinalize).
+ * OTHERTOOL_HOLD=FILE: in the first round, once its kernels are launched,
+ * the tool writes FILE.holding and waits (up to 60 s) for FILE to exist.
  */
 #include "config.h"
 
@@ -16,6 +25,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <dlfcn.h>
 
 #include <cupti.h>
 
@@ -69,6 +80,7 @@ static void CUPTIAPI complete(CUcontext ctx, uint32_t stream, uint8_t *buf, size
             t.kernels++;
             if (k->correlationId >= t.corr_lo && k->correlationId <= t.corr_hi)
                 t.in_range++;
+
             if (k->start < TOOL_EPOCH)
                 t.bad_time++;
             if (!t.min_ts || k->start < t.min_ts)
@@ -103,6 +115,31 @@ static int check(CUptiResult rc, const char *what)
     return 0;
 }
 
+/* Round 1 with OTHERTOOL_DIRECT: straight to the libcupti in the process. */
+static CUptiResult register_direct(void)
+{
+    CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+        (CUptiResult(*)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))dlsym(
+            RTLD_DEFAULT, "cuptiActivityRegisterCallbacks");
+    CUptiResult (*ts)(CUpti_TimestampCallbackFunc) = (CUptiResult(*)(CUpti_TimestampCallbackFunc))dlsym(
+        RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
+    if (!reg || !ts)
+        return CUPTI_ERROR_UNKNOWN;
+    CUptiResult rc = reg(request, complete);
+    return rc != CUPTI_SUCCESS ? rc : ts(tool_clock);
+}
+
+static void hold(const char *file)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.holding", file);
+    FILE *h = fopen(path, "w");
+    if (h)
+        fclose(h);
+    for (int i = 0; i < 6000 && access(file, F_OK) != 0; i++)
+        usleep(10000);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 5) {
@@ -118,22 +155,42 @@ int main(int argc, char **argv)
     if (fakecuda_init() < 0)
         return 1;
     launch(before);
+    uint32_t resumed = 0;
+    int kineto_stop = getenv("OTHERTOOL_KINETO_STOP") && atoi(getenv("OTHERTOOL_KINETO_STOP"));
     fprintf(f, "{\"pid\": %d, \"profiles\": [", (int)getpid());
     for (int round = 0; round < 2; round++) {
         memset(&t.kernels, 0, sizeof t - offsetof(__typeof__(t), kernels));
-        if (check(cuptiActivityRegisterCallbacks(request, complete), "register") ||
-            check(cuptiActivityRegisterTimestampCallback(tool_clock), "timestamp callback") ||
+        int direct = round == 0 && getenv("OTHERTOOL_DIRECT") && atoi(getenv("OTHERTOOL_DIRECT"));
+        if ((direct ? check(register_direct(), "register (direct)")
+                    : check(cuptiActivityRegisterCallbacks(request, complete), "register") ||
+                          check(cuptiActivityRegisterTimestampCallback(tool_clock),
+                                "timestamp callback")) ||
             check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernel") ||
             check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime"))
             return 1;
+        /* Buffers may complete while the launches run (when the tool holds
+         * CUPTI itself): until the last id is known, any later one counts. */
+        t.corr_hi = UINT32_MAX;
         t.corr_lo = launch(1);
         t.corr_hi = launch(profiled - 1);
         fakecuda_synchronize();
-        if (check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush") ||
-            check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), "disable runtime") ||
-            check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disable kernel") ||
-            check(cuptiFinalize(), "finalize"))
+        if (round == 0 && getenv("OTHERTOOL_HOLD"))
+            hold(getenv("OTHERTOOL_HOLD"));
+        if (kineto_stop) {
+            /* Kineto's stop: disable its kinds, then force every buffer
+             * out; CUPTI stays initialized and its callbacks registered. */
+            if (check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), "disable runtime") ||
+                check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+                      "disable kernel") ||
+                check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush"))
+                return 1;
+        } else if (check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush") ||
+                   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), "disable runtime") ||
+                   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+                         "disable kernel") ||
+                   check(cuptiFinalize(), "finalize")) {
             return 1;
+        }
         fprintf(f, "%s{\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64 ", \"in_range\": %" PRIu64
                    ", \"runtime\": %" PRIu64 ", \"foreign_buffers\": %" PRIu64
                    ", \"bad_time\": %" PRIu64 ", \"min_ts\": %" PRIu64 "}",
@@ -142,9 +199,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < t.nowned; i++)
             free(t.owned[i]);
         t.nowned = 0;
-        launch(after / 2);
+        uint32_t first = launch(1);
+        if (round == 0)
+            resumed = first;
+        launch(after / 2 - 1);
     }
-    fprintf(f, "], \"kernels_launched\": %" PRIu64 "}\n", before + 2 * profiled + 2 * (after / 2));
+    fprintf(f, "], \"kernels_launched\": %" PRIu64 ", \"first_after_round1\": %" PRIu32
+               ", \"launched_after_round1\": %" PRIu64 "}\n",
+            before + 2 * profiled + 2 * (after / 2), resumed, profiled + 2 * (after / 2));
     fclose(f);
     const char *linger = getenv("OTHERTOOL_LINGER_MS");
     if (linger)
