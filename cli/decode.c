@@ -30,6 +30,7 @@
 #include "strtab.h"
 #include "summary.h"
 #include "trace.h"
+#include "cuptimon-proto.h"
 
 static void usage(FILE *f)
 {
@@ -41,7 +42,8 @@ static void usage(FILE *f)
           "root holding many; every session found is decoded into the same trace.\n"
           "\n"
           "  -o, --output=FILE      write the trace to FILE (default: standard output);\n"
-          "                         FILE appears complete or not at all\n"
+          "                         a regular FILE appears complete or not at all;\n"
+          "                         a device or FIFO (/dev/null) is written in place\n"
           "      --from=T           keep only events that end at or after T\n"
           "      --to=T             keep only events that start before T\n"
           "      --summary          print the summary JSON (counts by kind, top kernels by\n"
@@ -307,58 +309,38 @@ static json_object *session_json(const struct session *s)
 }
 
 struct out_file {
-    char *path, *tmp;
+    struct cuptimon_outfile f;
     int fd;
+    int is_file; /* not standard output */
 };
 
 static int out_open(struct out_file *o, const char *path)
 {
-    size_t n;
-
     o->fd = -1;
-    o->path = o->tmp = NULL;
+    o->is_file = 0;
     if (path == NULL || strcmp(path, "-") == 0) {
         o->fd = STDOUT_FILENO;
         return 0;
     }
-    n = strlen(path) + 32;
-    o->path = strdup(path);
-    o->tmp = malloc(n);
-    if (o->path == NULL || o->tmp == NULL)
-        return -ENOMEM;
-    snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (o->fd < 0) {
-        int e = errno;
-        fprintf(stderr, "cuptimonctl decode: cannot create %s: %s\n", o->tmp, strerror(e));
-        return -e;
+    int rc = cuptimon__outfile_open(&o->f, path, 0644);
+    if (rc < 0) {
+        fprintf(stderr, "cuptimonctl decode: cannot write %s: %s\n", path, strerror(-rc));
+        return rc;
     }
+    o->fd = o->f.fd;
+    o->is_file = 1;
     return 0;
 }
 
 /* Closes; on success renames the temporary file into place, else removes it. */
-static int out_close(struct out_file *o, int ok)
+static int out_close(struct out_file *o, int ok, const char *path)
 {
-    int rc = 0;
-
-    if (o->path == NULL)
+    if (!o->is_file)
         return 0;
-    if (o->fd >= 0 && close(o->fd) != 0 && ok) {
-        fprintf(stderr, "cuptimonctl decode: writing %s: %s\n", o->path, strerror(errno));
-        ok = 0;
-        rc = -EIO;
-    }
-    if (ok && rename(o->tmp, o->path) != 0) {
-        fprintf(stderr, "cuptimonctl decode: cannot rename %s to %s: %s\n", o->tmp, o->path,
-                strerror(errno));
-        rc = -EIO;
-        ok = 0;
-    }
-    if (!ok)
-        unlink(o->tmp);
-    free(o->path);
-    free(o->tmp);
-    o->path = o->tmp = NULL;
+    o->is_file = 0;
+    int rc = cuptimon__outfile_commit(&o->f, ok, 0);
+    if (rc < 0 && ok)
+        fprintf(stderr, "cuptimonctl decode: writing %s: %s\n", path, strerror(-rc));
     return rc;
 }
 
@@ -387,7 +369,7 @@ static int decode_main(int argc, char **argv)
     struct cuptimon_summary *sum = NULL;
     struct cuptimon_trace_opts topts;
     struct cuptimon_decode_stats total;
-    struct out_file of = {NULL, NULL, -1};
+    struct out_file of = {.fd = -1};
     json_object *extra = NULL, *jsess = NULL;
     int rc;
 
@@ -602,11 +584,11 @@ static int decode_main(int argc, char **argv)
     }
     rc = cuptimon__trace_finish(tr, extra);
     if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: writing the trace%s%s: %s\n", of.path ? " to " : "",
-                of.path ? of.path : "", strerror(-rc));
+        fprintf(stderr, "cuptimonctl decode: writing the trace%s%s: %s\n", of.is_file ? " to " : "",
+                of.is_file ? out_path : "", strerror(-rc));
         goto out;
     }
-    if (out_close(&of, 1) < 0)
+    if (out_close(&of, 1, out_path) < 0)
         goto out;
 
     if (want_summary || summary_path) {
@@ -641,7 +623,7 @@ static int decode_main(int argc, char **argv)
 oom:
     fprintf(stderr, "cuptimonctl decode: out of memory\n");
 out:
-    out_close(&of, 0);
+    out_close(&of, 0, out_path);
     json_object_put(extra);
     json_object_put(jsess);
     cuptimon__trace_free(tr);

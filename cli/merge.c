@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cuptimon-proto.h"
 
 static void usage(FILE *f)
 {
@@ -29,7 +30,7 @@ static void usage(FILE *f)
 "(otherData.base_unix_ns), and a pid seen in more than one input is renumbered\n"
 "in the later ones (the process name keeps the host and the real pid).\n"
 "\n"
-"  -o, --output=FILE   the merged trace (written to FILE.tmp, then renamed)\n"
+"  -o, --output=FILE   the merged trace (written beside FILE, then renamed over it)\n"
 "  -h, --help          show this help\n");
 }
 
@@ -86,11 +87,19 @@ int cuptimon__cli_merge(int argc, char **argv)
     }
     if (!bases)
         return 1;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    FILE *f = fopen(tmp, "w");
+    struct cuptimon_outfile of;
+    int orc = cuptimon__outfile_open(&of, out, 0644);
+    /* stdio gets its own descriptor: fclose() then reports write errors,
+     * and the commit closes the outfile's. */
+    int dfd = orc < 0 ? -1 : dup(of.fd);
+    FILE *f = dfd < 0 ? NULL : fdopen(dfd, "w");
     if (!f) {
-        fprintf(stderr, "cuptimonctl merge: cannot create %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "cuptimonctl merge: cannot write %s: %s\n", out,
+                strerror(orc < 0 ? -orc : errno));
+        if (dfd >= 0)
+            close(dfd);
+        if (orc == 0)
+            cuptimon__outfile_commit(&of, 0, 0);
         free(bases);
         return 1;
     }
@@ -164,15 +173,12 @@ int cuptimon__cli_merge(int argc, char **argv)
     json_object_put(other);
     json_object_put(used);
     free(bases);
-    if (fclose(f) != 0 || rc != 0) {
+    int werr = fclose(f) != 0 ? errno : 0;
+    int crc = cuptimon__outfile_commit(&of, werr == 0 && rc == 0, 0);
+    if (werr || rc != 0 || crc < 0) {
         if (rc == 0)
-            fprintf(stderr, "cuptimonctl merge: writing %s failed: %s\n", tmp, strerror(errno));
-        unlink(tmp);
-        return 1;
-    }
-    if (rename(tmp, out) < 0) {
-        fprintf(stderr, "cuptimonctl merge: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
-        unlink(tmp);
+            fprintf(stderr, "cuptimonctl merge: writing %s failed: %s\n", out,
+                    strerror(werr ? werr : crc < 0 ? -crc : EIO));
         return 1;
     }
     fprintf(stderr, "cuptimonctl merge: %d trace(s), %" PRIu64 " events -> %s\n", n, events, out);

@@ -19,6 +19,7 @@
 
 #include <json-c/json.h>
 
+#include "cuptimon-proto.h"
 #include "demangle.h"
 #include "strtab.h"
 
@@ -2236,23 +2237,21 @@ char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
 
 int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path)
 {
-    char *text, *tmp = NULL;
+    struct cuptimon_outfile of;
+    char *text;
     size_t len, off = 0;
-    int fd = -1, rc = 0;
+    int fd, rc = 0;
 
-    if (asprintf(&tmp, "%s.tmp", path) < 0)
-        return -ENOMEM;
     text = cuptimon__agg_prometheus(a);
-    if (text == NULL) {
-        free(tmp);
+    if (text == NULL)
         return -ENOMEM;
-    }
     len = strlen(text);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        goto out;
+    /* node_exporter may run as another user: 0644 whatever the umask. */
+    if ((rc = cuptimon__outfile_open(&of, path, 0644)) < 0) {
+        free(text);
+        return rc;
     }
+    fd = of.fd;
     while (off < len) {
         ssize_t w = write(fd, text + off, len - off);
         if (w < 0 && errno == EINTR)
@@ -2263,27 +2262,12 @@ int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path)
         }
         off += (size_t)w;
     }
-    /* node_exporter may run as another user: readable whatever the umask.
-     * No fsync: the file is rewritten every interval, and a sync on the
+    /* No fsync: the file is rewritten every interval, and a sync on the
      * daemon's loop could stall it behind a busy disk. */
-    if (fchmod(fd, 0644) < 0) {
-        rc = -errno;
-        goto out;
-    }
-    if (close(fd) < 0) {
-        fd = -1;
-        rc = -errno;
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) < 0)
-        rc = -errno;
-out:
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0)
-        unlink(tmp);
-    free(tmp);
+out:;
+    int crc = cuptimon__outfile_commit(&of, rc == 0, 0);
+    if (rc == 0)
+        rc = crc;
     free(text);
     return rc;
 }

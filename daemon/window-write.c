@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "archive.h"
+#include "cuptimon-proto.h"
 #include "decode.h"
 #include "demangle.h"
 #include "strtab.h"
@@ -247,7 +248,7 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
 
 int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **summary, char **err)
 {
-    char tmp[800];
+    struct cuptimon_outfile of = {.fd = -1};
     struct cuptimon_trace *tr = NULL;
     struct cuptimon_summary *sum = NULL;
     struct cuptimon_demangler *dm = NULL;
@@ -258,17 +259,12 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     *err = NULL;
     if (!ss)
         return -ENOMEM;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", w->output) >= (int)sizeof tmp) {
-        rc = -ENAMETOOLONG;
-        goto out;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        rc = -errno;
-        if (asprintf(err, "cannot create %s: %s", tmp, strerror(errno)) < 0)
+    if ((rc = cuptimon__outfile_open(&of, w->output, 0640)) < 0) {
+        if (asprintf(err, "cannot write %s: %s", w->output, strerror(-rc)) < 0)
             *err = NULL;
         goto out;
     }
+    fd = of.fd;
     struct cuptimon_trace_opts o = {.base_ns = w->start_ns};
     if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 ||
         (rc = cuptimon__summary_new(&sum)) < 0 || (rc = cuptimon__demangler_new(0, &dm)) < 0)
@@ -312,16 +308,9 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     json_object_put(extra);
     if (rc < 0)
         goto out;
-    if (fsync(fd) < 0 || close(fd) < 0) {
-        rc = -errno;
-        fd = -1;
-        goto out;
-    }
     fd = -1;
-    if (rename(tmp, w->output) < 0) {
-        rc = -errno;
+    if ((rc = cuptimon__outfile_commit(&of, 1, 1)) < 0)
         goto out;
-    }
     json_object *res = cuptimon__summary_json(sum, 20), *procs = json_object_new_array();
     for (size_t i = 0; i < w->nsrc; i++) {
         json_object *p = json_object_new_object();
@@ -342,10 +331,7 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
 out:
     if (rc < 0 && !*err && asprintf(err, "%s", strerror(-rc)) < 0)
         *err = NULL;
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0)
-        unlink(tmp);
+    cuptimon__outfile_commit(&of, 0, 0); /* after a failure: removes what was written */
     cuptimon__trace_free(tr);
     cuptimon__summary_free(sum);
     cuptimon__demangler_free(dm);

@@ -611,6 +611,23 @@ static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, in
     w->id = ++d->next_window_id;
     w->prepared_ns = unix_ns_now();
     const char *out = js(req, "output");
+    if (out && *out && conn->restricted) {
+        /* The daemon writes the trace with its own rights: only an
+         * operator may say where. */
+        log_warn("window", "refused: uid %u pid %d asked for the trace at %s",
+                 (unsigned)conn->peer.uid, (int)conn->peer.pid, out);
+        send_err(conn, "EACCES", "only operators may choose where the daemon writes a trace "
+                 "(--output %s); without it the trace goes to %s/windows/", out,
+                 d->cfg.output_dir);
+        free(w);
+        return;
+    }
+    if (out && *out && (out[0] != '/' || strlen(out) >= sizeof w->output)) {
+        send_err(conn, "EINVAL", "the trace path must be absolute and under %zu bytes: %s",
+                 sizeof w->output, out);
+        free(w);
+        return;
+    }
     if (out && *out) {
         snprintf(w->output, sizeof w->output, "%s", out);
     } else {

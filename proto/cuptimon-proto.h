@@ -238,6 +238,25 @@ int cuptimon__sockaddr(struct sockaddr_un *sa, const char *path);
  * nonblock); returns the fd or -errno. */
 int cuptimon__connect(const char *path, int nonblock);
 
+/* ---- output files (proto/outfile.c) ---------------------------------------- */
+
+/* A whole output file: a regular file (or a new path) is written to
+ * PATH.tmp.PID and renamed into place at commit, so that it appears
+ * complete or not at all; a device, FIFO or pipe at PATH (/dev/null,
+ * /dev/stdout) is written in place, never replaced. */
+struct cuptimon_outfile {
+    int fd;     /* write here */
+    char *tmp;  /* NULL when writing in place */
+    char *path;
+};
+/* Returns 0 or -errno (-EISDIR for a directory); mode is the new file's. */
+int cuptimon__outfile_open(struct cuptimon_outfile *o, const char *path, mode_t mode);
+/* Closes; ok: renames into place (after fsync if sync), else removes the
+ * temporary file.  Returns 0 or -errno of what failed. */
+int cuptimon__outfile_commit(struct cuptimon_outfile *o, int ok, int sync);
+/* The name being written (the temporary file's, or path), for messages. */
+const char *cuptimon__outfile_name(const struct cuptimon_outfile *o, const char *path);
+
 /* The runtime directory a daemon of this user defaults to (into out):
  * $XDG_RUNTIME_DIR/cuptimon, else /run/cuptimon for root, else
  * /tmp/cuptimon-UID.  Returns 0 or -ENAMETOOLONG. */

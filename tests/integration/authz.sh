@@ -34,6 +34,13 @@ set +e
 out=$(nctl begin-window --uid 0 2>&1); rc=$?
 set -e
 [ $rc -eq 1 ] && echo "$out" | grep -q "own processes only" || fail "a window over uid 0 was not refused: $rc $out"
+# The daemon writes a trace with its own rights: nobody may not say where.
+set +e
+out=$(nctl begin-window --all --output /tmp/cuptimon-authz-$$.json 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "only operators may choose where" \
+    || fail "nobody chose where the daemon writes a trace: $rc $out"
+[ ! -e /tmp/cuptimon-authz-$$.json ] || fail "the daemon wrote nobody's trace where nobody asked"
 # --all from nobody means nobody's own processes.
 nctl begin-window --all --json > "$T/nw.json" || fail "nobody cannot open a window over its own process"
 python3 -c 'import json,sys; w=json.load(open(sys.argv[1])); assert w["pids"]==[int(sys.argv[2])], w' \

@@ -26,4 +26,15 @@ vdir=$(python3 -c 'import glob,json,os,sys
 print(next(os.path.dirname(m) for m in glob.glob(sys.argv[1] + "/archive/*/meta.json") if json.load(open(m))["pid"] == int(sys.argv[2])))' "$T/out" "$victim")
 "$CTL" decode "$vdir" --summary-out "$T/v.json" -o /dev/null || fail "the killed producer's archive does not decode"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); x=s["sessions"][0]; assert x["corrupt_chunks"]==0 and x["corrupt_strings"]==0, x; assert s["records"]["kernel"]>0, s["records"]; print("victim archive:", s["records"]["kernel"], "kernels")' "$T/v.json"
+# An output that is not a regular file is written in place, never replaced
+# (as root, a rename over /dev/null once replaced the device with a file).
+[ -c /dev/null ] || fail "decode -o /dev/null replaced /dev/null: $(ls -l /dev/null)"
+mkfifo "$T/fifo"
+cat "$T/fifo" >"$T/from-fifo.json" &
+reader=$!
+"$CTL" decode "$vdir" -o "$T/fifo" || fail "decode into a FIFO failed"
+wait "$reader"
+[ -p "$T/fifo" ] || fail "decode replaced the FIFO it wrote to"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert any(e.get("cat")=="kernel" for e in t["traceEvents"])' \
+    "$T/from-fifo.json" || fail "the trace read from the FIFO is not a trace with kernels"
 echo "ok"
