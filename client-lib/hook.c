@@ -46,15 +46,21 @@ struct scan {
     unsigned patched, failed;
 };
 
-static int covers(const struct dl_phdr_info *info, uintptr_t a)
+/* Is address a inside a segment of the given type of this object? */
+static int in_segment(const struct dl_phdr_info *info, uintptr_t a, ElfW(Word) type)
 {
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && a >= lo && a < lo + ph->p_memsz)
+        if (ph->p_type == type && a >= lo && a < lo + ph->p_memsz)
             return 1;
     }
     return 0;
+}
+
+static int covers(const struct dl_phdr_info *info, uintptr_t a)
+{
+    return in_segment(info, a, PT_LOAD);
 }
 
 /* The dynamic section's pointers are relocated by glibc on these targets;
@@ -64,24 +70,13 @@ static uintptr_t dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) p)
     return p < info->dlpi_addr ? info->dlpi_addr + p : p;
 }
 
-static int in_relro(const struct dl_phdr_info *info, uintptr_t a)
-{
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_GNU_RELRO && a >= lo && a < lo + ph->p_memsz)
-            return 1;
-    }
-    return 0;
-}
-
 static int store(const struct dl_phdr_info *info, void **slot, void *fn)
 {
     if (__atomic_load_n(slot, __ATOMIC_RELAXED) == fn)
         return 0;
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t page = (uintptr_t)slot & ~((uintptr_t)pg - 1);
-    int relro = in_relro(info, (uintptr_t)slot);
+    int relro = in_segment(info, (uintptr_t)slot, PT_GNU_RELRO);
     if (relro && mprotect((void *)page, (size_t)pg, PROT_READ | PROT_WRITE) < 0)
         return -1;
     __atomic_store_n(slot, fn, __ATOMIC_RELEASE);

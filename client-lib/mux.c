@@ -337,8 +337,10 @@ static CUptiResult CUPTIAPI mux_disable(CUpti_ActivityKind kind)
     }
     /* A client that never registered through here may be one that holds
      * CUPTI itself: a forced flush after this means it stopped. */
+    pthread_mutex_lock(&tool.lock);
     if (taken() || !tool.complete)
         tool.stopping = 1;
+    pthread_mutex_unlock(&tool.lock);
     /* Still wanted by cuptimon: stays on in CUPTI, the tool just stops
      * receiving it. */
     return (unsigned)kind < TOOL_KINDS && tool.ours[kind] ? CUPTI_SUCCESS : f(kind);
