@@ -6,7 +6,8 @@ warm-up steps (cuBLAS/cuDNN handles, lazy module loading, allocator), then
 --steps measured steps between two torch.cuda.synchronize() calls whose
 CLOCK_REALTIME times go into the report.  With --profile the measured steps
 (and only they) run under torch.profiler.profile(activities=[CPU, CUDA]) and
-its chrome trace is exported to --torch-trace.
+its chrome trace is exported to --torch-trace.  With --profile-cycles N the
+profiler is started and stopped N times in the middle of the run instead.
 
 Imports nothing but torch and the standard library.  Exit status 0 on
 success; any exception is printed and exits 1.
@@ -49,13 +50,21 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="run the measured steps under torch.profiler (CPU + CUDA)")
     ap.add_argument("--torch-trace", metavar="FILE", help="where --profile exports its chrome trace")
+    ap.add_argument("--profile-cycles", type=int, default=0, metavar="N",
+                    help="instead of --profile: N times, --steps unprofiled steps then --steps "
+                         "steps under a torch.profiler started and stopped around them (trace "
+                         "FILE.K.json for cycle K), then --steps unprofiled steps")
+    ap.add_argument("--cycles-without-profiler", action="store_true",
+                    help="with --profile-cycles: the same steps, no profiler (a reference)")
     ap.add_argument("--report", metavar="FILE", help="write a JSON report here")
     ap.add_argument("--linger-s", type=float, default=0.0,
                     help="sleep this long after the report before exiting")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    if a.profile and not a.torch_trace:
-        ap.error("--profile needs --torch-trace FILE")
+    if (a.profile or (a.profile_cycles and not a.cycles_without_profiler)) and not a.torch_trace:
+        ap.error("--profile and --profile-cycles need --torch-trace FILE")
+    if a.profile and a.profile_cycles:
+        ap.error("--profile and --profile-cycles are exclusive")
 
     t_proc = time.time_ns()
     import torch
@@ -94,6 +103,39 @@ def main():
         step()
     torch.cuda.synchronize()
 
+    cycles = []
+    if a.profile_cycles:
+        # Unprofiled, then profiled, N times, then unprofiled: torch.profiler
+        # starts and stops in the middle of the run, as in a job that takes
+        # a profile now and then.
+        from torch.profiler import ProfilerActivity, profile
+        t0 = time.time_ns()
+        loss = None
+        for k in range(a.profile_cycles):
+            for _ in range(a.steps):
+                loss = step()
+            torch.cuda.synchronize()
+            prof = None if a.cycles_without_profiler else profile(
+                activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            c0 = time.time_ns()
+            if prof is not None:
+                prof.__enter__()
+            s0 = time.time_ns()
+            for _ in range(a.steps):
+                loss = step()
+            torch.cuda.synchronize()
+            s1 = time.time_ns()
+            trace = None
+            if prof is not None:
+                prof.__exit__(None, None, None)
+                trace = "%s.%d.json" % (a.torch_trace, k)
+                prof.export_chrome_trace(trace)
+            cycles.append({"profiler_start_ns": c0, "steps_start_ns": s0, "steps_end_ns": s1,
+                           "profiler_stop_ns": time.time_ns(), "torch_trace": trace})
+        for _ in range(a.steps):
+            loss = step()
+        torch.cuda.synchronize()
+        t1 = time.time_ns()
     prof = None
     prof_start = prof_stop = None
     if a.profile:
@@ -101,12 +143,13 @@ def main():
         prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
         prof_start = time.time_ns()
         prof.__enter__()
-    t0 = time.time_ns()
-    loss = None
-    for _ in range(a.steps):
-        loss = step()
-    torch.cuda.synchronize()
-    t1 = time.time_ns()
+    if not a.profile_cycles:
+        t0 = time.time_ns()
+        loss = None
+        for _ in range(a.steps):
+            loss = step()
+        torch.cuda.synchronize()
+        t1 = time.time_ns()
     export_ns = None
     if prof is not None:
         prof.__exit__(None, None, None)
@@ -129,7 +172,8 @@ def main():
         "steps_end_ns": t1,
         "start_ns": t0,
         "end_ns": t1,
-        "profiler_active": prof is not None,
+        "profiler_active": prof is not None or bool(cycles and cycles[0]["torch_trace"]),
+        "profile_cycles": cycles,
         "profiler_start_ns": prof_start,
         "profiler_stop_ns": prof_stop,
         "trace_export_ns": export_ns,
@@ -149,7 +193,9 @@ def main():
             json.dump(rep, f, indent=1)
         os.rename(tmp, a.report)
     print("torch-loop: pid %d, %d steps in %.1f ms%s, loss %.4f, torch %s, libcupti %s, shim %s" % (
-        os.getpid(), a.steps, (t1 - t0) / 1e6, " under torch.profiler" if prof else "",
+        os.getpid(), a.steps * (2 * a.profile_cycles + 1 if a.profile_cycles else 1), (t1 - t0) / 1e6,
+        " under torch.profiler" if prof else
+        " with %d torch.profiler cycles" % len(cycles) if cycles and cycles[0]["torch_trace"] else "",
         final_loss if final_loss is not None else float("nan"), torch.__version__,
         ",".join(cupti) or "-", ",".join(shim) or "-"))
     sys.stdout.flush()
