@@ -6,7 +6,8 @@ SH_LOG_COMPILER = $(SHELL)
 AM_TESTS_ENVIRONMENT = \
 	top_builddir='$(abs_top_builddir)'; export top_builddir; \
 	top_srcdir='$(abs_top_srcdir)'; export top_srcdir; \
-	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT;
+	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT; \
+	SHIM_STATIC_JSONC=$(SHIM_STATIC_JSONC); export SHIM_STATIC_JSONC;
 
 CHECK_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
 CHECK_TEST_LIBS = $(CHECK_LIBS)

@@ -44,3 +44,10 @@ tests_fakecupti_cuptimon_othertool_relro_SOURCES = $(tests_fakecupti_cuptimon_ot
 tests_fakecupti_cuptimon_othertool_relro_CPPFLAGS = $(tests_fakecupti_cuptimon_othertool_CPPFLAGS)
 tests_fakecupti_cuptimon_othertool_relro_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,-z,relro -Wl,-z,now
 tests_fakecupti_cuptimon_othertool_relro_LDADD = $(tests_fakecupti_cuptimon_othertool_LDADD)
+
+# A tool in a library the job dlopens after the shim started (coexist.sh).
+check_LTLIBRARIES += tests/fakecupti/libothertool-late.la
+tests_fakecupti_libothertool_late_la_SOURCES = tests/fakecupti/latetool.c tests/fakecupti/fakecupti.h
+tests_fakecupti_libothertool_late_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_fakecupti_libothertool_late_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
+tests_fakecupti_libothertool_late_la_LIBADD = tests/fakecupti/libcupti-fake.la

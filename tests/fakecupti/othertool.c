@@ -14,6 +14,9 @@
  * an injected shim loses CUPTI to it until it lets go.
  * OTHERTOOL_KINETO_STOP=1: each round ends as Kineto's stop does (disable
  * its kinds, then a forced flush; no cuptiFinalize).
+ * OTHERTOOL_LATE_LIB=PATH: after the two rounds, dlopen PATH (a tool in a
+ * library loaded after the shim started), wait 1.5 s, and profile M_PROFILED
+ * more kernels with it; the report's "late" says what it received.
  * OTHERTOOL_HOLD=FILE: in the first round, once its kernels are launched,
  * the tool writes FILE.holding and waits (up to 60 s) for FILE to exist.
  */
@@ -204,9 +207,32 @@ int main(int argc, char **argv)
             resumed = first;
         launch(after / 2 - 1);
     }
-    fprintf(f, "], \"kernels_launched\": %" PRIu64 ", \"first_after_round1\": %" PRIu32
+    fputs("]", f);
+    uint64_t late_launched = 0;
+    const char *late_lib = getenv("OTHERTOOL_LATE_LIB");
+    if (late_lib && *late_lib) {
+        void *h = dlopen(late_lib, RTLD_NOW | RTLD_LOCAL);
+        int (*prof)(uint64_t, uint64_t *, uint64_t *) =
+            h ? (int (*)(uint64_t, uint64_t *, uint64_t *))dlsym(h, "latetool_profile") : NULL;
+        if (!prof) {
+            fprintf(stderr, "cuptimon-othertool: cannot load %s: %s\n", late_lib, dlerror());
+            return 1;
+        }
+        usleep(1500000); /* past the shim's once-a-second look at loaded objects */
+        uint64_t got = 0, foreign = 0;
+        if (prof(profiled, &got, &foreign) < 0) {
+            fprintf(stderr, "cuptimon-othertool: the late tool failed\n");
+            return 1;
+        }
+        late_launched = profiled;
+        fprintf(f, ", \"late\": {\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64
+                   ", \"foreign_buffers\": %" PRIu64 "}",
+                profiled, got, foreign);
+    }
+    fprintf(f, ", \"kernels_launched\": %" PRIu64 ", \"first_after_round1\": %" PRIu32
                ", \"launched_after_round1\": %" PRIu64 "}\n",
-            before + 2 * profiled + 2 * (after / 2), resumed, profiled + 2 * (after / 2));
+            before + 2 * profiled + 2 * (after / 2) + late_launched, resumed,
+            profiled + 2 * (after / 2) + late_launched);
     fclose(f);
     const char *linger = getenv("OTHERTOOL_LINGER_MS");
     if (linger)

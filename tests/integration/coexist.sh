@@ -11,7 +11,8 @@
 #     (dlsym) in its first round: it takes CUPTI over; status says so; the
 #     tool gets all of its records; when it lets go the shim takes CUPTI
 #     back, and every kernel launched from then on is archived; the tool's
-#     second round is shared.
+#     second round is shared; the same with Kineto's stop sequence.
+#  4. A tool in a library dlopened after the shim started is shared too.
 . "$top_srcdir/tests/integration/lib.sh"
 TOOL=$top_builddir/tests/fakecupti/cuptimon-othertool
 
@@ -38,6 +39,11 @@ grep -q "another CUPTI client took the activity callbacks" "$T/direct.err" \
     || fail "the shim did not say on stderr that CUPTI was taken"
 grep -q "took CUPTI back (the other tool finalized CUPTI)" "$T/direct.err" \
     || { cat "$T/direct.err"; fail "the shim did not take CUPTI back when the tool let go"; }
+# A tool in a library loaded after the shim started: the shim's next look
+# at the loaded objects routes its imports too, so it is shared.
+OTHERTOOL_LATE_LIB=$top_builddir/tests/fakecupti/.libs/libothertool-late.so CUDA_INJECTION64_PATH=$SHIM \
+    "$TOOL" "$T/late.json" 1000 500 1000 2>"$T/late.err" \
+    || { cat "$T/late.err"; fail "the job with a late-loaded tool failed"; }
 # The same tool stopping as Kineto does (disable, forced flush, no
 # finalize): its forced flush after its disables is its letting go.
 OTHERTOOL_DIRECT=1 OTHERTOOL_KINETO_STOP=1 CUDA_INJECTION64_PATH=$SHIM \
@@ -48,11 +54,11 @@ grep -q "took CUPTI back (the other tool stopped tracing)" "$T/kineto.err" \
 stop_daemon
 
 "$CTL" decode "$T/out" -o "$T/trace.json" --summary-out "$T/sum.json"
-python3 - "$T/pre.json" "$T/inj.json" "$T/direct.json" "$T/kineto.json" "$T/sum.json" "$T/trace.json" <<'PY'
+python3 - "$T/pre.json" "$T/inj.json" "$T/direct.json" "$T/kineto.json" "$T/late.json" "$T/sum.json" "$T/trace.json" <<'PY'
 import collections, json, sys
-pre, inj, direct, kineto = (json.load(open(p)) for p in sys.argv[1:5])
-summ = json.load(open(sys.argv[5]))
-trace = json.load(open(sys.argv[6]))
+pre, inj, direct, kineto, late = (json.load(open(p)) for p in sys.argv[1:6])
+summ = json.load(open(sys.argv[6]))
+trace = json.load(open(sys.argv[7]))
 
 def tool_complete(name, rep, rounds):
     for i in rounds:
@@ -68,11 +74,14 @@ def archived(rep):
     assert len(sess) == 1, f"pid {rep['pid']} has {len(sess)} sessions"
     return next(pr["kernels"] for pr in summ["processes"] if pr["pid"] == rep["pid"])
 
-for name, rep in (("preloaded", pre), ("injected", inj)):
+for name, rep in (("preloaded", pre), ("injected", inj), ("late", late)):
     tool_complete(name, rep, (0, 1))
     k = archived(rep)
     assert k == rep["kernels_launched"], f"{name}: cuptimon archived {k} kernels of {rep['kernels_launched']}"
 
+lt = late["late"]
+assert lt["foreign_buffers"] == 0 and lt["kernels"] == lt["launched"], \
+    f"late-loaded tool: got {lt['kernels']} kernels of {lt['launched']}, {lt['foreign_buffers']} foreign buffers"
 # Round 1 held CUPTI itself: it got all of its own kernels (what CUPTI had
 # taken from cuptimon's buffers is "foreign" to it, as Kineto would see);
 # round 2 was shared.

@@ -27,3 +27,7 @@ tests_unit_test_retention_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon
 TESTS += tests/unit/systemd-verify.sh
 EXTRA_DIST += tests/unit/systemd-verify.sh
 tests/unit/systemd-verify.log: $(SYSTEMD_TEST_UNITS)
+
+# The shim's run-time dependencies and exported symbols.
+TESTS += tests/unit/shim-surface.sh
+EXTRA_DIST += tests/unit/shim-surface.sh
