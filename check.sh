@@ -32,7 +32,7 @@ count_suite() {
     while IFS= read -r trs; do
         grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$trs" || continue
         t=${trs%.trs}
-        failures+=("$2: ${t#"$1"/}: $(grep -m 3 -E '^(FAIL|ERROR)|Error|assert|Assert|failed' "$t.log" 2>/dev/null \
+        failures+=("$2: ${t#"$1"/}: $(grep -m 3 -E '^(FAIL|ERROR)[: ]|^E +|[A-Za-z]+Error|Sanitizer|failed' "$t.log" 2>/dev/null \
             | grep -v '^FAIL [^:]* (exit status' | tr '\n' ' ' | cut -c1-400)")
         { echo "----- $2: $t.log (last 60 lines)"; tail -n 60 "$t.log"; } >>"$top/check-failures.log" 2>/dev/null
     done < <(find "$1" -name '*.trs' -newer "$1/config.status" | sort)

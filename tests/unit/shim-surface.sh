@@ -15,7 +15,9 @@ echo "NEEDED: $needed"
 if [ "${SHIM_STATIC_JSONC:-1}" = 1 ]; then
     for n in $needed; do
         case $n in
-        libc.so.*|libdl.so.*|libpthread.so.*|ld-linux*) ;;
+        libc.so.*|libdl.so.*|libpthread.so.*|libm.so.*|ld-linux*) ;;
+        # a sanitizer build's runtimes
+        libasan.so.*|libubsan.so.*|liblsan.so.*|libtsan.so.*|libgcc_s.so.*|libstdc++.so.*) ;;
         *) fail "the shim needs $n at run time (only libc expected)" ;;
         esac
     done
