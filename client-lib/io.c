@@ -480,6 +480,11 @@ static void *io_main(void *arg)
             long long left = io->next_attempt - mono_ms();
             timeout = left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
         }
+        /* Wake for the next look at the loaded objects, so that it comes a
+         * second after the last one, not up to two. */
+        long long to_hook = hook_checked + 1000 - mono_ms();
+        if (s->hook && to_hook < timeout)
+            timeout = to_hook < 0 ? 0 : (int)to_hook;
         int r = poll(p, io->fd >= 0 ? 2 : 1, timeout);
         if (r < 0)
             continue;

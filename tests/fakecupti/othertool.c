@@ -15,7 +15,7 @@
  * OTHERTOOL_KINETO_STOP=1: each round ends as Kineto's stop does (disable
  * its kinds, then a forced flush; no cuptiFinalize).
  * OTHERTOOL_LATE_LIB=PATH: after the two rounds, dlopen PATH (a tool in a
- * library loaded after the shim started), wait 1.5 s, and profile M_PROFILED
+ * library loaded after the shim started), wait 3 s, and profile M_PROFILED
  * more kernels with it; the report's "late" says what it received.
  * OTHERTOOL_HOLD=FILE: in the first round, once its kernels are launched,
  * the tool writes FILE.holding and waits (up to 60 s) for FILE to exist.
@@ -218,7 +218,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "cuptimon-othertool: cannot load %s: %s\n", late_lib, dlerror());
             return 1;
         }
-        usleep(1500000); /* past the shim's once-a-second look at loaded objects */
+        /* Past the shim's once-a-second look at the loaded objects, with
+         * room for a loaded machine. */
+        usleep(3000000);
         uint64_t got = 0, foreign = 0;
         if (prof(profiled, &got, &foreign) < 0) {
             fprintf(stderr, "cuptimon-othertool: the late tool failed\n");

@@ -31,7 +31,7 @@ job=$!
 wait_for 200 test -e "$T/go.holding" || fail "the direct tool never reached its first round"
 ctl flush --forced >/dev/null
 taken() { ctl status --json | python3 -c 'import json,sys; s=[x for x in json.load(sys.stdin)["sessions"] if x["pid"]=='"$job"']; sys.exit(0 if s and s[0]["cupti"]=="taken by another tool" else 1)'; }
-wait_for 30 taken || { ctl status --json; fail "status does not say that another tool took CUPTI"; }
+wait_for 100 taken || { ctl status --json; fail "status does not say that another tool took CUPTI"; }
 ctl status | grep -q "cupti: taken by another tool" || fail "the status table does not say it"
 touch "$T/go"
 wait "$job" || { cat "$T/direct.err"; fail "the job whose tool took CUPTI failed"; }
