@@ -99,9 +99,14 @@ def main():
         opt.step()
         return loss
 
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
+    def run_steps(n):
+        loss = None
+        for _ in range(n):
+            loss = step()
+        torch.cuda.synchronize()
+        return loss
+
+    run_steps(a.warmup)
 
     cycles = []
     if a.profile_cycles:
@@ -112,18 +117,14 @@ def main():
         t0 = time.time_ns()
         loss = None
         for k in range(a.profile_cycles):
-            for _ in range(a.steps):
-                loss = step()
-            torch.cuda.synchronize()
+            loss = run_steps(a.steps)
             prof = None if a.cycles_without_profiler else profile(
                 activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
             c0 = time.time_ns()
             if prof is not None:
                 prof.__enter__()
             s0 = time.time_ns()
-            for _ in range(a.steps):
-                loss = step()
-            torch.cuda.synchronize()
+            loss = run_steps(a.steps)
             s1 = time.time_ns()
             trace = None
             if prof is not None:
@@ -132,9 +133,7 @@ def main():
                 prof.export_chrome_trace(trace)
             cycles.append({"profiler_start_ns": c0, "steps_start_ns": s0, "steps_end_ns": s1,
                            "profiler_stop_ns": time.time_ns(), "torch_trace": trace})
-        for _ in range(a.steps):
-            loss = step()
-        torch.cuda.synchronize()
+        loss = run_steps(a.steps)
         t1 = time.time_ns()
     prof = None
     prof_start = prof_stop = None
@@ -145,10 +144,7 @@ def main():
         prof.__enter__()
     if not a.profile_cycles:
         t0 = time.time_ns()
-        loss = None
-        for _ in range(a.steps):
-            loss = step()
-        torch.cuda.synchronize()
+        loss = run_steps(a.steps)
         t1 = time.time_ns()
     export_ns = None
     if prof is not None:
