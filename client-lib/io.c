@@ -189,6 +189,7 @@ static int try_connect(struct io *io)
     if (fd < 0) {
         io->next_attempt = mono_ms() + io->backoff_ms;
         io->backoff_ms = io->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : io->backoff_ms * 2;
+        atomic_store(&s->connect_tried, 1); /* after its outcome: drain reads both */
         return -1;
     }
     char *hello = hello_json(s);
@@ -203,11 +204,13 @@ static int try_connect(struct io *io)
     if (rc < 0) {
         close(fd);
         io->next_attempt = mono_ms() + io->backoff_ms;
+        atomic_store(&s->connect_tried, 1);
         return -1;
     }
     io->fd = fd;
     io->backoff_ms = BACKOFF_MIN_MS;
     atomic_store(&s->connected, 1);
+    atomic_store(&s->connect_tried, 1);
     atomic_fetch_add(&s->connects, 1);
     shim_debug(s, "connected to the daemon");
     return 0;
@@ -537,12 +540,15 @@ int cuptimon__io_drain(struct shim *s, int timeout_ms)
     cuptimon__io_wake(s);
     pthread_mutex_lock(&s->qlock);
     /* Wait while connected, or while a daemon is there but has not taken
-     * the connection yet (its queue was full); with no daemon at all, go at
-     * once: a node without cuptimond costs a job nothing at exit. */
+     * the connection yet (its queue was full), or until the IO thread's
+     * first attempt (a job that exits within milliseconds of cuInit); with
+     * no daemon at all, go at once: a node without cuptimond costs a job
+     * nothing at exit. */
     for (;;) {
         int pending = s->ring_len > 0 || atomic_load(&s->in_flight) > 0;
         int connected = atomic_load(&s->connected);
-        if (!pending || (!connected && !atomic_load(&s->daemon_busy)))
+        if (!pending || (!connected && !atomic_load(&s->daemon_busy) &&
+                         atomic_load(&s->connect_tried)))
             break;
         struct timespec until = dl;
         if (!connected) {

@@ -98,6 +98,7 @@ struct shim {
      * full (EAGAIN): it is there, only busy.  At exit the shim then keeps
      * trying within its hand-off bound; with no daemon it leaves at once. */
     _Atomic int daemon_busy;
+    _Atomic int connect_tried; /* the IO thread made its first attempt */
     _Atomic int exiting;
     pthread_cond_t drained; /* signalled when queue and in-flight both empty */
 
