@@ -499,10 +499,3 @@ int cuptimon__mux_foreign(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t s
     done(ctx, stream, buf, size, valid);
     return 1;
 }
-
-void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached)
-{
-    *delivered = tool.delivered;
-    *dropped = tool.dropped;
-    *attached = tool.complete != NULL;
-}

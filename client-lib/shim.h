@@ -129,7 +129,6 @@ int cuptimon__mux_needed(uint32_t kind);
 void cuptimon__mux_note_ours(uint32_t kind, int on);
 int cuptimon__mux_delta(uint64_t *delta);
 void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta);
-void cuptimon__mux_stats(uint64_t *delivered, uint64_t *dropped, int *attached);
 /* Hands a buffer CUPTI completed to the shim but the shim never gave out
  * to the tool whose it is, when that tool's callback is known; 0 if not. */
 int cuptimon__mux_foreign(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid);

@@ -903,6 +903,19 @@ static void busy_late(struct adev *d, uint64_t len)
 
 /* Adds the device's pending pieces (each inside one second) to the union
  * and to their seconds' busy time. */
+/* Runs that could not be merged with what is kept (out of memory): counted
+ * as busy, and as unchecked so that the busy ratio says so. */
+static void count_unchecked(struct adev *d, const struct iv *p, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        struct bucket *b = bucket_of(d, (int64_t)(p[i].s / NS_PER_S));
+        b->busy_ns += p[i].e - p[i].s;
+        b->unchecked_ns += p[i].e - p[i].s;
+        d->busy_total += p[i].e - p[i].s;
+        d->unchecked_total += p[i].e - p[i].s;
+    }
+}
+
 static void busy_pieces(struct adev *d)
 {
     uint64_t floor_ns = (uint64_t)ring_floor(d) * NS_PER_S;
@@ -957,13 +970,7 @@ static void busy_pieces(struct adev *d)
         ni = realloc(d->iv, nc * sizeof(*ni));
         if (ni == NULL) {
             /* Counted as unchecked rather than lost. */
-            for (size_t i = 0; i < k; i++) {
-                struct bucket *b = bucket_of(d, (int64_t)(p[i].s / NS_PER_S));
-                b->busy_ns += p[i].e - p[i].s;
-                b->unchecked_ns += p[i].e - p[i].s;
-                d->busy_total += p[i].e - p[i].s;
-                d->unchecked_total += p[i].e - p[i].s;
-            }
+            count_unchecked(d, p, k);
             return;
         }
         d->iv = ni;
@@ -985,13 +992,7 @@ static void busy_pieces(struct adev *d)
     if (tn > 0) {
         t = malloc(tn * sizeof(*t));
         if (t == NULL) {
-            for (size_t i = 0; i < k; i++) {
-                struct bucket *b = bucket_of(d, (int64_t)(p[i].s / NS_PER_S));
-                b->busy_ns += p[i].e - p[i].s;
-                b->unchecked_ns += p[i].e - p[i].s;
-                d->busy_total += p[i].e - p[i].s;
-                d->unchecked_total += p[i].e - p[i].s;
-            }
+            count_unchecked(d, p, k);
             return;
         }
         memcpy(t, L + i0, tn * sizeof(*t));

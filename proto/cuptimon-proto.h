@@ -254,8 +254,6 @@ int cuptimon__outfile_open(struct cuptimon_outfile *o, const char *path, mode_t 
 /* Closes; ok: renames into place (after fsync if sync), else removes the
  * temporary file.  Returns 0 or -errno of what failed. */
 int cuptimon__outfile_commit(struct cuptimon_outfile *o, int ok, int sync);
-/* The name being written (the temporary file's, or path), for messages. */
-const char *cuptimon__outfile_name(const struct cuptimon_outfile *o, const char *path);
 
 /* The runtime directory a daemon of this user defaults to (into out):
  * $XDG_RUNTIME_DIR/cuptimon, else /run/cuptimon for root, else

@@ -89,8 +89,3 @@ int cuptimon__outfile_commit(struct cuptimon_outfile *o, int ok, int sync)
     o->tmp = o->path = NULL;
     return rc;
 }
-
-const char *cuptimon__outfile_name(const struct cuptimon_outfile *o, const char *path)
-{
-    return o->tmp ? o->tmp : path;
-}
