@@ -1,8 +1,10 @@
 /*
  * The control socket: cuptimonctl's requests.  Each request is one CONTROL
  * frame with a JSON body {"op": ...}; each gets one reply frame.
- * Authorization fails closed: only root and the daemon's own user may
- * control it.
+ * Authorization is on the kernel's word (SO_PEERCRED): operators (root, the
+ * daemon's own user, members of control_group) see and steer every session;
+ * any other user sees and steers only sessions of its own uid, and may not
+ * reload the daemon.  See is_operator().
  */
 #include "config.h"
 
@@ -340,7 +342,7 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
         json_object *r;
         if (!d->agg) {
             conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                            "(aggregate_top_n is 0 in its configuration)");
+                            "(it was started with --no-aggregate)");
             goto out;
         }
         if (cuptimon__agg_query_from_json(req, &q, &err) < 0) {
@@ -361,7 +363,7 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
         json_object *r;
         if (!d->agg) {
             conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                            "(aggregate_top_n is 0 in its configuration)");
+                            "(it was started with --no-aggregate)");
             goto out;
         }
         if (!text) {

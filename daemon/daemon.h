@@ -186,9 +186,8 @@ int daemon_reload(struct daemon *d, char **err);
  * enough was written since the last one that the cap could be passed. */
 void daemon_wrote(struct daemon *d, uint64_t bytes);
 
-int64_t unix_ns_now(void);
-
 /* session.c */
+int64_t unix_ns_now(void); /* CLOCK_REALTIME in ns */
 void session_accept(struct daemon *d, int fd);
 void session_request_flush(struct session *s, uint64_t flush_id, int forced);
 void session_close_all(struct daemon *d);

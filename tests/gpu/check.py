@@ -1063,15 +1063,12 @@ class Suite:
                 self.overhead_case(name, cdir)
         self.torch_cases({k: v for k, v in cases.items() if k.startswith("torch") and
                           not self.cases[v[0]].get("skipped")})
-        # TODO(windows): once trace windows exist (cuptimonctl window ...), check
-        # that every launched kernel appears exactly once in a window trace with
-        # the right demangled name, device, stream and graph node ids; that the
-        # window filter keeps what PyTorch's monitor's rules keep (API calls that
-        # start inside, GPU work correlated to them or uncorrelated and starting
-        # inside, annotations of retained correlations); and that a window's
-        # kernel names and counts for the torch loop equal torch.profiler's.
-        self.c.skip("windows/all", "TODO: trace windows are not implemented yet (issue 8's window "
-                    "checks are left out)", hard=False)
+        # Trace windows are proven by window-case.sh (every kernel once, linked
+        # to its API call, demangled names) and coexist-case.sh (a window of
+        # the torch loop against torch.profiler); this suite's cases run
+        # without windows, so it records that rather than checking twice.
+        self.c.skip("windows/all", "trace windows are checked by window-case.sh and "
+                    "coexist-case.sh, not by this suite", hard=False)
         for name, cdir in ((n, os.path.join(self.work, "cases", n)) for n in self.cases):
             for fn in ("flush.json", "status-during.json", "status-after.json"):
                 v = read_json(os.path.join(cdir, fn))

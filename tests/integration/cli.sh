@@ -5,6 +5,17 @@
 
 "$CUPTIMOND" --help | grep -q -- "--output-dir" || fail "cuptimond --help lacks --output-dir"
 "$CUPTIMOND" --version | grep -q "^cuptimond " || fail "cuptimond --version"
+# Every long option cuptimond accepts is in its --help and its man page.
+help=$("$CUPTIMOND" --help)
+man=$(sed 's/\\-/-/g; s/\\f[BIRP]//g; s/"//g' "$top_srcdir/doc/cuptimond.8")
+nopt=0
+for o in $(sed -n '/static const struct option opts\[\]/,/{NULL/p' "$top_srcdir/daemon/main.c" |
+           sed -n 's/^ *{"\([a-z-]*\)".*/\1/p'); do
+    nopt=$((nopt + 1))
+    echo "$help" | grep -q -- "--$o\b" || fail "cuptimond --help lacks --$o"
+    echo "$man" | grep -q -- "--$o\b" || fail "cuptimond(8) lacks --$o"
+done
+[ $nopt -ge 10 ] || fail "found only $nopt long options in daemon/main.c: the pattern is stale"
 "$CTL" --help | grep -q "status" || fail "cuptimonctl --help lacks status"
 "$CTL" --version | grep -q "^cuptimonctl " || fail "cuptimonctl --version"
 
