@@ -594,6 +594,127 @@ static int cmd_windows(int argc, char **argv)
     return 0;
 }
 
+/* ---- the command table ---------------------------------------------------
+ * One row per command: main() dispatches through it, and the "unknown
+ * command" message lists its names, so neither can fall out of date.  op is
+ * the daemon operation for the commands that are one request. */
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv, const struct command *c);
+    const char *op;
+};
+
+static int run_status(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cmd_status(argc, argv);
+}
+
+static int run_flush(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cmd_flush(argc, argv);
+}
+
+static int run_window_open(int argc, char **argv, const struct command *c)
+{
+    return cmd_window_open(argc, argv, c->op);
+}
+
+static int run_window_id(int argc, char **argv, const struct command *c)
+{
+    return cmd_window_id(argc, argv, c->op);
+}
+
+static int run_windows(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cmd_windows(argc, argv);
+}
+
+static int run_reload(int argc, char **argv, const struct command *c)
+{
+    (void)argc;
+    (void)argv;
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "op", json_object_new_string(c->op));
+    json_object *r = call(req);
+    json_object_put(req);
+    if (!r)
+        return 1;
+    printf("reloaded %s\n", gets_(r, "reloaded"));
+    json_object_put(r);
+    return 0;
+}
+
+static int run_live(int argc, char **argv, const struct command *c)
+{
+    /* The global --control-socket reaches them through the environment. */
+    if (control_path[0])
+        setenv("CUPTIMON_CONTROL_SOCKET", control_path, 1);
+    return strcmp(c->name, "top") == 0 ? cuptimon__cli_top(argc, argv)
+                                       : cuptimon__cli_metrics(argc, argv);
+}
+
+static int run_merge(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cuptimon__cli_merge(argc, argv);
+}
+
+static int run_decode(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
+    return cuptimon__cli_decode(argc, argv);
+}
+
+static int run_help(int argc, char **argv, const struct command *c)
+{
+    (void)argc;
+    (void)argv;
+    (void)c;
+    usage(stdout);
+    return 0;
+}
+
+static const struct command commands[] = {
+    {"status", run_status, "status"},
+    {"flush", run_flush, "flush"},
+    {"begin-window", run_window_open, "window_begin"},
+    {"prepare-window", run_window_open, "window_prepare"},
+    {"start-window", run_window_id, "window_start"},
+    {"end-window", run_window_id, "window_end"},
+    {"windows", run_windows, "windows"},
+    {"top", run_live, "top"},
+    {"metrics", run_live, "metrics"},
+    {"merge", run_merge, NULL},
+    {"reload", run_reload, "reload"},
+    {"decode", run_decode, NULL},
+    {"help", run_help, NULL},
+};
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* "status, flush, ..." into buf (cut short, never overrun, if too small). */
+static void command_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0] && used < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", commands[i].name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"control-socket", required_argument, NULL, 'c'},
@@ -642,51 +763,13 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
-    if (strcmp(cmd, "status") == 0)
-        return cmd_status(sub_argc, sub_argv);
-    if (strcmp(cmd, "flush") == 0)
-        return cmd_flush(sub_argc, sub_argv);
-    if (strcmp(cmd, "begin-window") == 0)
-        return cmd_window_open(sub_argc, sub_argv, "window_begin");
-    if (strcmp(cmd, "prepare-window") == 0)
-        return cmd_window_open(sub_argc, sub_argv, "window_prepare");
-    if (strcmp(cmd, "start-window") == 0)
-        return cmd_window_id(sub_argc, sub_argv, "window_start");
-    if (strcmp(cmd, "end-window") == 0)
-        return cmd_window_id(sub_argc, sub_argv, "window_end");
-    if (strcmp(cmd, "windows") == 0)
-        return cmd_windows(sub_argc, sub_argv);
-    if (strcmp(cmd, "reload") == 0) {
-        json_object *req = json_object_new_object();
-        json_object_object_add(req, "op", json_object_new_string("reload"));
-        json_object *r = call(req);
-        json_object_put(req);
-        if (!r)
-            return 1;
-        printf("reloaded %s\n", gets_(r, "reloaded"));
-        json_object_put(r);
-        return 0;
-    }
-    if (strcmp(cmd, "top") == 0 || strcmp(cmd, "metrics") == 0) {
-        /* The global --control-socket reaches them through the environment. */
-        if (control_path[0])
-            setenv("CUPTIMON_CONTROL_SOCKET", control_path, 1);
-        return strcmp(cmd, "top") == 0 ? cuptimon__cli_top(sub_argc, sub_argv)
-                                       : cuptimon__cli_metrics(sub_argc, sub_argv);
-    }
-    if (strcmp(cmd, "merge") == 0)
-        return cuptimon__cli_merge(sub_argc, sub_argv);
-    if (strcmp(cmd, "decode") == 0) {
-        optind = 0; /* glibc: 0 re-initialises getopt after the global options */
-        return cuptimon__cli_decode(sub_argc, sub_argv);
-    }
-    if (strcmp(cmd, "help") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: status, flush, begin-window, "
-                    "prepare-window, start-window, end-window, windows, merge, reload, decode)\n"
-                    "Try 'cuptimonctl --help' for more information.\n", cmd);
+    const struct command *c = find_command(cmd);
+    if (c)
+        return c->run(sub_argc, sub_argv, c);
+    char known[512];
+    command_names(known, sizeof known);
+    fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: %s)\n"
+                    "Try 'cuptimonctl --help' for more information.\n", cmd, known);
     return 2;
 }
 

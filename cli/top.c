@@ -1125,7 +1125,7 @@ int cuptimon__cli_metrics(int argc, char **argv)
             printf("Usage: cuptimonctl metrics [-c SOCKET]\n"
                    "Print the daemon's live aggregates in the Prometheus text exposition\n"
                    "format (cuptimon_kernel_seconds_total, cuptimon_gpu_busy_ratio, ...).  For\n"
-                   "node_exporter's textfile collector, set metrics_file in cuptimond.conf.\n");
+                   "node_exporter's textfile collector, start cuptimond with --metrics-file.\n");
             return 0;
         } else {
             fprintf(stderr, "Try 'cuptimonctl metrics --help' for more information.\n");

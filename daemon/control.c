@@ -385,7 +385,7 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
         json_object_put(o);
     } else {
         conn_send_error(conn, "EOPNOTSUPP",
-                        "unknown op \"%s\" (known: status, flush, ping, top, metrics, "
+                        "unknown op \"%s\" (known: status, flush, reload, ping, top, metrics, "
                         "window_prepare, window_start, window_begin, window_end, windows)",
                         op);
     }

@@ -16,6 +16,17 @@ for o in $(sed -n '/static const struct option opts\[\]/,/{NULL/p' "$top_srcdir/
     echo "$man" | grep -q -- "--$o\b" || fail "cuptimond(8) lacks --$o"
 done
 [ $nopt -ge 10 ] || fail "found only $nopt long options in daemon/main.c: the pattern is stale"
+# Every command cuptimonctl knows (its own list, from its command table) is
+# in its --help and its man page.
+known=$("$CTL" no-such-command 2>&1 | sed -n 's/.*(commands: \(.*\))$/\1/p' | tr -d ,)
+[ "$(echo $known | wc -w)" -ge 10 ] || fail "cuptimonctl's command list is missing or short: '$known'"
+chelp=$("$CTL" --help)
+cman=$(sed 's/\\-/-/g; s/\\f[BIRP]//g; s/"//g' "$top_srcdir/doc/cuptimonctl.1")
+for c in $known; do
+    [ "$c" = help ] && continue
+    echo "$chelp" | grep -q "^  $c\b" || fail "cuptimonctl --help lacks the command $c"
+    echo "$cman" | grep -q -- "^\.B[IR]* $c\b" || fail "cuptimonctl(1) lacks the command $c"
+done
 "$CTL" --help | grep -q "status" || fail "cuptimonctl --help lacks status"
 "$CTL" --version | grep -q "^cuptimonctl " || fail "cuptimonctl --version"
 
