@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "archive.h"
+#include "archive/archive.h"
 
 static double cpu_now(void)
 {

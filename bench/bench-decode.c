@@ -30,11 +30,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "decode.h"
-#include "demangle.h"
-#include "strtab.h"
-#include "summary.h"
-#include "trace.h"
+#include "archive/decode.h"
+#include "archive/demangle.h"
+#include "archive/strtab.h"
+#include "archive/summary.h"
+#include "archive/trace.h"
 
 #ifndef TEST_DATA_DIR
 #define TEST_DATA_DIR "tests/data"

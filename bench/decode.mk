@@ -7,8 +7,7 @@
 check_PROGRAMS += bench/bench-decode
 bench_bench_decode_SOURCES = bench/bench-decode.c
 bench_bench_decode_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
-bench_bench_decode_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
-	$(ZSTD_LIBS) $(JSONC_LIBS) $(IBERTY_LIBS)
+bench_bench_decode_LDADD = $(ARCHIVE_LIBS)
 
 BENCH_DECODE_ARGS =
 bench-decode: bench/bench-decode$(EXEEXT)

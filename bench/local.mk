@@ -8,8 +8,7 @@ include bench/decode.mk
 check_PROGRAMS += bench/bench-archive
 bench_bench_archive_SOURCES = bench/bench-archive.c
 bench_bench_archive_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
-bench_bench_archive_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
-	$(ZSTD_LIBS) $(JSONC_LIBS) $(IBERTY_LIBS)
+bench_bench_archive_LDADD = $(ARCHIVE_LIBS)
 EXTRA_DIST += bench/handoff.sh
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6

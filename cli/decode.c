@@ -11,7 +11,6 @@
 #include "config.h"
 
 #include "cli.h"
-#include "decode.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,12 +23,12 @@
 
 #include <json-c/json.h>
 
-#include "../daemon/decode.h"
-#include "archive.h"
-#include "demangle.h"
-#include "strtab.h"
-#include "summary.h"
-#include "trace.h"
+#include "archive/decode.h"
+#include "archive/archive.h"
+#include "archive/demangle.h"
+#include "archive/strtab.h"
+#include "archive/summary.h"
+#include "archive/trace.h"
 #include "cuptimon-proto.h"
 
 static void usage(FILE *f)

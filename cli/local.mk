@@ -1,6 +1,8 @@
+# cuptimonctl: the control client (status, flush, windows, reload), live
+# top and metrics, merging node traces, and offline decode of an archive.
+# It links the archive library and proto, nothing of the daemon.
 bin_PROGRAMS += cli/cuptimonctl
-noinst_HEADERS += cli/cli.h
-cli_cuptimonctl_SOURCES = cli/main.c cli/merge.c $(CLI_DECODE_SOURCES)
+noinst_HEADERS += cli/cli.h cli/top.h
+cli_cuptimonctl_SOURCES = cli/main.c cli/merge.c cli/decode.c cli/top.c
 cli_cuptimonctl_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
-cli_cuptimonctl_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
-	$(JSONC_LIBS) $(ZSTD_LIBS) $(IBERTY_LIBS)
+cli_cuptimonctl_LDADD = $(ARCHIVE_LIBS)

@@ -20,8 +20,8 @@
 #include <json-c/json.h>
 
 #include "cuptimon-proto.h"
-#include "demangle.h"
-#include "strtab.h"
+#include "archive/demangle.h"
+#include "archive/strtab.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 

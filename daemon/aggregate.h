@@ -73,7 +73,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "decode.h"
+#include "archive/decode.h"
 
 struct cuptimon_agg;
 struct cuptimon_strtab;

@@ -8,7 +8,7 @@
 #include <uv.h>
 
 #include "aggregate.h"
-#include "archive.h"
+#include "archive/archive.h"
 #include "conf.h"
 #include "retention.h"
 #include "cuptimon-proto.h"

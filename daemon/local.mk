@@ -1,12 +1,23 @@
-# The daemon, and the internal library (archive, decoder, trace writer)
-# that cuptimond and cuptimonctl share.
-include daemon/decode.mk
-daemon_libcuptimon_decode_la_SOURCES += daemon/archive.c daemon/archive.h daemon/log.c daemon/log.h
+# cuptimond, and its internal library: the configuration file, archive
+# retention, the log, and the live aggregates.  They are a library only so
+# that their unit suites link them without main(); nothing outside the
+# daemon and its tests uses it.
+noinst_LTLIBRARIES += daemon/libcuptimond-core.la
+daemon_libcuptimond_core_la_SOURCES = \
+	daemon/conf.c daemon/conf.h \
+	daemon/retention.c daemon/retention.h \
+	daemon/log.c daemon/log.h \
+	daemon/aggregate.c daemon/aggregate.h
+# The configuration's default path is SYSCONFDIR/cuptimon/cuptimond.conf.
+daemon_libcuptimond_core_la_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
+daemon_libcuptimond_core_la_LIBADD = $(JSONC_LIBS)
+
+# What a program that links the daemon's library adds to its LDADD.
+DAEMON_CORE_LIBS = daemon/libcuptimond-core.la $(ARCHIVE_LIBS)
 
 sbin_PROGRAMS += daemon/cuptimond
 noinst_HEADERS += daemon/daemon.h
 daemon_cuptimond_SOURCES = daemon/main.c daemon/conn.c daemon/session.c daemon/control.c \
 	daemon/window.c daemon/window-write.c daemon/window-write.h
 daemon_cuptimond_CFLAGS = $(AM_CFLAGS) $(LIBUV_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS)
-daemon_cuptimond_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
-	$(LIBUV_LIBS) $(JSONC_LIBS) $(ZSTD_LIBS) $(SYSTEMD_LIBS)
+daemon_cuptimond_LDADD = $(DAEMON_CORE_LIBS) $(LIBUV_LIBS) $(SYSTEMD_LIBS)

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "strtab.h"
+#include "archive/strtab.h"
 
 #define QUEUE_MAX 65536u
 

@@ -14,13 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "archive.h"
+#include "archive/archive.h"
 #include "cuptimon-proto.h"
-#include "decode.h"
-#include "demangle.h"
-#include "strtab.h"
-#include "summary.h"
-#include "trace.h"
+#include "archive/decode.h"
+#include "archive/demangle.h"
+#include "archive/strtab.h"
+#include "archive/summary.h"
+#include "archive/trace.h"
 #include "window-write.h"
 
 /* ---- a set of correlation ids -------------------------------------------- */

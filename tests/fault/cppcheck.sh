@@ -1,5 +1,5 @@
 #!/bin/bash
-# Static analysis: cppcheck over the product (proto, client-lib, daemon,
+# Static analysis: cppcheck over the product (proto, client-lib, archive, daemon,
 # cli) with warnings and portability checks, as CI runs it.  Any finding
 # fails the test; false positives are suppressed in tests/fault/cppcheck.supp
 # with the reason, real ones are listed in docs/FAULTS.md.  Skipped (77)
@@ -10,12 +10,12 @@ command -v cppcheck >/dev/null || { echo "SKIP: cppcheck is not installed"; exit
 cd "$top_srcdir"
 out=$(mktemp "${TMPDIR:-/tmp}/cuptimon-cppcheck.XXXXXX")
 trap 'rm -f "$out"' EXIT
-echo "$(cppcheck --version): proto client-lib daemon cli"
+echo "$(cppcheck --version): proto client-lib archive daemon cli"
 rc=0
 cppcheck --error-exitcode=1 --enable=warning,portability --inline-suppr -q -j2 \
     --suppressions-list=tests/fault/cppcheck.supp \
-    -I proto -I client-lib -I daemon -I cli -I "$top_builddir" \
-    proto client-lib daemon cli >"$out" 2>&1 || rc=$?
+    -I . -I proto -I client-lib -I "$top_builddir" \
+    proto client-lib archive daemon cli >"$out" 2>&1 || rc=$?
 cat "$out"
 if [ "$rc" != 0 ]; then
     echo "FAIL: cppcheck reported $(grep -c '^[^ ].*: \(error\|warning\|portability\|style\):' "$out" || true) finding(s) (exit $rc)"

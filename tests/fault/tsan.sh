@@ -26,7 +26,7 @@ $CC_ -fsanitize=thread -o "$B/probe" "$B/probe.c" -pthread 2>"$B/probe.err" ||
 "$B/probe" >/dev/null 2>"$B/probe.err" || skip "a TSan program does not run here: $(head -1 "$B/probe.err")"
 
 S=$top_srcdir
-FLAGS="-fsanitize=thread -g -O1 -fno-omit-frame-pointer -pthread -fPIC -I$top_builddir -I$S/proto -I$S/client-lib -I$S/daemon $CPPFLAGS_"
+FLAGS="-fsanitize=thread -g -O1 -fno-omit-frame-pointer -pthread -fPIC -I$top_builddir -I$S/proto -I$S/client-lib $CPPFLAGS_"
 t0=$(now_ms)
 # The double keeps its libcupti-like name: the shim finds an already-loaded
 # library by its "libcupti" prefix.

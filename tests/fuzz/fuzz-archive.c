@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "archive.h"
+#include "archive/archive.h"
 #include "cuptimon-proto.h"
 
 #define CHECK(c)                                                                                   \

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "trace.h"
+#include "archive/decode.h"
+#include "archive/trace.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

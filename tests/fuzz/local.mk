@@ -16,8 +16,7 @@ tests_fuzz_gen_corpus_SOURCES = tests/fuzz/gen-corpus.c
 tests_fuzz_gen_corpus_LDADD = $(FUZZ_REPLAY_LIBS)
 
 # The decoder and the archive reader (the daemon's library).
-FUZZ_LIB_LIBS = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
-	$(JSONC_LIBS) $(ZSTD_LIBS) $(IBERTY_LIBS)
+FUZZ_LIB_LIBS = $(ARCHIVE_LIBS)
 check_PROGRAMS += tests/fuzz/replay-decode tests/fuzz/replay-archive
 tests_fuzz_replay_decode_SOURCES = tests/fuzz/fuzz-decode.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_decode_LDADD = $(FUZZ_LIB_LIBS)
@@ -35,8 +34,8 @@ if FUZZING
 # instrumentation (the library itself is built without it).
 noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings tests/fuzz/fuzz-decode \
 	tests/fuzz/fuzz-archive
-# The library they exercise carries the coverage instrumentation too.
-daemon_libcuptimon_decode_la_CFLAGS += $(FUZZ_CFLAGS)
+# The library they exercise carries the coverage instrumentation too
+# (archive/local.mk adds FUZZ_CFLAGS to it).
 tests_fuzz_fuzz_decode_SOURCES = tests/fuzz/fuzz-decode.c
 tests_fuzz_fuzz_decode_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_decode_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer

@@ -4,5 +4,4 @@ TESTS += tests/unit/test-archive
 UNIT_TESTS += tests/unit/test-archive
 tests_unit_test_archive_SOURCES = tests/unit/test-archive.c
 tests_unit_test_archive_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS)
-tests_unit_test_archive_LDADD = daemon/libcuptimon-decode.la proto/libcuptimon-proto.la \
-	$(CHECK_TEST_LIBS) $(ZSTD_LIBS) $(JSONC_LIBS) $(IBERTY_LIBS)
+tests_unit_test_archive_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)

@@ -23,9 +23,9 @@
 
 #include <cupti_activity.h>
 
-#include "aggregate.h"
-#include "decode.h"
-#include "strtab.h"
+#include "daemon/aggregate.h"
+#include "archive/decode.h"
+#include "archive/strtab.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
 #define S_NS 1000000000ull

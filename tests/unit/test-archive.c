@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "archive.h"
+#include "archive/archive.h"
 #include "cuptimon-proto.h"
 
 static char tmpdir[256];

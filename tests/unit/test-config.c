@@ -12,7 +12,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "conf.h"
+#include "daemon/conf.h"
 
 static char tmpdir[256];
 static char path[300];

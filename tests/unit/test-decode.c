@@ -16,10 +16,10 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 
-#include "cbid.h"
-#include "decode.h"
-#include "demangle.h"
-#include "strtab.h"
+#include "archive/cbid.h"
+#include "archive/decode.h"
+#include "archive/demangle.h"
+#include "archive/strtab.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
 

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "retention.h"
+#include "daemon/retention.h"
 
 static char tmpdir[256], root[300], outside[300];
 static time_t now;

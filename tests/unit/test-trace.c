@@ -20,14 +20,14 @@
 
 #include <cupti_activity.h>
 
-#include "../../cli/decode.h"
-#include "archive.h"
+#include "cli/cli.h"
+#include "archive/archive.h"
 #include "cuptimon-proto.h"
-#include "decode.h"
-#include "demangle.h"
-#include "strtab.h"
-#include "summary.h"
-#include "trace.h"
+#include "archive/decode.h"
+#include "archive/demangle.h"
+#include "archive/strtab.h"
+#include "archive/summary.h"
+#include "archive/trace.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
 #define BASE 1796208557000000000ull

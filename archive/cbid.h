@@ -1,6 +1,6 @@
 /*
  * Runtime and driver API names by CUPTI callback id.  The tables are
- * generated at build time (daemon/gen-cbid.sh -> cbid-names.c) from the
+ * generated at build time (archive/gen-cbid.sh -> archive/cbid-names.c) from the
  * cupti_runtime_cbid.h and cupti_driver_cbid.h of the CUDA toolkit the
  * daemon is built against.
  *
