@@ -1,8 +1,10 @@
 /*
- * The decoder: record layouts by CUPTI API version and the buffer walker.
- * See decode.h for the rules; the one rule that shapes this file is that
- * every field is read with memcpy at the offset the compiled CUPTI header
- * gives, and only after the whole record is known to lie in the buffer.
+ * The decoder: the buffer walker and the record decoders.  See decode.h
+ * for the rules; the one rule that shapes this file is that every field is
+ * read with memcpy at the offset the producer's CUPTI release gives
+ * (proto/layouts.c, looked up by the version in its hello), and only after
+ * the whole record is known to lie in the buffer.  No CUPTI header is
+ * included: the daemon decodes releases newer and older than its build.
  */
 #include "config.h"
 
@@ -12,55 +14,12 @@
 #include <stddef.h>
 #include <string.h>
 
-#include <cupti_activity.h>
+#include "layouts.h"
 
 /* Pointer-valued fields (kernel and marker names) are read as 8 bytes:
  * producers are 64-bit processes and so must the daemon be. */
 _Static_assert(sizeof(void *) == 8, "cuptimon decodes 64-bit producers only");
-_Static_assert(sizeof(CUpti_ActivityKind) == 4, "CUpti_ActivityKind must be 4 bytes");
-
-enum decoder {
-    DEC_NONE = 0,
-    DEC_KERNEL,
-    DEC_MEMCPY,
-    DEC_P2P,
-    DEC_MEMSET,
-    DEC_API,
-    DEC_EXT,
-    DEC_OVERHEAD,
-    DEC_CUDA_EVENT,
-    DEC_SYNC,
-    DEC_MARKER,
-    DEC_MARKER_DATA,
-};
-
-/* The CUDA 13.0 table: kind -> struct CUPTI uses for it in 13.0. */
-static const struct {
-    uint32_t kind;
-    uint8_t dec;
-    uint16_t size;
-} table_13_0[] = {
-    {CUPTI_ACTIVITY_KIND_MEMCPY, DEC_MEMCPY, sizeof(CUpti_ActivityMemcpy6)},
-    {CUPTI_ACTIVITY_KIND_MEMSET, DEC_MEMSET, sizeof(CUpti_ActivityMemset4)},
-    {CUPTI_ACTIVITY_KIND_KERNEL, DEC_KERNEL, sizeof(CUpti_ActivityKernel10)},
-    {CUPTI_ACTIVITY_KIND_DRIVER, DEC_API, sizeof(CUpti_ActivityAPI)},
-    {CUPTI_ACTIVITY_KIND_RUNTIME, DEC_API, sizeof(CUpti_ActivityAPI)},
-    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, DEC_KERNEL, sizeof(CUpti_ActivityKernel10)},
-    {CUPTI_ACTIVITY_KIND_MARKER, DEC_MARKER, sizeof(CUpti_ActivityMarker2)},
-    {CUPTI_ACTIVITY_KIND_MARKER_DATA, DEC_MARKER_DATA, sizeof(CUpti_ActivityMarkerData2)},
-    {CUPTI_ACTIVITY_KIND_OVERHEAD, DEC_OVERHEAD, sizeof(CUpti_ActivityOverhead3)},
-    {CUPTI_ACTIVITY_KIND_MEMCPY2, DEC_P2P, sizeof(CUpti_ActivityMemcpyPtoP4)},
-    {CUPTI_ACTIVITY_KIND_CUDA_EVENT, DEC_CUDA_EVENT, sizeof(CUpti_ActivityCudaEvent2)},
-    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, DEC_SYNC, sizeof(CUpti_ActivitySynchronization2)},
-    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, DEC_EXT, sizeof(CUpti_ActivityExternalCorrelation)},
-};
-
-/* The sizes the issue and the real H200 buffers state; a header that
- * disagrees is not the 13.0 header this table was written for. */
-_Static_assert(sizeof(CUpti_ActivityKernel10) == 216, "Kernel10 is 216 bytes in CUDA 13.0");
-_Static_assert(sizeof(CUpti_ActivityMemcpy6) == 96, "Memcpy6 is 96 bytes in CUDA 13.0");
-_Static_assert(sizeof(CUpti_ActivityMemset4) == 88, "Memset4 is 88 bytes in CUDA 13.0");
-_Static_assert(sizeof(CUpti_ActivityAPI) == 40, "ActivityAPI is 40 bytes in CUDA 13.0");
+_Static_assert(CUPTIMON_LAYOUT_KINDS == CUPTIMON_KIND_SLOTS, "one kind numbering");
 
 static int size_sane(uint32_t s)
 {
@@ -70,12 +29,13 @@ static int size_sane(uint32_t s)
 int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
                           const uint32_t *announced)
 {
+    const struct cuptimon_cupti_release *r = cuptimon__cupti_release(cupti_version);
     int mismatch = 0;
 
     memset(l, 0, sizeof(*l));
     l->cupti_version = cupti_version;
-    l->version_known =
-        cupti_version >= CUPTIMON_CUPTI_VERSION_MIN && cupti_version <= CUPTIMON_CUPTI_VERSION_MAX;
+    l->release = r;
+    l->version_known = r != NULL;
 
     if (announced != NULL) {
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++)
@@ -83,17 +43,18 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
                 l->announced[k] = (uint16_t)announced[k];
     }
 
-    if (l->version_known) {
-        for (size_t i = 0; i < sizeof(table_13_0) / sizeof(table_13_0[0]); i++) {
-            uint32_t k = table_13_0[i].kind;
-            l->table_size[k] = table_13_0[i].size;
-            l->decoder[k] = table_13_0[i].dec;
+    if (r != NULL) {
+        for (unsigned k = 1; k < CUPTIMON_KIND_SLOTS; k++) {
+            if (r->kinds[k] == NULL)
+                continue;
+            l->table_size[k] = r->kinds[k]->size;
+            l->rec[k] = r->kinds[k];
         }
     }
 
     for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
         uint16_t a = l->announced[k], t = l->table_size[k];
-        if (k == CUPTI_ACTIVITY_KIND_INVALID) {
+        if (k == 0) { /* CUPTI_ACTIVITY_KIND_INVALID */
             l->state[k] = CUPTIMON_KIND_UNKNOWN;
         } else if (!l->version_known) {
             l->state[k] = a ? CUPTIMON_KIND_BAD_VERSION : CUPTIMON_KIND_UNKNOWN;
@@ -102,10 +63,11 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
             l->state[k] = CUPTIMON_KIND_DECODED;
             l->size[k] = t;
         } else if (t != 0) {
-            /* The producer's struct is not ours: walk over it by its size. */
+            /* The producer's struct is not the one its release uses: walk
+             * over it by its size. */
             l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
             l->size[k] = a;
-            l->decoder[k] = DEC_NONE;
+            l->rec[k] = NULL;
             mismatch = 1;
         } else {
             l->state[k] = a ? CUPTIMON_KIND_UNSUPPORTED : CUPTIMON_KIND_UNKNOWN;
@@ -119,7 +81,7 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
             if (announced[k] != 0 && !size_sane(announced[k]) && l->table_size[k] != 0) {
                 l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
                 l->size[k] = 0; /* unknown: stop rather than guess */
-                l->decoder[k] = DEC_NONE;
+                l->rec[k] = NULL;
                 mismatch = 1;
             }
         }
@@ -129,11 +91,17 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
     return mismatch;
 }
 
-void cuptimon__layout_table(uint32_t sizes[CUPTIMON_KIND_SLOTS])
+int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS])
 {
+    const struct cuptimon_cupti_release *r = cuptimon__cupti_release(cupti_version);
+
     memset(sizes, 0, sizeof(uint32_t) * CUPTIMON_KIND_SLOTS);
-    for (size_t i = 0; i < sizeof(table_13_0) / sizeof(table_13_0[0]); i++)
-        sizes[table_13_0[i].kind] = table_13_0[i].size;
+    if (r == NULL)
+        return -EPROTONOSUPPORT;
+    for (unsigned k = 1; k < CUPTIMON_KIND_SLOTS; k++)
+        if (r->kinds[k] != NULL)
+            sizes[k] = r->kinds[k]->size;
+    return 0;
 }
 
 static const char *const kind_names[] = {
@@ -248,301 +216,263 @@ void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
 
 /* ---- field reads ------------------------------------------------------ */
 
-static inline uint64_t rdn(const uint8_t *p, size_t n)
+/* Field f of the record r, through the record's layout L (see layouts.h):
+ * the offset and width of its CUPTI version; 0 when that version lacks it. */
+#define G(P, f) cuptimon__rec_get(L, r, CUPTIMON_##P##_##f)
+#define GS(P, f) ((int32_t)(uint32_t)G(P, f))
+
+/* CUpti_ActivityObjectKindId as three words: processId/threadId for
+ * process and thread objects, deviceId/contextId/streamId for the rest
+ * (the union's members overlay word for word). */
+static void rd_objid(const struct cuptimon_rec_layout *L, const uint8_t *r, unsigned f,
+                     struct cuptimon_objid *o)
 {
-    switch (n) {
-    case 1:
-        return p[0];
-    case 2: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case 4: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case 8: {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    default:
-        return 0;
-    }
+    o->a = cuptimon__rec_word(L, r, f, 0);
+    o->b = cuptimon__rec_word(L, r, f, 1);
+    o->c = cuptimon__rec_word(L, r, f, 2);
 }
 
-/* Reads field f of CUPTI struct T from the record at rec, at the offset and
- * width the compiled header gives. */
-#define RD(rec, T, f) rdn((rec) + offsetof(T, f), sizeof(((T *)0)->f))
-#define RD32S(rec, T, f) ((int32_t)(uint32_t)RD(rec, T, f))
-
-static void rd_objid(const uint8_t *p, struct cuptimon_objid *o)
+static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    o->a = (uint32_t)rdn(p + offsetof(CUpti_ActivityObjectKindId, dcs.deviceId), 4);
-    o->b = (uint32_t)rdn(p + offsetof(CUpti_ActivityObjectKindId, dcs.contextId), 4);
-    o->c = (uint32_t)rdn(p + offsetof(CUpti_ActivityObjectKindId, dcs.streamId), 4);
-}
-
-_Static_assert(offsetof(CUpti_ActivityObjectKindId, pt.processId) ==
-                   offsetof(CUpti_ActivityObjectKindId, dcs.deviceId),
-               "objid word a");
-_Static_assert(offsetof(CUpti_ActivityObjectKindId, pt.threadId) ==
-                   offsetof(CUpti_ActivityObjectKindId, dcs.contextId),
-               "objid word b");
-
-static void dec_kernel(const uint8_t *r, struct cuptimon_ev *ev)
-{
-    typedef CUpti_ActivityKernel10 T;
-    ev->type = CUPTIMON_EV_KERNEL;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->device_id = (uint32_t)RD(r, T, deviceId);
-    ev->context_id = (uint32_t)RD(r, T, contextId);
-    ev->stream_id = (uint32_t)RD(r, T, streamId);
-    ev->graph_id = (uint32_t)RD(r, T, graphId);
-    ev->graph_node_id = RD(r, T, graphNodeId);
-    ev->u.kernel.name_ptr = RD(r, T, name);
-    ev->u.kernel.grid_id = (int64_t)RD(r, T, gridId);
-    ev->u.kernel.completed = RD(r, T, completed);
-    ev->u.kernel.queued = RD(r, T, queued);
-    ev->u.kernel.submitted = RD(r, T, submitted);
-    ev->u.kernel.local_memory_total_v2 = RD(r, T, localMemoryTotal_v2);
-    ev->u.kernel.grid_x = RD32S(r, T, gridX);
-    ev->u.kernel.grid_y = RD32S(r, T, gridY);
-    ev->u.kernel.grid_z = RD32S(r, T, gridZ);
-    ev->u.kernel.block_x = RD32S(r, T, blockX);
-    ev->u.kernel.block_y = RD32S(r, T, blockY);
-    ev->u.kernel.block_z = RD32S(r, T, blockZ);
-    ev->u.kernel.static_shared_memory = RD32S(r, T, staticSharedMemory);
-    ev->u.kernel.dynamic_shared_memory = RD32S(r, T, dynamicSharedMemory);
-    ev->u.kernel.local_memory_per_thread = (uint32_t)RD(r, T, localMemoryPerThread);
-    ev->u.kernel.local_memory_total = (uint32_t)RD(r, T, localMemoryTotal);
-    ev->u.kernel.shared_memory_executed = (uint32_t)RD(r, T, sharedMemoryExecuted);
+        ev->type = CUPTIMON_EV_KERNEL;
+    ev->correlation_id = (uint32_t)G(FK, correlationId);
+    ev->start = G(FK, start);
+    ev->end = G(FK, end);
+    ev->device_id = (uint32_t)G(FK, deviceId);
+    ev->context_id = (uint32_t)G(FK, contextId);
+    ev->stream_id = (uint32_t)G(FK, streamId);
+    ev->graph_id = (uint32_t)G(FK, graphId);
+    ev->graph_node_id = G(FK, graphNodeId);
+    ev->u.kernel.name_ptr = G(FK, name);
+    ev->u.kernel.grid_id = (int64_t)G(FK, gridId);
+    ev->u.kernel.completed = G(FK, completed);
+    ev->u.kernel.queued = G(FK, queued);
+    ev->u.kernel.submitted = G(FK, submitted);
+    ev->u.kernel.local_memory_total_v2 = G(FK, localMemoryTotal_v2);
+    ev->u.kernel.grid_x = GS(FK, gridX);
+    ev->u.kernel.grid_y = GS(FK, gridY);
+    ev->u.kernel.grid_z = GS(FK, gridZ);
+    ev->u.kernel.block_x = GS(FK, blockX);
+    ev->u.kernel.block_y = GS(FK, blockY);
+    ev->u.kernel.block_z = GS(FK, blockZ);
+    ev->u.kernel.static_shared_memory = GS(FK, staticSharedMemory);
+    ev->u.kernel.dynamic_shared_memory = GS(FK, dynamicSharedMemory);
+    ev->u.kernel.local_memory_per_thread = (uint32_t)G(FK, localMemoryPerThread);
+    ev->u.kernel.local_memory_total = (uint32_t)G(FK, localMemoryTotal);
+    ev->u.kernel.shared_memory_executed = (uint32_t)G(FK, sharedMemoryExecuted);
     ev->u.kernel.partitioned_global_cache_requested =
-        (uint32_t)RD(r, T, partitionedGlobalCacheRequested);
+        (uint32_t)G(FK, partitionedGlobalCacheRequested);
     ev->u.kernel.partitioned_global_cache_executed =
-        (uint32_t)RD(r, T, partitionedGlobalCacheExecuted);
-    ev->u.kernel.shmem_limit_config = (uint32_t)RD(r, T, shmemLimitConfig);
-    ev->u.kernel.channel_id = (uint32_t)RD(r, T, channelID);
-    ev->u.kernel.channel_type = (uint32_t)RD(r, T, channelType);
-    ev->u.kernel.cluster_x = (uint32_t)RD(r, T, clusterX);
-    ev->u.kernel.cluster_y = (uint32_t)RD(r, T, clusterY);
-    ev->u.kernel.cluster_z = (uint32_t)RD(r, T, clusterZ);
-    ev->u.kernel.cluster_scheduling_policy = (uint32_t)RD(r, T, clusterSchedulingPolicy);
-    ev->u.kernel.max_potential_cluster_size = (uint32_t)RD(r, T, maxPotentialClusterSize);
-    ev->u.kernel.max_active_clusters = (uint32_t)RD(r, T, maxActiveClusters);
-    ev->u.kernel.registers_per_thread = (uint16_t)RD(r, T, registersPerThread);
-    ev->u.kernel.cache_config = (uint8_t)RD(r, T, cacheConfig);
-    ev->u.kernel.shared_memory_config = (uint8_t)RD(r, T, sharedMemoryConfig);
-    ev->u.kernel.launch_type = (uint8_t)RD(r, T, launchType);
+        (uint32_t)G(FK, partitionedGlobalCacheExecuted);
+    ev->u.kernel.shmem_limit_config = (uint32_t)G(FK, shmemLimitConfig);
+    ev->u.kernel.channel_id = (uint32_t)G(FK, channelID);
+    ev->u.kernel.channel_type = (uint32_t)G(FK, channelType);
+    ev->u.kernel.cluster_x = (uint32_t)G(FK, clusterX);
+    ev->u.kernel.cluster_y = (uint32_t)G(FK, clusterY);
+    ev->u.kernel.cluster_z = (uint32_t)G(FK, clusterZ);
+    ev->u.kernel.cluster_scheduling_policy = (uint32_t)G(FK, clusterSchedulingPolicy);
+    ev->u.kernel.max_potential_cluster_size = (uint32_t)G(FK, maxPotentialClusterSize);
+    ev->u.kernel.max_active_clusters = (uint32_t)G(FK, maxActiveClusters);
+    ev->u.kernel.registers_per_thread = (uint16_t)G(FK, registersPerThread);
+    ev->u.kernel.cache_config = (uint8_t)G(FK, cacheConfig);
+    ev->u.kernel.shared_memory_config = (uint8_t)G(FK, sharedMemoryConfig);
+    ev->u.kernel.launch_type = (uint8_t)G(FK, launchType);
     ev->u.kernel.is_shared_memory_carveout_requested =
-        (uint8_t)RD(r, T, isSharedMemoryCarveoutRequested);
+        (uint8_t)G(FK, isSharedMemoryCarveoutRequested);
     ev->u.kernel.shared_memory_carveout_requested =
-        (uint8_t)RD(r, T, sharedMemoryCarveoutRequested);
-    ev->u.kernel.is_device_launched = (uint8_t)RD(r, T, isDeviceLaunched);
+        (uint8_t)G(FK, sharedMemoryCarveoutRequested);
+    ev->u.kernel.is_device_launched = (uint8_t)G(FK, isDeviceLaunched);
 }
 
-static void dec_memcpy(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_memcpy(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityMemcpy6 T;
-    ev->type = CUPTIMON_EV_MEMCPY;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->device_id = (uint32_t)RD(r, T, deviceId);
-    ev->context_id = (uint32_t)RD(r, T, contextId);
-    ev->stream_id = (uint32_t)RD(r, T, streamId);
-    ev->graph_id = (uint32_t)RD(r, T, graphId);
-    ev->graph_node_id = RD(r, T, graphNodeId);
-    ev->u.memcpy.bytes = RD(r, T, bytes);
-    ev->u.memcpy.copy_count = RD(r, T, copyCount);
-    ev->u.memcpy.runtime_correlation_id = (uint32_t)RD(r, T, runtimeCorrelationId);
-    ev->u.memcpy.channel_id = (uint32_t)RD(r, T, channelID);
-    ev->u.memcpy.channel_type = (uint32_t)RD(r, T, channelType);
-    ev->u.memcpy.copy_kind = (uint8_t)RD(r, T, copyKind);
-    ev->u.memcpy.src_kind = (uint8_t)RD(r, T, srcKind);
-    ev->u.memcpy.dst_kind = (uint8_t)RD(r, T, dstKind);
-    ev->u.memcpy.flags = (uint8_t)RD(r, T, flags);
-    ev->u.memcpy.is_device_launched = (uint8_t)RD(r, T, isDeviceLaunched);
+        ev->type = CUPTIMON_EV_MEMCPY;
+    ev->correlation_id = (uint32_t)G(FMC, correlationId);
+    ev->start = G(FMC, start);
+    ev->end = G(FMC, end);
+    ev->device_id = (uint32_t)G(FMC, deviceId);
+    ev->context_id = (uint32_t)G(FMC, contextId);
+    ev->stream_id = (uint32_t)G(FMC, streamId);
+    ev->graph_id = (uint32_t)G(FMC, graphId);
+    ev->graph_node_id = G(FMC, graphNodeId);
+    ev->u.memcpy.bytes = G(FMC, bytes);
+    ev->u.memcpy.copy_count = G(FMC, copyCount);
+    ev->u.memcpy.runtime_correlation_id = (uint32_t)G(FMC, runtimeCorrelationId);
+    ev->u.memcpy.channel_id = (uint32_t)G(FMC, channelID);
+    ev->u.memcpy.channel_type = (uint32_t)G(FMC, channelType);
+    ev->u.memcpy.copy_kind = (uint8_t)G(FMC, copyKind);
+    ev->u.memcpy.src_kind = (uint8_t)G(FMC, srcKind);
+    ev->u.memcpy.dst_kind = (uint8_t)G(FMC, dstKind);
+    ev->u.memcpy.flags = (uint8_t)G(FMC, flags);
+    ev->u.memcpy.is_device_launched = (uint8_t)G(FMC, isDeviceLaunched);
 }
 
-static void dec_p2p(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_p2p(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityMemcpyPtoP4 T;
-    ev->type = CUPTIMON_EV_MEMCPY_P2P;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->device_id = (uint32_t)RD(r, T, deviceId);
-    ev->context_id = (uint32_t)RD(r, T, contextId);
-    ev->stream_id = (uint32_t)RD(r, T, streamId);
-    ev->graph_id = (uint32_t)RD(r, T, graphId);
-    ev->graph_node_id = RD(r, T, graphNodeId);
-    ev->u.memcpy.bytes = RD(r, T, bytes);
-    ev->u.memcpy.src_device_id = (uint32_t)RD(r, T, srcDeviceId);
-    ev->u.memcpy.src_context_id = (uint32_t)RD(r, T, srcContextId);
-    ev->u.memcpy.dst_device_id = (uint32_t)RD(r, T, dstDeviceId);
-    ev->u.memcpy.dst_context_id = (uint32_t)RD(r, T, dstContextId);
-    ev->u.memcpy.channel_id = (uint32_t)RD(r, T, channelID);
-    ev->u.memcpy.channel_type = (uint32_t)RD(r, T, channelType);
-    ev->u.memcpy.copy_kind = (uint8_t)RD(r, T, copyKind);
-    ev->u.memcpy.src_kind = (uint8_t)RD(r, T, srcKind);
-    ev->u.memcpy.dst_kind = (uint8_t)RD(r, T, dstKind);
-    ev->u.memcpy.flags = (uint8_t)RD(r, T, flags);
+        ev->type = CUPTIMON_EV_MEMCPY_P2P;
+    ev->correlation_id = (uint32_t)G(FP2P, correlationId);
+    ev->start = G(FP2P, start);
+    ev->end = G(FP2P, end);
+    ev->device_id = (uint32_t)G(FP2P, deviceId);
+    ev->context_id = (uint32_t)G(FP2P, contextId);
+    ev->stream_id = (uint32_t)G(FP2P, streamId);
+    ev->graph_id = (uint32_t)G(FP2P, graphId);
+    ev->graph_node_id = G(FP2P, graphNodeId);
+    ev->u.memcpy.bytes = G(FP2P, bytes);
+    ev->u.memcpy.src_device_id = (uint32_t)G(FP2P, srcDeviceId);
+    ev->u.memcpy.src_context_id = (uint32_t)G(FP2P, srcContextId);
+    ev->u.memcpy.dst_device_id = (uint32_t)G(FP2P, dstDeviceId);
+    ev->u.memcpy.dst_context_id = (uint32_t)G(FP2P, dstContextId);
+    ev->u.memcpy.channel_id = (uint32_t)G(FP2P, channelID);
+    ev->u.memcpy.channel_type = (uint32_t)G(FP2P, channelType);
+    ev->u.memcpy.copy_kind = (uint8_t)G(FP2P, copyKind);
+    ev->u.memcpy.src_kind = (uint8_t)G(FP2P, srcKind);
+    ev->u.memcpy.dst_kind = (uint8_t)G(FP2P, dstKind);
+    ev->u.memcpy.flags = (uint8_t)G(FP2P, flags);
 }
 
-static void dec_memset(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_memset(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityMemset4 T;
-    ev->type = CUPTIMON_EV_MEMSET;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->device_id = (uint32_t)RD(r, T, deviceId);
-    ev->context_id = (uint32_t)RD(r, T, contextId);
-    ev->stream_id = (uint32_t)RD(r, T, streamId);
-    ev->graph_id = (uint32_t)RD(r, T, graphId);
-    ev->graph_node_id = RD(r, T, graphNodeId);
-    ev->u.memset.bytes = RD(r, T, bytes);
-    ev->u.memset.value = (uint32_t)RD(r, T, value);
-    ev->u.memset.channel_id = (uint32_t)RD(r, T, channelID);
-    ev->u.memset.channel_type = (uint32_t)RD(r, T, channelType);
-    ev->u.memset.flags = (uint16_t)RD(r, T, flags);
-    ev->u.memset.memory_kind = (uint16_t)RD(r, T, memoryKind);
-    ev->u.memset.is_device_launched = (uint8_t)RD(r, T, isDeviceLaunched);
+        ev->type = CUPTIMON_EV_MEMSET;
+    ev->correlation_id = (uint32_t)G(FMS, correlationId);
+    ev->start = G(FMS, start);
+    ev->end = G(FMS, end);
+    ev->device_id = (uint32_t)G(FMS, deviceId);
+    ev->context_id = (uint32_t)G(FMS, contextId);
+    ev->stream_id = (uint32_t)G(FMS, streamId);
+    ev->graph_id = (uint32_t)G(FMS, graphId);
+    ev->graph_node_id = G(FMS, graphNodeId);
+    ev->u.memset.bytes = G(FMS, bytes);
+    ev->u.memset.value = (uint32_t)G(FMS, value);
+    ev->u.memset.channel_id = (uint32_t)G(FMS, channelID);
+    ev->u.memset.channel_type = (uint32_t)G(FMS, channelType);
+    ev->u.memset.flags = (uint16_t)G(FMS, flags);
+    ev->u.memset.memory_kind = (uint16_t)G(FMS, memoryKind);
+    ev->u.memset.is_device_launched = (uint8_t)G(FMS, isDeviceLaunched);
 }
 
-static void dec_api(const uint8_t *r, uint32_t kind, struct cuptimon_ev *ev)
+static void dec_api(const struct cuptimon_rec_layout *L, const uint8_t *r, uint32_t kind, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityAPI T;
-    ev->type = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTIMON_EV_RUNTIME : CUPTIMON_EV_DRIVER;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->u.api.cbid = (uint32_t)RD(r, T, cbid);
-    ev->u.api.process_id = (uint32_t)RD(r, T, processId);
-    ev->u.api.thread_id = (uint32_t)RD(r, T, threadId);
-    ev->u.api.return_value = (uint32_t)RD(r, T, returnValue);
+        ev->type = kind == CUPTIMON_KIND_RUNTIME ? CUPTIMON_EV_RUNTIME : CUPTIMON_EV_DRIVER;
+    ev->correlation_id = (uint32_t)G(FAPI, correlationId);
+    ev->start = G(FAPI, start);
+    ev->end = G(FAPI, end);
+    ev->u.api.cbid = (uint32_t)G(FAPI, cbid);
+    ev->u.api.process_id = (uint32_t)G(FAPI, processId);
+    ev->u.api.thread_id = (uint32_t)G(FAPI, threadId);
+    ev->u.api.return_value = (uint32_t)G(FAPI, returnValue);
 }
 
-static void dec_ext(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_ext(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityExternalCorrelation T;
-    ev->type = CUPTIMON_EV_EXTERNAL_CORRELATION;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->u.ext.external_kind = (uint32_t)RD(r, T, externalKind);
-    ev->u.ext.external_id = RD(r, T, externalId);
+        ev->type = CUPTIMON_EV_EXTERNAL_CORRELATION;
+    ev->correlation_id = (uint32_t)G(FEXT, correlationId);
+    ev->u.ext.external_kind = (uint32_t)G(FEXT, externalKind);
+    ev->u.ext.external_id = G(FEXT, externalId);
 }
 
-static void dec_overhead(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_overhead(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityOverhead3 T;
-    ev->type = CUPTIMON_EV_OVERHEAD;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->u.overhead.overhead_kind = (uint32_t)RD(r, T, overheadKind);
-    ev->u.overhead.object_kind = (uint32_t)RD(r, T, objectKind);
-    rd_objid(r + offsetof(T, objectId), &ev->u.overhead.object_id);
+        ev->type = CUPTIMON_EV_OVERHEAD;
+    ev->correlation_id = (uint32_t)G(FOVH, correlationId);
+    ev->start = G(FOVH, start);
+    ev->end = G(FOVH, end);
+    ev->u.overhead.overhead_kind = (uint32_t)G(FOVH, overheadKind);
+    ev->u.overhead.object_kind = (uint32_t)G(FOVH, objectKind);
+    rd_objid(L, r, CUPTIMON_FOVH_objectId, &ev->u.overhead.object_id);
 }
 
-static void dec_cuda_event(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_cuda_event(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityCudaEvent2 T;
-    ev->type = CUPTIMON_EV_CUDA_EVENT;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = ev->end = RD(r, T, deviceTimestamp);
-    ev->device_id = (uint32_t)RD(r, T, deviceId);
-    ev->context_id = (uint32_t)RD(r, T, contextId);
-    ev->stream_id = (uint32_t)RD(r, T, streamId);
-    ev->u.cuda_event.event_id = (uint32_t)RD(r, T, eventId);
-    ev->u.cuda_event.cuda_event_sync_id = RD(r, T, cudaEventSyncId);
+        ev->type = CUPTIMON_EV_CUDA_EVENT;
+    ev->correlation_id = (uint32_t)G(FEV, correlationId);
+    ev->start = ev->end = G(FEV, deviceTimestamp);
+    ev->device_id = (uint32_t)G(FEV, deviceId);
+    ev->context_id = (uint32_t)G(FEV, contextId);
+    ev->stream_id = (uint32_t)G(FEV, streamId);
+    ev->u.cuda_event.event_id = (uint32_t)G(FEV, eventId);
+    ev->u.cuda_event.cuda_event_sync_id = G(FEV, cudaEventSyncId);
 }
 
-static void dec_sync(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_sync(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivitySynchronization2 T;
-    ev->type = CUPTIMON_EV_SYNC;
-    ev->correlation_id = (uint32_t)RD(r, T, correlationId);
-    ev->start = RD(r, T, start);
-    ev->end = RD(r, T, end);
-    ev->context_id = (uint32_t)RD(r, T, contextId);
-    ev->stream_id = (uint32_t)RD(r, T, streamId);
-    ev->u.sync.type = (uint32_t)RD(r, T, type);
-    ev->u.sync.cuda_event_id = (uint32_t)RD(r, T, cudaEventId);
-    ev->u.sync.cuda_event_sync_id = RD(r, T, cudaEventSyncId);
-    ev->u.sync.return_value = (uint32_t)RD(r, T, returnValue);
+        ev->type = CUPTIMON_EV_SYNC;
+    ev->correlation_id = (uint32_t)G(FSYNC, correlationId);
+    ev->start = G(FSYNC, start);
+    ev->end = G(FSYNC, end);
+    ev->context_id = (uint32_t)G(FSYNC, contextId);
+    ev->stream_id = (uint32_t)G(FSYNC, streamId);
+    ev->u.sync.type = (uint32_t)G(FSYNC, type);
+    ev->u.sync.cuda_event_id = (uint32_t)G(FSYNC, cudaEventId);
+    ev->u.sync.cuda_event_sync_id = G(FSYNC, cudaEventSyncId);
+    ev->u.sync.return_value = (uint32_t)G(FSYNC, returnValue);
 }
 
-static void dec_marker(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_marker(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityMarker2 T;
-    ev->type = CUPTIMON_EV_MARKER;
-    ev->start = ev->end = RD(r, T, timestamp);
-    ev->u.marker.flags = (uint32_t)RD(r, T, flags);
-    ev->u.marker.id = (uint32_t)RD(r, T, id);
-    ev->u.marker.object_kind = (uint32_t)RD(r, T, objectKind);
-    rd_objid(r + offsetof(T, objectId), &ev->u.marker.object_id);
-    ev->u.marker.name_ptr = RD(r, T, name);
-    ev->u.marker.domain_ptr = RD(r, T, domain);
+        ev->type = CUPTIMON_EV_MARKER;
+    ev->start = ev->end = G(FMK, timestamp);
+    ev->u.marker.flags = (uint32_t)G(FMK, flags);
+    ev->u.marker.id = (uint32_t)G(FMK, id);
+    ev->u.marker.object_kind = (uint32_t)G(FMK, objectKind);
+    rd_objid(L, r, CUPTIMON_FMK_objectId, &ev->u.marker.object_id);
+    ev->u.marker.name_ptr = G(FMK, name);
+    ev->u.marker.domain_ptr = G(FMK, domain);
 }
 
-static void dec_marker_data(const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_marker_data(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-    typedef CUpti_ActivityMarkerData2 T;
-    ev->type = CUPTIMON_EV_MARKER_DATA;
-    ev->u.marker_data.flags = (uint32_t)RD(r, T, flags);
-    ev->u.marker_data.id = (uint32_t)RD(r, T, id);
-    ev->u.marker_data.payload_kind = (uint32_t)RD(r, T, payloadKind);
-    ev->u.marker_data.payload = rdn(r + offsetof(T, payload), 8);
-    ev->u.marker_data.color = (uint32_t)RD(r, T, color);
-    ev->u.marker_data.category = (uint32_t)RD(r, T, category);
-    ev->u.marker_data.cupti_domain_id = (uint32_t)RD(r, T, cuptiDomainId);
+        ev->type = CUPTIMON_EV_MARKER_DATA;
+    ev->u.marker_data.flags = (uint32_t)G(FMD, flags);
+    ev->u.marker_data.id = (uint32_t)G(FMD, id);
+    ev->u.marker_data.payload_kind = (uint32_t)G(FMD, payloadKind);
+    ev->u.marker_data.payload = G(FMD, payload);
+    ev->u.marker_data.color = (uint32_t)G(FMD, color);
+    ev->u.marker_data.category = (uint32_t)G(FMD, category);
+    ev->u.marker_data.cupti_domain_id = (uint32_t)G(FMD, cuptiDomainId);
 }
-_Static_assert(sizeof(CUpti_MetricValue) == 8, "CUpti_MetricValue is 8 bytes");
 
-/* Decodes the record at r whose kind has decoder dec; r has at least the
- * table size of bytes.  Returns 1 when end < start (counted by the caller). */
-static inline int decode_one(unsigned dec, uint32_t kind, const uint8_t *r, struct cuptimon_ev *ev)
+
+/* Decodes the record at r through its layout L; r has at least L->size
+ * bytes.  Returns 1 when end < start (counted by the caller). */
+static inline int decode_one(const struct cuptimon_rec_layout *L, uint32_t kind, const uint8_t *r,
+                             struct cuptimon_ev *ev)
 {
     memset(ev, 0, sizeof(*ev));
     ev->cupti_kind = (uint16_t)kind;
-    switch (dec) {
-    case DEC_KERNEL:
-        dec_kernel(r, ev);
+    switch (L->type) {
+    case CUPTIMON_REC_KERNEL:
+        dec_kernel(L, r, ev);
         break;
-    case DEC_MEMCPY:
-        dec_memcpy(r, ev);
+    case CUPTIMON_REC_MEMCPY:
+        dec_memcpy(L, r, ev);
         break;
-    case DEC_P2P:
-        dec_p2p(r, ev);
+    case CUPTIMON_REC_P2P:
+        dec_p2p(L, r, ev);
         break;
-    case DEC_MEMSET:
-        dec_memset(r, ev);
+    case CUPTIMON_REC_MEMSET:
+        dec_memset(L, r, ev);
         break;
-    case DEC_API:
-        dec_api(r, kind, ev);
+    case CUPTIMON_REC_API:
+        dec_api(L, r, kind, ev);
         break;
-    case DEC_EXT:
-        dec_ext(r, ev);
+    case CUPTIMON_REC_EXT:
+        dec_ext(L, r, ev);
         break;
-    case DEC_OVERHEAD:
-        dec_overhead(r, ev);
+    case CUPTIMON_REC_OVERHEAD:
+        dec_overhead(L, r, ev);
         break;
-    case DEC_CUDA_EVENT:
-        dec_cuda_event(r, ev);
+    case CUPTIMON_REC_CUDA_EVENT:
+        dec_cuda_event(L, r, ev);
         break;
-    case DEC_SYNC:
-        dec_sync(r, ev);
+    case CUPTIMON_REC_SYNC:
+        dec_sync(L, r, ev);
         break;
-    case DEC_MARKER:
-        dec_marker(r, ev);
+    case CUPTIMON_REC_MARKER:
+        dec_marker(L, r, ev);
         break;
-    case DEC_MARKER_DATA:
-        dec_marker_data(r, ev);
+    case CUPTIMON_REC_MARKER_DATA:
+        dec_marker_data(L, r, ev);
         break;
     default:
         return 0;
@@ -561,7 +491,7 @@ int cuptimon__decode_record(const struct cuptimon_layout *l, const uint8_t *rec,
     if (kind >= CUPTIMON_KIND_SLOTS || l->state[kind] != CUPTIMON_KIND_DECODED ||
         size != l->table_size[kind])
         return -EINVAL;
-    decode_one(l->decoder[kind], kind, rec, ev);
+    decode_one(l->rec[kind], kind, rec, ev);
     return 0;
 }
 
@@ -634,7 +564,7 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
             w->off += size;
             continue;
         }
-        st->bad_times += (uint64_t)decode_one(l->decoder[kind], kind, w->p + w->off, ev);
+        st->bad_times += (uint64_t)decode_one(l->rec[kind], kind, w->p + w->off, ev);
         st->by_kind[kind]++;
         st->records++;
         st->decoded_bytes += size;
@@ -677,29 +607,30 @@ const char *cuptimon__memory_kind_name(unsigned k)
     return k < sizeof(n) / sizeof(n[0]) ? n[k] : NULL;
 }
 
-/* PyTorch's _OVERHEAD_KIND_NAMES, so both tools name overheads alike. */
+/* PyTorch's _OVERHEAD_KIND_NAMES, so both tools name overheads alike.  The
+ * values are CUpti_ActivityOverheadKind's, which CUPTI never renumbers. */
 const char *cuptimon__overhead_kind_name(uint32_t k)
 {
     switch (k) {
-    case CUPTI_ACTIVITY_OVERHEAD_UNKNOWN:
+    case 0: /* CUPTI_ACTIVITY_OVERHEAD_UNKNOWN */
         return "Unknown";
-    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER:
+    case 1: /* CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER */
         return "Driver Compiler";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH:
+    case 1u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH */
         return "Buffer Flush";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION:
+    case 2u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION */
         return "Instrumentation";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE:
+    case 3u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE */
         return "Resource";
-    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING:
+    case 4u << 16: /* CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING */
         return "Runtime Triggered Module Loading";
-    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING:
+    case 5u << 16: /* CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING */
         return "Lazy Function Loading";
-    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL:
+    case 6u << 16: /* CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL */
         return "Command Buffer Full";
-    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST:
+    case 7u << 16: /* CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST */
         return "Activity Buffer Request";
-    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT:
+    case 8u << 16: /* CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT */
         return "UVM Activity Init";
     default:
         return NULL;

@@ -5,14 +5,16 @@
  * A buffer is CUPTI records packed back to back, each starting with its
  * CUpti_ActivityKind (uint32) and each as long as the struct CUPTI uses for
  * that kind in the producer's CUPTI API version (always a multiple of 8).
- * The layouts (field offsets and record sizes) are taken from the CUPTI
- * header this file is compiled against, with offsetof()/sizeof(), for the
- * one version family that header describes (CUDA 13.0: CUPTI API versions
- * 130000..130999).  A producer may announce its own per-kind sizes (the
- * hello's record_sizes); a size that disagrees with the table marks the
- * kind "unknown layout": its records are walked over and counted, never
- * decoded, because a different size means different offsets and guessing
- * them would misread fields.
+ * The layouts (field offsets and record sizes) come from the project's
+ * table of CUPTI releases (proto/layouts.h), chosen by the CUPTI API
+ * version the producer reported in its hello, so one daemon decodes
+ * CUDA 12.x and 13.x producers side by side.  A producer may announce its
+ * own per-kind sizes (the hello's record_sizes); a size that disagrees with
+ * its release's table marks the kind "unknown layout": its records are
+ * walked over and counted, never decoded, because a different size means
+ * different offsets and guessing them would misread fields.  A version no
+ * release in the table claims decodes nothing (every record is counted as
+ * skipped under an unknown version).
  *
  * Every byte is untrusted: the walker reads only inside the buffer, reads
  * fields with memcpy (buffers need not be aligned), and accounts for every
@@ -27,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layouts.h"
+
 /* CUPTI activity kinds are small numbers (54 in CUDA 13.0); a kind at or
  * above this is unknown whatever the producer announces. */
 #define CUPTIMON_KIND_SLOTS 64u
@@ -34,9 +38,6 @@
  * multiple of 8, or smaller than 8 is absurd and ignored. */
 #define CUPTIMON_RECORD_MAX 4096u
 
-/* The CUPTI API version family whose layouts this build knows. */
-#define CUPTIMON_CUPTI_VERSION_MIN 130000u
-#define CUPTIMON_CUPTI_VERSION_MAX 130999u
 
 /* What a decoded event is.  KERNEL covers CUPTI's KERNEL and
  * CONCURRENT_KERNEL kinds (one struct). */
@@ -182,12 +183,13 @@ enum cuptimon_kind_state {
 /* The layouts for one producer: its CUPTI version and record sizes. */
 struct cuptimon_layout {
     uint32_t cupti_version;
-    int version_known;                        /* 1 when the table applies */
+    int version_known;                        /* 1 when a release claims the version */
+    const struct cuptimon_cupti_release *release; /* NULL when not known */
     uint16_t size[CUPTIMON_KIND_SLOTS];       /* walk size, 0 = unknown */
     uint16_t table_size[CUPTIMON_KIND_SLOTS]; /* this build's size, 0 = not decoded */
     uint16_t announced[CUPTIMON_KIND_SLOTS];  /* producer's size, 0 = none/absurd */
     uint8_t state[CUPTIMON_KIND_SLOTS];       /* enum cuptimon_kind_state */
-    uint8_t decoder[CUPTIMON_KIND_SLOTS];     /* internal */
+    const struct cuptimon_rec_layout *rec[CUPTIMON_KIND_SLOTS]; /* decoded kinds' layouts */
 };
 
 /*
@@ -202,9 +204,11 @@ struct cuptimon_layout {
 int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
                           const uint32_t *announced);
 
-/* Sizes this build decodes, for a hello or a meta file: fills
- * sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not decoded). */
-void cuptimon__layout_table(uint32_t sizes[CUPTIMON_KIND_SLOTS]);
+/* The record sizes of the release that cupti_version belongs to, for a
+ * hello or a meta file: fills sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not
+ * decoded).  Returns 0, or -EPROTONOSUPPORT (all zeros) when no release in
+ * the table claims the version. */
+int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS]);
 
 /* A short name for a CUPTI activity kind ("CONCURRENT_KERNEL"), or NULL. */
 const char *cuptimon__kind_name(uint32_t kind);

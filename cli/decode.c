@@ -217,16 +217,16 @@ static void session_meta(struct session *s, const char *text, int report)
     if (s->layout_rc == -EPROTONOSUPPORT) {
         fprintf(stderr,
                 "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
-                "(%u..%u); its records are counted as undecodable\n",
-                s->dir, s->info.cupti_version, CUPTIMON_CUPTI_VERSION_MIN,
-                CUPTIMON_CUPTI_VERSION_MAX);
+                "(it decodes %s); its records are counted as undecodable and stay in the "
+                "archive for a newer cuptimonctl\n",
+                s->dir, s->info.cupti_version, cuptimon__cupti_supported());
     } else if (s->layout_rc > 0) {
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
             if (s->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT)
                 continue;
             fprintf(stderr,
                     "cuptimonctl decode: %s: kind %u (%s): the producer's record size %u is not "
-                    "this build's %u; those records are skipped, not decoded\n",
+                    "the %u bytes of its CUPTI release's struct; those records are skipped, not decoded\n",
                     s->dir, k, cuptimon__kind_name(k) ? cuptimon__kind_name(k) : "?", sizes[k],
                     s->layout.table_size[k]);
         }

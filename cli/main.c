@@ -253,13 +253,16 @@ static int cmd_status(int argc, char **argv)
         json_object *c;
         int connected = json_object_object_get_ex(s, "connected", &c) && json_object_get_boolean(c);
         printf("%-7" PRId64 " %-8" PRId64 " %-6" PRId64 " %-18.18s %-7" PRId64 " %8" PRId64
-               " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s\n",
+               " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s%s\n",
                geti(s, "session"), geti(s, "pid"), geti(s, "uid"), ident, geti(s, "cupti_version"),
                geti(s, "buffers_received"), bytes, geti(s, "records"), geti(s, "dropped_records"),
                geti(s, "lost_buffers"), fl,
                strcmp(gets_(s, "cupti"), "taken by another tool") == 0 ? " (cupti: taken by another tool)"
                : connected                                             ? ""
-                                                                       : " (ended)");
+                                                                       : " (ended)",
+               strcmp(gets_(s, "cupti_release"), "unknown") == 0
+                   ? " (CUPTI version unknown to this build: archived, not decoded, no names)"
+                   : "");
     }
     json_object_put(st);
     return 0;

@@ -96,28 +96,20 @@ static char *hello_json(struct shim *s)
     json_object_object_add(o, "cupti_path", json_object_new_string(s->cupti.path));
     json_object_object_add(o, "start_unix_ns",
                            json_object_new_int64((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec));
-    /* The record sizes of the layouts this shim was built with; the daemon
-     * decodes only kinds whose size it agrees with. */
-    static const struct {
-        const char *kind;
-        size_t size;
-    } rs[] = {
-        {"1", sizeof(CUpti_ActivityMemcpy6)},
-        {"2", sizeof(CUpti_ActivityMemset4)},
-        {"3", sizeof(CUpti_ActivityKernel10)},
-        {"4", sizeof(CUpti_ActivityAPI)},
-        {"5", sizeof(CUpti_ActivityAPI)},
-        {"10", sizeof(CUpti_ActivityKernel10)},
-        {"12", sizeof(CUpti_ActivityMarker2)},
-        {"13", sizeof(CUpti_ActivityMarkerData2)},
-        {"17", sizeof(CUpti_ActivityOverhead3)},
-        {"22", sizeof(CUpti_ActivityMemcpyPtoP4)},
-        {"36", sizeof(CUpti_ActivityCudaEvent2)},
-        {"38", sizeof(CUpti_ActivitySynchronization2)},
-        {"39", sizeof(CUpti_ActivityExternalCorrelation)},
-    };
-    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++)
-        json_object_object_add(sizes, rs[i].kind, json_object_new_int64((int64_t)rs[i].size));
+    /* The record sizes of the runtime CUPTI's release, as this shim reads
+     * them (none when it does not know the version); the daemon decodes
+     * only kinds whose size agrees with its own table for that version. */
+    if (s->cupti.release != NULL) {
+        for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS; k++) {
+            char key[12];
+            if (s->cupti.release->kinds[k] == NULL)
+                continue;
+            snprintf(key, sizeof key, "%u", k);
+            json_object_object_add(sizes, key,
+                                   json_object_new_int64(s->cupti.release->kinds[k]->size));
+        }
+        json_object_object_add(o, "cupti_release", json_object_new_string(s->cupti.release->cuda));
+    }
     json_object_object_add(o, "record_sizes", sizes);
     for (int i = 0; i < s->nkinds; i++)
         json_object_array_add(kinds, json_object_new_int64(s->kinds[i]));

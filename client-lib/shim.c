@@ -253,6 +253,7 @@ static int load_cupti(struct shim *s)
     *(void **)&c->EnableDriverApi = dlsym(c->handle, "cuptiActivityEnableDriverApi");
     if (c->GetVersion(&c->version) != CUPTI_SUCCESS)
         c->version = 0;
+    c->release = cuptimon__cupti_release(c->version);
     return 0;
 }
 
@@ -385,39 +386,31 @@ static void intern(struct shim *s, const char *name)
     pthread_mutex_unlock(&s->qlock);
 }
 
-/* Names are read only when the runtime CUPTI has this build's major
- * version (the record layouts come from its headers) and no record has
- * been seen with a size other than this build's. */
-static int names_ok(struct shim *s)
-{
-    return s->cupti.version / 10000 == CUPTI_API_VERSION / 10000 &&
-           atomic_load_explicit(&s->layout_mismatch, memory_order_relaxed) == 0;
-}
-
+/* Reads the name pointer at field f of a record of the runtime CUPTI's
+ * release, when the record has that release's size for its kind.  A
+ * record of another size, or any record under a version the table does
+ * not know, is counted and never read: its fields could be anywhere. */
 static void intern_record(struct shim *s, const CUpti_Activity *rec, size_t size)
 {
-    switch (rec->kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        if (size != sizeof(CUpti_ActivityKernel10)) {
-            atomic_fetch_add_explicit(&s->layout_mismatch, 1, memory_order_relaxed);
-            return;
-        }
-        if (names_ok(s))
-            intern(s, ((const CUpti_ActivityKernel10 *)rec)->name);
-        break;
-    case CUPTI_ACTIVITY_KIND_MARKER:
-        if (size != sizeof(CUpti_ActivityMarker2)) {
-            atomic_fetch_add_explicit(&s->layout_mismatch, 1, memory_order_relaxed);
-            return;
-        }
-        if (names_ok(s)) {
-            intern(s, ((const CUpti_ActivityMarker2 *)rec)->name);
-            intern(s, ((const CUpti_ActivityMarker2 *)rec)->domain);
-        }
-        break;
-    default:
-        break;
+    uint32_t kind = (uint32_t)rec->kind;
+    const struct cuptimon_rec_layout *l;
+
+    if (kind != CUPTIMON_KIND_KERNEL && kind != CUPTIMON_KIND_CONCURRENT_KERNEL &&
+        kind != CUPTIMON_KIND_MARKER)
+        return;
+    l = s->cupti.release ? s->cupti.release->kinds[kind] : NULL;
+    if (l == NULL || size != l->size) {
+        atomic_fetch_add_explicit(&s->layout_mismatch, 1, memory_order_relaxed);
+        return;
+    }
+    if (l->type == CUPTIMON_REC_KERNEL) {
+        intern(s, (const char *)(uintptr_t)cuptimon__rec_get(l, (const uint8_t *)rec,
+                                                             CUPTIMON_FK_name));
+    } else if (l->type == CUPTIMON_REC_MARKER) {
+        intern(s, (const char *)(uintptr_t)cuptimon__rec_get(l, (const uint8_t *)rec,
+                                                             CUPTIMON_FMK_name));
+        intern(s, (const char *)(uintptr_t)cuptimon__rec_get(l, (const uint8_t *)rec,
+                                                             CUPTIMON_FMK_domain));
     }
 }
 
@@ -426,8 +419,8 @@ uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid)
     /* One pass over the records: count them and intern the names they
      * point to (kernel and marker names live in this process's memory).
      * A record's size is the distance to the next one; a name is read only
-     * from a record whose size is that of the layout this shim was built
-     * for, so an unknown layout is counted, never misread. */
+     * from a record whose size is that of its kind's struct in the runtime
+     * CUPTI's release, so an unknown layout is counted, never misread. */
     uint8_t *buffer = s->pool + (size_t)idx * s->slot_size;
     uint64_t n = 0;
     CUpti_Activity *rec = NULL, *prev = NULL;
@@ -562,6 +555,19 @@ static const CUpti_CallbackId noisy_driver[] = {
 
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
 {
+    /* A kind whose struct in this CUPTI release cuptimon does not know
+     * would be archived but could not be stepped over when decoding: the
+     * walk stops at its first record and loses the rest of the buffer.  So
+     * it is not enabled at all.  (Under a version the table does not know
+     * at all, nothing decodes now; the raw buffers are kept for a newer
+     * cuptimonctl, so kinds are enabled as asked.) */
+    if (on && s->cupti.release != NULL &&
+        (kind >= CUPTIMON_LAYOUT_KINDS || s->cupti.release->kinds[kind] == NULL)) {
+        cuptimon__log("activity kind %u is not enabled: its record layout in CUPTI %u "
+                      "(CUDA %s) is not one this build knows",
+                      kind, s->cupti.version, s->cupti.release->cuda);
+        return -ENOTSUP;
+    }
     cuptimon__mux_note_ours(kind, on);
     if (kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
         atomic_store(&annotations_on, on);
@@ -712,8 +718,16 @@ static int start(void)
     /* Other libraries' CUPTI activity calls now come to mux.c, injected as
      * well as preloaded, so that a tool started later shares CUPTI. */
     cuptimon__mux_hook(s, 1);
-    shim_debug(s, "tracing with %s (CUPTI %u), pool %u x %llu bytes", s->cupti.path,
-               s->cupti.version, s->nslots, (unsigned long long)s->slot_size);
+    if (s->cupti.release == NULL)
+        cuptimon__log("CUPTI API version %u (%s) is not one this build knows (it knows %s): "
+                      "buffers are still handed to the daemon and archived, but kernel and "
+                      "marker names are not kept and the records are not decoded; a newer "
+                      "cuptimon knows more releases",
+                      s->cupti.version, s->cupti.path, cuptimon__cupti_supported());
+    shim_debug(s, "tracing with %s (CUPTI %u, CUDA %s layouts), pool %u x %llu bytes",
+               s->cupti.path, s->cupti.version,
+               s->cupti.release ? s->cupti.release->cuda : "unknown", s->nslots,
+               (unsigned long long)s->slot_size);
     return 0;
 }
 

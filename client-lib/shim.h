@@ -10,6 +10,7 @@
 #include <cupti.h>
 
 #include "cuptimon-proto.h"
+#include "layouts.h"
 
 #define SHIM_MAX_SOCKETS 4
 
@@ -22,6 +23,9 @@ struct shim_cupti {
     void *handle;
     char path[512];
     uint32_t version;
+    /* The record layouts of the runtime CUPTI's release (proto/layouts.h);
+     * NULL when this build does not know the version: names are not kept. */
+    const struct cuptimon_cupti_release *release;
     CUptiResult (*GetVersion)(uint32_t *);
     CUptiResult (*GetResultString)(CUptiResult, const char **);
     CUptiResult (*RegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,

@@ -412,6 +412,13 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
              ", archive %s",
              s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
              s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
+    if (s->layout.release == NULL)
+        log_warn("session",
+                    "session %" PRIu64 " (pid %d): CUPTI API version %u is not one this build "
+                    "decodes (it decodes %s): its buffers are archived as they come but not "
+                    "decoded, so windows and top show none of its records (a newer cuptimonctl "
+                    "can decode the archive later)",
+                    s->id, (int)s->peer.pid, s->cupti_version, cuptimon__cupti_supported());
 
     window_session_joined(d, s);
     uv_timer_stop(&s->flush_timer); /* the hello timeout */
@@ -741,6 +748,11 @@ json_object *session_status(const struct session *s)
     if (s->hello && json_object_object_get_ex(s->hello, "job", &job))
         json_object_object_add(o, "job", json_object_get(job));
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti_version));
+    /* The CUDA release whose record layouts decode this session, or
+     * "unknown": then its buffers are archived but not decoded. */
+    json_object_object_add(o, "cupti_release",
+                           json_object_new_string(s->layout.release ? s->layout.release->cuda
+                                                                    : "unknown"));
     json_object_object_add(o, "buffers_received", json_object_new_int64((int64_t)s->buffers_received));
     json_object_object_add(o, "bytes_received", json_object_new_int64((int64_t)s->bytes_received));
     json_object_object_add(o, "records", json_object_new_int64((int64_t)s->records));

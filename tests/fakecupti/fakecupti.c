@@ -1,6 +1,7 @@
 /*
- * fakecupti.c: libcupti-fake.so, a test double for CUPTI 13.0's activity API plus a fake
- * CUDA API that "launches" work and produces the records a real H200 would.  See
+ * fakecupti.c: libcupti-fake.so, a test double for CUPTI's activity API plus a fake
+ * CUDA API that "launches" work and produces the records a real H200 would, in the
+ * record layouts of the CUPTI release it is told to be (CUDA 12.0 to 13.5).  See
  * fakecupti.h for the behaviour, the environment knobs and the threading model.
  *
  * Locking: one recursive mutex (g.mu) guards all state.  It is held while the buffer
@@ -14,6 +15,7 @@
 #include "config.h"
 
 #include "fakecupti.h"
+#include "cupti-future.h"
 
 #include <cupti.h>
 #include <dlfcn.h>
@@ -33,7 +35,7 @@
 #define FC_VERSION_DEFAULT 130001u
 #define FC_AHEAD_NS        2000000ull   /* a stream may run this far ahead of the clock */
 #define FC_MIN_RECORD      sizeof(CUpti_ActivityExternalCorrelation)
-#define FC_MAX_RECORD      sizeof(CUpti_ActivityKernel10)
+#define FC_MAX_RECORD      sizeof(fc_ActivityKernel13)
 #define FC_LOCAL_MEM_TOTAL 155713536u   /* what the H200 capture reports */
 #define FC_EXT_KINDS       CUPTI_EXTERNAL_CORRELATION_KIND_SIZE
 #define FC_NATTR           (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS + 1)
@@ -315,16 +317,77 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* Which struct version the emulated CUPTI writes for each GPU record kind,
+ * by the version cuptiGetVersion reports (FAKECUPTI_VERSION), as each CUDA
+ * release does: 12.0-12.6 Kernel9/Memcpy5/Memset4, 12.8-12.9 Memcpy6, 13.0
+ * Kernel10, 13.1-13.2 Kernel11, 13.3 Kernel12, 13.4 and later (and any
+ * version above 13.x: a "future" CUPTI) Kernel13/Memcpy7/Memset5.  API and
+ * external-correlation records never changed. */
+struct fc_generation {
+    int kernel, memcpy, memset;
+    size_t kernel_size, memcpy_size, memset_size;
+};
+
+static uint32_t fc_version(void);
+
+static struct fc_generation fc_gen_of(uint32_t v);
+
+/* The generation is fixed at the first record written or walked: buffers
+ * already out must keep being walked by the sizes they were written with. */
+static struct fc_generation fc_gen(void)
+{
+    static _Atomic uint32_t fixed; /* version + 1; 0 until fixed */
+    uint32_t v = atomic_load_explicit(&fixed, memory_order_relaxed);
+
+    if (v == 0) {
+        uint32_t want = fc_version() + 1, zero = 0;
+        atomic_compare_exchange_strong(&fixed, &zero, want);
+        v = atomic_load(&fixed);
+    }
+    return fc_gen_of(v - 1);
+}
+
+static struct fc_generation fc_gen_of(uint32_t v)
+{
+    struct fc_generation g9 = {9, 5, 4, sizeof(CUpti_ActivityKernel9), sizeof(CUpti_ActivityMemcpy5),
+                               sizeof(CUpti_ActivityMemset4)};
+
+    if (v < 26)
+        return g9;
+    if (v < 130000) {
+        g9.memcpy = 6;
+        g9.memcpy_size = sizeof(CUpti_ActivityMemcpy6);
+        return g9;
+    }
+    struct fc_generation g10 = {10, 6, 4, sizeof(CUpti_ActivityKernel10), sizeof(CUpti_ActivityMemcpy6),
+                              sizeof(CUpti_ActivityMemset4)};
+    if (v < 130100)
+        return g10;
+    if (v < 130300) {
+        g10.kernel = 11;
+        g10.kernel_size = sizeof(fc_ActivityKernel11);
+        return g10;
+    }
+    if (v < 130400) {
+        g10.kernel = 12;
+        g10.kernel_size = sizeof(fc_ActivityKernel12);
+        return g10;
+    }
+    struct fc_generation g13 = {13, 7, 5, sizeof(fc_ActivityKernel13), sizeof(fc_ActivityMemcpy7),
+                                sizeof(fc_ActivityMemset5)};
+    return g13;
+}
+
 static size_t record_size(uint32_t kind)
 {
     switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        return sizeof(CUpti_ActivityKernel10);
+        return fc_gen().kernel_size;
     case CUPTI_ACTIVITY_KIND_MEMCPY:
-        return sizeof(CUpti_ActivityMemcpy6);
+        return fc_gen().memcpy_size;
     case CUPTI_ACTIVITY_KIND_MEMSET:
-        return sizeof(CUpti_ActivityMemset4);
+        return fc_gen().memset_size;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
         return sizeof(CUpti_ActivityAPI);
@@ -933,8 +996,8 @@ static uint32_t do_launch(const struct launch *L)
 
     if (gpu_kind && L->op == OP_KERNEL) {
         const struct fakecuda_kernel *k = L->k;
-        CUpti_ActivityKernel10 r;
         int32_t grid[3], block[3];
+        uint64_t start = (uint64_t)((int64_t)start_rt + off), end = (uint64_t)((int64_t)end_rt + off);
 
         derive_config(k->name, grid, block);
         for (int i = 0; i < 3; i++) {
@@ -943,97 +1006,176 @@ static uint32_t do_launch(const struct launch *L)
             if (k->block[i] > 0)
                 block[i] = k->block[i];
         }
-        memset(&r, 0, sizeof r);
-        r.kind = (CUpti_ActivityKind)gpu_kind;
-        r.registersPerThread = 16;
-        r.partitionedGlobalCacheRequested =
-            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;
-        r.partitionedGlobalCacheExecuted =
-            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;
-        r.start = (uint64_t)((int64_t)start_rt + off);
-        r.end = (uint64_t)((int64_t)end_rt + off);
-        r.completed = r.end;
-        r.deviceId = L->device;
-        r.contextId = L->device + 1;
-        r.streamId = L->stream;
-        r.gridX = grid[0];
-        r.gridY = grid[1];
-        r.gridZ = grid[2];
-        r.blockX = block[0];
-        r.blockY = block[1];
-        r.blockZ = block[2];
-        r.staticSharedMemory = 0;
-        r.dynamicSharedMemory = k->dynamic_shared;
-        r.localMemoryPerThread = 0;
-        r.localMemoryTotal = FC_LOCAL_MEM_TOTAL;
-        r.correlationId = corr;
-        r.gridId = next_grid_locked(L->device);
-        r.name = k->name;
-        r.reserved0 = NULL;
-        r.queued = CUPTI_TIMESTAMP_UNKNOWN;
-        r.submitted = CUPTI_TIMESTAMP_UNKNOWN;
-        r.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
-        r.sharedMemoryExecuted = k->dynamic_shared > 32768
-            ? (uint32_t)(((uint32_t)k->dynamic_shared + 8191u) & ~8191u) : 32768u;
-        r.graphNodeId = k->graph_node_id;
-        r.shmemLimitConfig = CUPTI_FUNC_SHMEM_LIMIT_DEFAULT;
-        r.graphId = (uint32_t)k->graph_id;
-        r.pAccessPolicyWindow = NULL;
-        r.channelID = channel_of(L->stream);
-        r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
-        r.clusterSchedulingPolicy = 1;
-        r.localMemoryTotal_v2 = FC_LOCAL_MEM_TOTAL;
-        r.isDeviceLaunched = 0;
-        res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+        /* The fields every kernel record version has, filled alike. */
+#define FILL_KERNEL(r)                                                                         \
+    do {                                                                                       \
+        memset(&(r), 0, sizeof(r));                                                            \
+        (r).kind = (CUpti_ActivityKind)gpu_kind;                                               \
+        (r).registersPerThread = 16;                                                           \
+        (r).partitionedGlobalCacheRequested =                                                  \
+            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;                      \
+        (r).partitionedGlobalCacheExecuted =                                                   \
+            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;                      \
+        (r).start = start;                                                                     \
+        (r).end = end;                                                                         \
+        (r).completed = end;                                                                   \
+        (r).deviceId = L->device;                                                              \
+        (r).contextId = L->device + 1;                                                         \
+        (r).streamId = L->stream;                                                              \
+        (r).gridX = grid[0];                                                                   \
+        (r).gridY = grid[1];                                                                   \
+        (r).gridZ = grid[2];                                                                   \
+        (r).blockX = block[0];                                                                 \
+        (r).blockY = block[1];                                                                 \
+        (r).blockZ = block[2];                                                                 \
+        (r).staticSharedMemory = 0;                                                            \
+        (r).dynamicSharedMemory = k->dynamic_shared;                                           \
+        (r).localMemoryPerThread = 0;                                                          \
+        (r).localMemoryTotal = FC_LOCAL_MEM_TOTAL;                                             \
+        (r).correlationId = corr;                                                              \
+        (r).gridId = next_grid_locked(L->device);                                              \
+        (r).name = k->name;                                                                    \
+        (r).reserved0 = NULL;                                                                  \
+        (r).queued = CUPTI_TIMESTAMP_UNKNOWN;                                                  \
+        (r).submitted = CUPTI_TIMESTAMP_UNKNOWN;                                               \
+        (r).launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;                                   \
+        (r).sharedMemoryExecuted = k->dynamic_shared > 32768                                   \
+            ? (uint32_t)(((uint32_t)k->dynamic_shared + 8191u) & ~8191u) : 32768u;             \
+        (r).graphNodeId = k->graph_node_id;                                                    \
+        (r).shmemLimitConfig = CUPTI_FUNC_SHMEM_LIMIT_DEFAULT;                                 \
+        (r).graphId = (uint32_t)k->graph_id;                                                   \
+        (r).pAccessPolicyWindow = NULL;                                                        \
+        (r).channelID = channel_of(L->stream);                                                 \
+        (r).channelType = CUPTI_CHANNEL_TYPE_COMPUTE;                                          \
+        (r).clusterSchedulingPolicy = 1;                                                       \
+        (r).localMemoryTotal_v2 = FC_LOCAL_MEM_TOTAL;                                          \
+    } while (0)
+        /* Later versions' fields get values no other field has (a priority
+         * of -1 - stream, graph ids offset by 7), so that a decoder reading
+         * the wrong offset shows it. */
+        switch (fc_gen().kernel) {
+        case 9: {
+            CUpti_ActivityKernel9 r;
+            FILL_KERNEL(r);
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        case 10: {
+            CUpti_ActivityKernel10 r;
+            FILL_KERNEL(r);
+            r.isDeviceLaunched = 0;
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        case 11: {
+            fc_ActivityKernel11 r;
+            FILL_KERNEL(r);
+            r.priority = -1 - (int32_t)L->stream;
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        case 12: {
+            fc_ActivityKernel12 r;
+            FILL_KERNEL(r);
+            r.priority = -1 - (int32_t)L->stream;
+            r.executionModel = 1;
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        default: {
+            fc_ActivityKernel13 r;
+            FILL_KERNEL(r);
+            r.priority = -1 - (int32_t)L->stream;
+            r.executionModel = 1;
+            r.sourceGraphId = k->graph_id ? (uint32_t)k->graph_id + 7 : 0;
+            r.sourceGraphNodeId = k->graph_node_id ? k->graph_node_id + 7 : 0;
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        }
+#undef FILL_KERNEL
     } else if (gpu_kind && L->op == OP_MEMCPY) {
-        CUpti_ActivityMemcpy6 r;
         uint8_t src, dst;
+        uint64_t start = (uint64_t)((int64_t)start_rt + off), end = (uint64_t)((int64_t)end_rt + off);
 
         memcpy_kinds(L->copy_kind, &src, &dst);
-        memset(&r, 0, sizeof r);
-        r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-        r.copyKind = (uint8_t)L->copy_kind;
-        r.srcKind = src;
-        r.dstKind = dst;
-        r.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
-        r.bytes = L->bytes;
-        r.start = (uint64_t)((int64_t)start_rt + off);
-        r.end = (uint64_t)((int64_t)end_rt + off);
-        r.deviceId = L->device;
-        r.contextId = L->device + 1;
-        r.streamId = L->stream;
-        r.correlationId = corr;
-        r.runtimeCorrelationId = 0;         /* 0 in the H200 capture */
-        r.reserved0 = NULL;
-        r.graphNodeId = 0;
-        r.graphId = 0;
-        r.channelID = 12;
-        r.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
-        r.isDeviceLaunched = 0;
-        r.copyCount = 1;
-        res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+#define FILL_MEMCPY(r)                                                                         \
+    do {                                                                                       \
+        memset(&(r), 0, sizeof(r));                                                            \
+        (r).kind = CUPTI_ACTIVITY_KIND_MEMCPY;                                                 \
+        (r).copyKind = (uint8_t)L->copy_kind;                                                  \
+        (r).srcKind = src;                                                                     \
+        (r).dstKind = dst;                                                                     \
+        (r).flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;                                          \
+        (r).bytes = L->bytes;                                                                  \
+        (r).start = start;                                                                     \
+        (r).end = end;                                                                         \
+        (r).deviceId = L->device;                                                              \
+        (r).contextId = L->device + 1;                                                         \
+        (r).streamId = L->stream;                                                              \
+        (r).correlationId = corr;                                                              \
+        (r).runtimeCorrelationId = 0; /* 0 in the H200 capture */                              \
+        (r).reserved0 = NULL;                                                                  \
+        (r).graphNodeId = 0;                                                                   \
+        (r).graphId = 0;                                                                       \
+        (r).channelID = 12;                                                                    \
+        (r).channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;                                     \
+    } while (0)
+        switch (fc_gen().memcpy) {
+        case 5: {
+            CUpti_ActivityMemcpy5 r;
+            FILL_MEMCPY(r);
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        case 6: {
+            CUpti_ActivityMemcpy6 r;
+            FILL_MEMCPY(r);
+            r.copyCount = 1;
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        default: {
+            fc_ActivityMemcpy7 r;
+            FILL_MEMCPY(r);
+            r.copyCount = 1;
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
+        }
+#undef FILL_MEMCPY
     } else if (gpu_kind) {
-        CUpti_ActivityMemset4 r;
-
-        memset(&r, 0, sizeof r);
-        r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-        r.value = L->value;
-        r.bytes = L->bytes;
-        r.start = (uint64_t)((int64_t)start_rt + off);
-        r.end = (uint64_t)((int64_t)end_rt + off);
-        r.deviceId = L->device;
-        r.contextId = L->device + 1;
-        r.streamId = L->stream;
-        r.correlationId = corr;
-        r.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
-        r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-        r.reserved0 = NULL;
-        r.graphNodeId = 0;
-        r.graphId = 0;
-        r.channelID = channel_of(L->stream);
-        r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
-        r.isDeviceLaunched = 0;
-        res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+        uint64_t start = (uint64_t)((int64_t)start_rt + off), end = (uint64_t)((int64_t)end_rt + off);
+#define FILL_MEMSET(r)                                                                         \
+    do {                                                                                       \
+        memset(&(r), 0, sizeof(r));                                                            \
+        (r).kind = CUPTI_ACTIVITY_KIND_MEMSET;                                                 \
+        (r).value = L->value;                                                                  \
+        (r).bytes = L->bytes;                                                                  \
+        (r).start = start;                                                                     \
+        (r).end = end;                                                                         \
+        (r).deviceId = L->device;                                                              \
+        (r).contextId = L->device + 1;                                                         \
+        (r).streamId = L->stream;                                                              \
+        (r).correlationId = corr;                                                              \
+        (r).flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;                                          \
+        (r).memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;                                    \
+        (r).reserved0 = NULL;                                                                  \
+        (r).graphNodeId = 0;                                                                   \
+        (r).graphId = 0;                                                                       \
+        (r).channelID = channel_of(L->stream);                                                 \
+        (r).channelType = CUPTI_CHANNEL_TYPE_COMPUTE;                                          \
+    } while (0)
+        if (fc_gen().memset == 4) {
+            CUpti_ActivityMemset4 r;
+            FILL_MEMSET(r);
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+        } else {
+            fc_ActivityMemset5 r;
+            FILL_MEMSET(r);
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+        }
+#undef FILL_MEMSET
     }
 
     if (drv_on) {
@@ -1364,15 +1506,20 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str)
     }
 }
 
-CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+static uint32_t fc_version(void)
 {
     long v;
 
-    if (!version)
-        return CUPTI_ERROR_INVALID_PARAMETER;
     if (env_int("FAKECUPTI_VERSION", FC_VERSION_DEFAULT, &v) <= 0 || v < 0 || v > UINT32_MAX)
         v = FC_VERSION_DEFAULT;
-    *version = (uint32_t)v;
+    return (uint32_t)v;
+}
+
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+{
+    if (!version)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *version = fc_version();
     return CUPTI_SUCCESS;
 }
 

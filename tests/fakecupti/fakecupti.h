@@ -57,7 +57,13 @@
  * interposes cupti* entry points does not see the double's own calls.
  *
  * Environment (read at the moment it matters, so a test may setenv() between calls):
- *   FAKECUPTI_VERSION=N           cuptiGetVersion returns N (default 130001).
+ *   FAKECUPTI_VERSION=N           cuptiGetVersion returns N (default 130001), and GPU
+ *                                 records take the struct versions that CUPTI release
+ *                                 writes (CUDA 12.x: Kernel9, Memcpy5/6; 13.0 Kernel10;
+ *                                 13.1 Kernel11; 13.3 Kernel12; 13.4+ Kernel13, Memcpy7,
+ *                                 Memset5; see fc_gen in fakecupti.c).  The layouts are
+ *                                 fixed by the value at the first record written or
+ *                                 walked; cuptiGetVersion reads it at every call.
  *   FAKECUPTI_COMPLETE_DELAY_US=N the completion thread sleeps N us before each completion
  *                                 callback (a slow CUPTI: buffers come back late).
  *   FAKECUPTI_LOG=1               trace API calls and buffer events on stderr ("fakecupti: ").

@@ -7,7 +7,8 @@
 # warns about linking a module ("not portable"); the name has the lib prefix anyway.  The double is found at run time by path (the shim
 # looks for an already-loaded library whose path contains "libcupti").
 check_LTLIBRARIES += tests/fakecupti/libcupti-fake.la
-tests_fakecupti_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h
+tests_fakecupti_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h \
+	tests/fakecupti/cupti-future.h
 tests_fakecupti_libcupti_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
 tests_fakecupti_libcupti_fake_la_LIBADD = $(PTHREAD_LIBS)
 

@@ -34,14 +34,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 4)
         return 0;
-    static const uint32_t versions[4] = {130001, 130000, 120000, 140000};
+    /* Every release in the table (12.x, 13.0, 13.1, 13.3, 13.4, 13.5) and
+     * two versions it does not know. */
+    static const uint32_t versions[8] = {130001, 26, 19, 130100, 130300, 130400, 130500, 140000};
     uint32_t sizes[CUPTIMON_KIND_SLOTS];
     struct cuptimon_layout l;
-    cuptimon__layout_table(sizes);
+    uint32_t version = versions[data[0] & 7];
+    cuptimon__layout_table(version, sizes);
     /* Byte 1 and 2: one kind's announced size is changed (a lying producer). */
     if (data[1] & 1)
         sizes[data[2] % CUPTIMON_KIND_SLOTS] = (uint32_t)data[3] * 8;
-    cuptimon__layout_init(&l, versions[data[0] & 3], (data[0] & 4) ? sizes : NULL);
+    cuptimon__layout_init(&l, version, (data[0] & 8) ? sizes : NULL);
     const uint8_t *buf = data + 4;
     size_t len = size - 4;
 

@@ -15,3 +15,14 @@ tests_unit_test_decode_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
 tests_unit_test_trace_SOURCES = tests/unit/test-trace.c cli/decode.c
 tests_unit_test_trace_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS) $(JSONC_CFLAGS)
 tests_unit_test_trace_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
+
+# The CUPTI layout table (proto/layouts.c) against the installed headers
+# and the test double's declarations of newer structs, and the decoder
+# through each release's table.
+check_PROGRAMS += tests/unit/test-layouts
+TESTS += tests/unit/test-layouts
+UNIT_TESTS += tests/unit/test-layouts
+tests_unit_test_layouts_SOURCES = tests/unit/test-layouts.c tests/fakecupti/cupti-future.h
+tests_unit_test_layouts_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_unit_test_layouts_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_test_layouts_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)

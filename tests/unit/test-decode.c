@@ -104,13 +104,22 @@ START_TEST(layout_table_is_the_13_0_header)
     for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++)
         ck_assert_uint_eq(l.size[k] % 8, 0);
 
-    /* Every version of the 13.0 family uses the table. */
+    /* Every version of the 13.0 release uses the table; 13.1 is another
+     * release (Kernel11, the same size), 12.8 another again (Kernel9). */
     ck_assert_int_eq(cuptimon__layout_init(&l, 130000, NULL), 0);
-    ck_assert_int_eq(cuptimon__layout_init(&l, 130999, NULL), 0);
+    ck_assert_str_eq(l.release->cuda, "13.0");
+    ck_assert_int_eq(cuptimon__layout_init(&l, 130099, NULL), 0);
+    ck_assert_str_eq(l.release->cuda, "13.0");
+    ck_assert_int_eq(cuptimon__layout_init(&l, 130100, NULL), 0);
+    ck_assert_str_eq(l.rec[CUPTI_ACTIVITY_KIND_KERNEL]->name, "CUpti_ActivityKernel11");
+    ck_assert_int_eq(cuptimon__layout_init(&l, 26, NULL), 0);
+    ck_assert_uint_eq(l.size[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], 208);
 
-    cuptimon__layout_table(t);
+    ck_assert_int_eq(cuptimon__layout_table(130001, t), 0);
     ck_assert_uint_eq(t[10], 216);
     ck_assert_uint_eq(t[11], 0);
+    ck_assert_int_eq(cuptimon__layout_table(140000, t), -EPROTONOSUPPORT);
+    ck_assert_uint_eq(t[10], 0);
     ck_assert_str_eq(cuptimon__kind_name(10), "CONCURRENT_KERNEL");
     ck_assert_ptr_null(cuptimon__kind_name(1000));
 }

@@ -1,0 +1,477 @@
+/* Unit tests of the CUPTI layout table (proto/layouts.c): every struct
+ * version in it against the compiler's offsetof/sizeof of the installed
+ * CUDA headers (cupti_activity.h, cupti_activity_deprecated.h), or, for
+ * versions newer than those headers, of the test double's transcription of
+ * NVIDIA's reference (tests/fakecupti/cupti-future.h); which struct each
+ * release uses; and the decoder reading every field through the table of
+ * each version from records whose every byte differs, so that a field read
+ * at a wrong offset or into the wrong event member shows. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti_activity.h>
+#include <cupti_activity_deprecated.h>
+
+#include "archive/decode.h"
+#include "cupti-future.h"
+#include "layouts.h"
+
+/* ---- what the headers say --------------------------------------------- */
+
+/* The members each struct version has, among those the table describes
+ * (the rest of a version's table entry must be absent: width 0). */
+#define HAS_KERNEL9(X)                                                                          \
+    X(cacheConfig) X(sharedMemoryConfig) X(registersPerThread)                                  \
+    X(partitionedGlobalCacheRequested) X(partitionedGlobalCacheExecuted) X(start) X(end)        \
+    X(completed) X(deviceId) X(contextId) X(streamId) X(gridX) X(gridY) X(gridZ) X(blockX)       \
+    X(blockY) X(blockZ) X(staticSharedMemory) X(dynamicSharedMemory) X(localMemoryPerThread)    \
+    X(localMemoryTotal) X(correlationId) X(gridId) X(name) X(queued) X(submitted) X(launchType) \
+    X(isSharedMemoryCarveoutRequested) X(sharedMemoryCarveoutRequested)                         \
+    X(sharedMemoryExecuted) X(graphNodeId) X(shmemLimitConfig) X(graphId) X(channelID)          \
+    X(channelType) X(clusterX) X(clusterY) X(clusterZ) X(clusterSchedulingPolicy)               \
+    X(localMemoryTotal_v2) X(maxPotentialClusterSize) X(maxActiveClusters)
+#define HAS_KERNEL10(X) HAS_KERNEL9(X) X(isDeviceLaunched)
+#define HAS_KERNEL11(X) HAS_KERNEL10(X) X(priority)
+#define HAS_KERNEL12(X) HAS_KERNEL11(X) X(executionModel)
+#define HAS_KERNEL13(X) HAS_KERNEL12(X) X(sourceGraphId) X(sourceGraphNodeId)
+#define HAS_MEMCPY5(X)                                                                          \
+    X(copyKind) X(srcKind) X(dstKind) X(flags) X(bytes) X(start) X(end) X(deviceId)             \
+    X(contextId) X(streamId) X(correlationId) X(runtimeCorrelationId) X(graphNodeId) X(graphId) \
+    X(channelID) X(channelType)
+#define HAS_MEMCPY6_12(X) HAS_MEMCPY5(X) X(copyCount)
+#define HAS_MEMCPY6(X) HAS_MEMCPY6_12(X) X(isDeviceLaunched)
+#define HAS_MEMCPY7(X) HAS_MEMCPY6(X) X(sourceGraphId) X(sourceGraphNodeId)
+#define HAS_P2P4(X)                                                                             \
+    X(copyKind) X(srcKind) X(dstKind) X(flags) X(bytes) X(start) X(end) X(deviceId)             \
+    X(contextId) X(streamId) X(srcDeviceId) X(srcContextId) X(dstDeviceId) X(dstContextId)      \
+    X(correlationId) X(graphNodeId) X(graphId) X(channelID) X(channelType)
+#define HAS_MEMSET4_12(X)                                                                       \
+    X(value) X(bytes) X(start) X(end) X(deviceId) X(contextId) X(streamId) X(correlationId)     \
+    X(flags) X(memoryKind) X(graphNodeId) X(graphId) X(channelID) X(channelType)
+#define HAS_MEMSET4(X) HAS_MEMSET4_12(X) X(isDeviceLaunched)
+#define HAS_MEMSET5(X) HAS_MEMSET4(X) X(sourceGraphId) X(sourceGraphNodeId)
+#define HAS_API(X) X(cbid) X(start) X(end) X(processId) X(threadId) X(correlationId) X(returnValue)
+#define HAS_EXT(X) X(externalKind) X(externalId) X(correlationId)
+#define HAS_OVERHEAD(X) X(overheadKind) X(objectKind) X(objectId) X(start) X(end) X(correlationId)
+#define HAS_CUDA_EVENT1(X) X(correlationId) X(contextId) X(streamId) X(eventId)
+#define HAS_CUDA_EVENT2(X) HAS_CUDA_EVENT1(X) X(deviceId) X(deviceTimestamp) X(cudaEventSyncId)
+#define HAS_SYNC1(X)                                                                            \
+    X(type) X(start) X(end) X(correlationId) X(contextId) X(streamId) X(cudaEventId)
+#define HAS_SYNC2(X) HAS_SYNC1(X) X(cudaEventSyncId) X(returnValue)
+#define HAS_MARKER2(X) X(flags) X(timestamp) X(id) X(objectKind) X(objectId) X(name) X(domain)
+#define HAS_MARKER_DATA1(X) X(flags) X(id) X(payloadKind) X(payload) X(color) X(category)
+#define HAS_MARKER_DATA2(X) HAS_MARKER_DATA1(X) X(cuptiDomainId)
+
+struct expect {
+    const char *name; /* the table's name for the version */
+    size_t size;
+    struct cuptimon_field f[CUPTIMON_FIELDS_MAX];
+};
+
+#define AT(P, T, m) [CUPTIMON_##P##_##m] = {offsetof(T, m), sizeof(((T *)0)->m)},
+#define EXPECT(table_name, P, T, HAS)                                                          \
+    {                                                                                           \
+        table_name, sizeof(T), { HAS(AT_##P##_##T) }                                            \
+    }
+
+/* One AT_ wrapper per (prefix, struct) pair, since an X-list passes one
+ * argument. */
+#define DEF_AT(P, T) /* see uses below */
+#define AT_FK_CUpti_ActivityKernel9(m) AT(FK, CUpti_ActivityKernel9, m)
+#define AT_FK_CUpti_ActivityKernel10(m) AT(FK, CUpti_ActivityKernel10, m)
+#define AT_FK_fc_ActivityKernel11(m) AT(FK, fc_ActivityKernel11, m)
+#define AT_FK_fc_ActivityKernel12(m) AT(FK, fc_ActivityKernel12, m)
+#define AT_FK_fc_ActivityKernel13(m) AT(FK, fc_ActivityKernel13, m)
+#define AT_FMC_CUpti_ActivityMemcpy5(m) AT(FMC, CUpti_ActivityMemcpy5, m)
+#define AT_FMC_CUpti_ActivityMemcpy6(m) AT(FMC, CUpti_ActivityMemcpy6, m)
+#define AT_FMC_fc_ActivityMemcpy7(m) AT(FMC, fc_ActivityMemcpy7, m)
+#define AT_FP2P_CUpti_ActivityMemcpyPtoP4(m) AT(FP2P, CUpti_ActivityMemcpyPtoP4, m)
+#define AT_FMS_CUpti_ActivityMemset4(m) AT(FMS, CUpti_ActivityMemset4, m)
+#define AT_FMS_fc_ActivityMemset5(m) AT(FMS, fc_ActivityMemset5, m)
+#define AT_FAPI_CUpti_ActivityAPI(m) AT(FAPI, CUpti_ActivityAPI, m)
+#define AT_FEXT_CUpti_ActivityExternalCorrelation(m) AT(FEXT, CUpti_ActivityExternalCorrelation, m)
+#define AT_FOVH_CUpti_ActivityOverhead2(m) AT(FOVH, CUpti_ActivityOverhead2, m)
+#define AT_FOVH_CUpti_ActivityOverhead3(m) AT(FOVH, CUpti_ActivityOverhead3, m)
+#define AT_FEV_CUpti_ActivityCudaEvent(m) AT(FEV, CUpti_ActivityCudaEvent, m)
+#define AT_FEV_CUpti_ActivityCudaEvent2(m) AT(FEV, CUpti_ActivityCudaEvent2, m)
+#define AT_FSYNC_CUpti_ActivitySynchronization(m) AT(FSYNC, CUpti_ActivitySynchronization, m)
+#define AT_FSYNC_CUpti_ActivitySynchronization2(m) AT(FSYNC, CUpti_ActivitySynchronization2, m)
+#define AT_FMK_CUpti_ActivityMarker2(m) AT(FMK, CUpti_ActivityMarker2, m)
+#define AT_FMD_CUpti_ActivityMarkerData(m) AT(FMD, CUpti_ActivityMarkerData, m)
+#define AT_FMD_CUpti_ActivityMarkerData2(m) AT(FMD, CUpti_ActivityMarkerData2, m)
+
+static const struct expect expected[] = {
+    EXPECT("CUpti_ActivityKernel9", FK, CUpti_ActivityKernel9, HAS_KERNEL9),
+    EXPECT("CUpti_ActivityKernel10", FK, CUpti_ActivityKernel10, HAS_KERNEL10),
+    EXPECT("CUpti_ActivityKernel11", FK, fc_ActivityKernel11, HAS_KERNEL11),
+    EXPECT("CUpti_ActivityKernel12", FK, fc_ActivityKernel12, HAS_KERNEL12),
+    EXPECT("CUpti_ActivityKernel13", FK, fc_ActivityKernel13, HAS_KERNEL13),
+    EXPECT("CUpti_ActivityMemcpy5", FMC, CUpti_ActivityMemcpy5, HAS_MEMCPY5),
+    /* 12.x's Memcpy6 is 13.0's without isDeviceLaunched (a pad then). */
+    EXPECT("CUpti_ActivityMemcpy6 (12.x)", FMC, CUpti_ActivityMemcpy6, HAS_MEMCPY6_12),
+    EXPECT("CUpti_ActivityMemcpy6", FMC, CUpti_ActivityMemcpy6, HAS_MEMCPY6),
+    EXPECT("CUpti_ActivityMemcpy7", FMC, fc_ActivityMemcpy7, HAS_MEMCPY7),
+    EXPECT("CUpti_ActivityMemcpyPtoP4", FP2P, CUpti_ActivityMemcpyPtoP4, HAS_P2P4),
+    EXPECT("CUpti_ActivityMemset4 (12.x)", FMS, CUpti_ActivityMemset4, HAS_MEMSET4_12),
+    EXPECT("CUpti_ActivityMemset4", FMS, CUpti_ActivityMemset4, HAS_MEMSET4),
+    EXPECT("CUpti_ActivityMemset5", FMS, fc_ActivityMemset5, HAS_MEMSET5),
+    EXPECT("CUpti_ActivityAPI", FAPI, CUpti_ActivityAPI, HAS_API),
+    EXPECT("CUpti_ActivityExternalCorrelation", FEXT, CUpti_ActivityExternalCorrelation, HAS_EXT),
+    EXPECT("CUpti_ActivityOverhead2", FOVH, CUpti_ActivityOverhead2, HAS_OVERHEAD),
+    EXPECT("CUpti_ActivityOverhead3", FOVH, CUpti_ActivityOverhead3, HAS_OVERHEAD),
+    EXPECT("CUpti_ActivityCudaEvent", FEV, CUpti_ActivityCudaEvent, HAS_CUDA_EVENT1),
+    EXPECT("CUpti_ActivityCudaEvent2", FEV, CUpti_ActivityCudaEvent2, HAS_CUDA_EVENT2),
+    EXPECT("CUpti_ActivitySynchronization", FSYNC, CUpti_ActivitySynchronization, HAS_SYNC1),
+    EXPECT("CUpti_ActivitySynchronization2", FSYNC, CUpti_ActivitySynchronization2, HAS_SYNC2),
+    EXPECT("CUpti_ActivityMarker2", FMK, CUpti_ActivityMarker2, HAS_MARKER2),
+    EXPECT("CUpti_ActivityMarkerData", FMD, CUpti_ActivityMarkerData, HAS_MARKER_DATA1),
+    EXPECT("CUpti_ActivityMarkerData2", FMD, CUpti_ActivityMarkerData2, HAS_MARKER_DATA2),
+};
+
+static const struct expect *expect_for(const char *name)
+{
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        if (strcmp(expected[i].name, name) == 0)
+            return &expected[i];
+    return NULL;
+}
+
+/* ---- the table against the headers ------------------------------------- */
+
+START_TEST(every_table_entry_matches_its_struct)
+{
+    unsigned n, checked = 0;
+    const struct cuptimon_cupti_release *r = cuptimon__cupti_releases(&n);
+
+    ck_assert_uint_ge(n, 8);
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned k = 0; k < CUPTIMON_LAYOUT_KINDS; k++) {
+            const struct cuptimon_rec_layout *l = r[i].kinds[k];
+            const struct expect *e;
+            if (l == NULL)
+                continue;
+            e = expect_for(l->name);
+            ck_assert_msg(e != NULL, "CUDA %s kind %u: %s has no header to check it against",
+                          r[i].cuda, k, l->name);
+            ck_assert_msg(l->size == e->size, "%s: table size %u, struct %zu", l->name, l->size,
+                          e->size);
+            for (unsigned f = 0; f < CUPTIMON_FIELDS_MAX; f++) {
+                ck_assert_msg(l->f[f].off == e->f[f].off && l->f[f].width == e->f[f].width,
+                              "%s field %u: table {%u, %u}, struct {%u, %u}", l->name, f,
+                              l->f[f].off, l->f[f].width, e->f[f].off, e->f[f].width);
+                /* A field lies inside its record. */
+                ck_assert_uint_le(l->f[f].off + l->f[f].width, l->size);
+            }
+            ck_assert_uint_eq(l->size % 8, 0);
+            checked++;
+        }
+    }
+    /* 8 releases x 13 kinds, less 13.5's CUDA event. */
+    ck_assert_uint_eq(checked, n * 13 - 1);
+}
+END_TEST
+
+/* The structs a release uses, as the CUPTI release notes and references
+ * name them. */
+static const char *kind_struct(uint32_t version, unsigned kind)
+{
+    const struct cuptimon_cupti_release *r = cuptimon__cupti_release(version);
+    ck_assert_msg(r != NULL, "version %u has no release", version);
+    return r->kinds[kind] ? r->kinds[kind]->name : "(none)";
+}
+
+START_TEST(releases_use_the_documented_structs)
+{
+    ck_assert_str_eq(kind_struct(19, CUPTIMON_KIND_KERNEL), "CUpti_ActivityKernel9");
+    ck_assert_str_eq(kind_struct(19, CUPTIMON_KIND_MEMCPY), "CUpti_ActivityMemcpy5");
+    ck_assert_str_eq(kind_struct(21, CUPTIMON_KIND_OVERHEAD), "CUpti_ActivityOverhead2");
+    ck_assert_str_eq(kind_struct(22, CUPTIMON_KIND_OVERHEAD), "CUpti_ActivityOverhead3");
+    ck_assert_str_eq(kind_struct(24, CUPTIMON_KIND_CUDA_EVENT), "CUpti_ActivityCudaEvent");
+    ck_assert_str_eq(kind_struct(26, CUPTIMON_KIND_MEMCPY), "CUpti_ActivityMemcpy6 (12.x)");
+    ck_assert_str_eq(kind_struct(26, CUPTIMON_KIND_CUDA_EVENT), "CUpti_ActivityCudaEvent2");
+    ck_assert_str_eq(kind_struct(28, CUPTIMON_KIND_SYNCHRONIZATION),
+                     "CUpti_ActivitySynchronization2");
+    ck_assert_str_eq(kind_struct(28, CUPTIMON_KIND_MARKER_DATA), "CUpti_ActivityMarkerData");
+    ck_assert_str_eq(kind_struct(130001, CUPTIMON_KIND_CONCURRENT_KERNEL),
+                     "CUpti_ActivityKernel10");
+    ck_assert_str_eq(kind_struct(130001, CUPTIMON_KIND_MARKER_DATA), "CUpti_ActivityMarkerData2");
+    ck_assert_str_eq(kind_struct(130100, CUPTIMON_KIND_KERNEL), "CUpti_ActivityKernel11");
+    ck_assert_str_eq(kind_struct(130200, CUPTIMON_KIND_KERNEL), "CUpti_ActivityKernel11");
+    ck_assert_str_eq(kind_struct(130300, CUPTIMON_KIND_KERNEL), "CUpti_ActivityKernel12");
+    ck_assert_str_eq(kind_struct(130400, CUPTIMON_KIND_KERNEL), "CUpti_ActivityKernel13");
+    ck_assert_str_eq(kind_struct(130400, CUPTIMON_KIND_MEMCPY), "CUpti_ActivityMemcpy7");
+    ck_assert_str_eq(kind_struct(130400, CUPTIMON_KIND_MEMSET), "CUpti_ActivityMemset5");
+    ck_assert_str_eq(kind_struct(130500, CUPTIMON_KIND_CUDA_EVENT), "(none)");
+    ck_assert_str_eq(kind_struct(130500, CUPTIMON_KIND_RUNTIME), "CUpti_ActivityAPI");
+
+    /* Versions no release claims. */
+    ck_assert_ptr_null(cuptimon__cupti_release(0));
+    ck_assert_ptr_null(cuptimon__cupti_release(18));   /* CUDA 11.8 */
+    ck_assert_ptr_null(cuptimon__cupti_release(29));
+    ck_assert_ptr_null(cuptimon__cupti_release(120800)); /* not how 12.8 numbers itself */
+    ck_assert_ptr_null(cuptimon__cupti_release(130600));
+    ck_assert_ptr_null(cuptimon__cupti_release(140000));
+}
+END_TEST
+
+START_TEST(releases_are_ordered_and_disjoint)
+{
+    unsigned n;
+    const struct cuptimon_cupti_release *r = cuptimon__cupti_releases(&n);
+
+    for (unsigned i = 0; i < n; i++) {
+        ck_assert_uint_le(r[i].version_min, r[i].version_max);
+        if (i > 0)
+            ck_assert_uint_gt(r[i].version_min, r[i - 1].version_max);
+        ck_assert_ptr_eq(cuptimon__cupti_release(r[i].version_min), &r[i]);
+        ck_assert_ptr_eq(cuptimon__cupti_release(r[i].version_max), &r[i]);
+        /* KERNEL and CONCURRENT_KERNEL share one struct; so do the APIs. */
+        ck_assert_ptr_eq(r[i].kinds[CUPTIMON_KIND_KERNEL], r[i].kinds[CUPTIMON_KIND_CONCURRENT_KERNEL]);
+        ck_assert_ptr_eq(r[i].kinds[CUPTIMON_KIND_RUNTIME], r[i].kinds[CUPTIMON_KIND_DRIVER]);
+    }
+    ck_assert_ptr_nonnull(strstr(cuptimon__cupti_supported(), "12.0"));
+    ck_assert_ptr_nonnull(strstr(cuptimon__cupti_supported(), "13.5"));
+}
+END_TEST
+
+/* ---- the decoder through each version's table --------------------------- */
+
+/* A record of `size` bytes whose byte i is i * 7 + 3 (so no two fields of
+ * width 2 or more read alike), with the kind word in front. */
+static void pattern(uint8_t *rec, size_t size, uint32_t kind)
+{
+    for (size_t i = 0; i < size; i++)
+        rec[i] = (uint8_t)(i * 7 + 3);
+    memcpy(rec, &kind, 4);
+}
+
+static uint64_t at(const uint8_t *rec, size_t off, size_t width)
+{
+    uint64_t v = 0;
+    memcpy(&v, rec + off, width); /* little-endian, like the producers */
+    return v;
+}
+
+#define AT_OF(rec, T, m) at(rec, offsetof(T, m), sizeof(((T *)0)->m))
+
+static void decode_as(uint32_t version, const uint8_t *rec, size_t size, struct cuptimon_ev *ev)
+{
+    struct cuptimon_layout l;
+    ck_assert_int_eq(cuptimon__layout_init(&l, version, NULL), 0);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, size, ev), 0);
+}
+
+/* The kernel fields every version has, and the ones added later, read
+ * back from where the struct T puts them. */
+#define CHECK_KERNEL(T, version)                                                                \
+    do {                                                                                        \
+        uint8_t rec[sizeof(T)];                                                                 \
+        struct cuptimon_ev ev;                                                                  \
+        pattern(rec, sizeof rec, CUPTIMON_KIND_CONCURRENT_KERNEL);                              \
+        decode_as(version, rec, sizeof rec, &ev);                                               \
+        ck_assert_uint_eq(ev.type, CUPTIMON_EV_KERNEL);                                         \
+        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                      \
+        ck_assert_uint_eq(ev.end, AT_OF(rec, T, end));                                          \
+        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                     \
+        ck_assert_uint_eq(ev.device_id, AT_OF(rec, T, deviceId));                               \
+        ck_assert_uint_eq(ev.context_id, AT_OF(rec, T, contextId));                             \
+        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                               \
+        ck_assert_uint_eq(ev.graph_id, AT_OF(rec, T, graphId));                                 \
+        ck_assert_uint_eq(ev.graph_node_id, AT_OF(rec, T, graphNodeId));                        \
+        ck_assert_uint_eq(ev.u.kernel.name_ptr, AT_OF(rec, T, name));                           \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_x, AT_OF(rec, T, gridX));                  \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_y, AT_OF(rec, T, gridY));                  \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_z, AT_OF(rec, T, gridZ));                  \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_x, AT_OF(rec, T, blockX));                \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_y, AT_OF(rec, T, blockY));                \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_z, AT_OF(rec, T, blockZ));                \
+        ck_assert_uint_eq(ev.u.kernel.registers_per_thread, AT_OF(rec, T, registersPerThread)); \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.dynamic_shared_memory,                          \
+                          AT_OF(rec, T, dynamicSharedMemory));                                  \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.static_shared_memory,                           \
+                          AT_OF(rec, T, staticSharedMemory));                                   \
+        ck_assert_uint_eq(ev.u.kernel.channel_id, AT_OF(rec, T, channelID));                    \
+        ck_assert_uint_eq(ev.u.kernel.cluster_z, AT_OF(rec, T, clusterZ));                      \
+        ck_assert_uint_eq(ev.u.kernel.max_active_clusters, AT_OF(rec, T, maxActiveClusters));   \
+        ck_assert_uint_eq(ev.u.kernel.local_memory_total_v2, AT_OF(rec, T, localMemoryTotal_v2)); \
+        ck_assert_uint_eq((uint64_t)ev.u.kernel.grid_id, AT_OF(rec, T, gridId));                \
+    } while (0)
+
+START_TEST(kernel_records_of_every_version)
+{
+    CHECK_KERNEL(CUpti_ActivityKernel9, 19);
+    CHECK_KERNEL(CUpti_ActivityKernel9, 26);
+    CHECK_KERNEL(CUpti_ActivityKernel10, 130001);
+    CHECK_KERNEL(fc_ActivityKernel11, 130100);
+    CHECK_KERNEL(fc_ActivityKernel12, 130300);
+    CHECK_KERNEL(fc_ActivityKernel13, 130400);
+    CHECK_KERNEL(fc_ActivityKernel13, 130500);
+
+    /* isDeviceLaunched exists from 13.0 on; 12.x reads it as 0 (the byte
+     * there belongs to the next field or padding). */
+    {
+        uint8_t rec[sizeof(CUpti_ActivityKernel9)];
+        struct cuptimon_ev ev;
+        pattern(rec, sizeof rec, CUPTIMON_KIND_KERNEL);
+        decode_as(26, rec, sizeof rec, &ev);
+        ck_assert_uint_eq(ev.u.kernel.is_device_launched, 0);
+    }
+    {
+        uint8_t rec[sizeof(fc_ActivityKernel11)];
+        struct cuptimon_ev ev;
+        pattern(rec, sizeof rec, CUPTIMON_KIND_KERNEL);
+        decode_as(130100, rec, sizeof rec, &ev);
+        ck_assert_uint_eq(ev.u.kernel.is_device_launched,
+                          AT_OF(rec, fc_ActivityKernel11, isDeviceLaunched));
+    }
+}
+END_TEST
+
+#define CHECK_MEMCPY(T, version)                                                                \
+    do {                                                                                        \
+        uint8_t rec[sizeof(T)];                                                                 \
+        struct cuptimon_ev ev;                                                                  \
+        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMCPY);                                         \
+        decode_as(version, rec, sizeof rec, &ev);                                               \
+        ck_assert_uint_eq(ev.type, CUPTIMON_EV_MEMCPY);                                         \
+        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                      \
+        ck_assert_uint_eq(ev.end, AT_OF(rec, T, end));                                          \
+        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                     \
+        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                               \
+        ck_assert_uint_eq(ev.u.memcpy.bytes, AT_OF(rec, T, bytes));                             \
+        ck_assert_uint_eq(ev.u.memcpy.copy_kind, AT_OF(rec, T, copyKind));                      \
+        ck_assert_uint_eq(ev.u.memcpy.src_kind, AT_OF(rec, T, srcKind));                        \
+        ck_assert_uint_eq(ev.u.memcpy.dst_kind, AT_OF(rec, T, dstKind));                        \
+        ck_assert_uint_eq(ev.u.memcpy.flags, AT_OF(rec, T, flags));                             \
+        ck_assert_uint_eq(ev.u.memcpy.channel_type, AT_OF(rec, T, channelType));                \
+    } while (0)
+
+#define CHECK_MEMSET(T, version)                                                                \
+    do {                                                                                        \
+        uint8_t rec[sizeof(T)];                                                                 \
+        struct cuptimon_ev ev;                                                                  \
+        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMSET);                                         \
+        decode_as(version, rec, sizeof rec, &ev);                                               \
+        ck_assert_uint_eq(ev.type, CUPTIMON_EV_MEMSET);                                         \
+        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                      \
+        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                     \
+        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                               \
+        ck_assert_uint_eq(ev.u.memset.bytes, AT_OF(rec, T, bytes));                             \
+        ck_assert_uint_eq(ev.u.memset.value, AT_OF(rec, T, value));                             \
+        ck_assert_uint_eq(ev.u.memset.memory_kind, AT_OF(rec, T, memoryKind));                  \
+        ck_assert_uint_eq(ev.u.memset.channel_id, AT_OF(rec, T, channelID));                    \
+    } while (0)
+
+START_TEST(copy_and_memset_records_of_every_version)
+{
+    CHECK_MEMCPY(CUpti_ActivityMemcpy5, 19);
+    CHECK_MEMCPY(CUpti_ActivityMemcpy6, 26);
+    CHECK_MEMCPY(CUpti_ActivityMemcpy6, 130001);
+    CHECK_MEMCPY(fc_ActivityMemcpy7, 130400);
+    CHECK_MEMSET(CUpti_ActivityMemset4, 19);
+    CHECK_MEMSET(CUpti_ActivityMemset4, 130001);
+    CHECK_MEMSET(fc_ActivityMemset5, 130500);
+
+    /* copyCount appears in 12.8. */
+    {
+        uint8_t rec[sizeof(CUpti_ActivityMemcpy6)];
+        struct cuptimon_ev ev;
+        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMCPY);
+        decode_as(26, rec, sizeof rec, &ev);
+        ck_assert_uint_eq(ev.u.memcpy.copy_count, AT_OF(rec, CUpti_ActivityMemcpy6, copyCount));
+        ck_assert_uint_eq(ev.u.memcpy.is_device_launched, 0);
+    }
+}
+END_TEST
+
+START_TEST(cuda_event_and_sync_records_of_every_version)
+{
+    uint8_t rec[64];
+    struct cuptimon_ev ev;
+
+    /* 12.0-12.6: CudaEvent has no device timestamp: no time of its own. */
+    pattern(rec, sizeof(CUpti_ActivityCudaEvent), CUPTIMON_KIND_CUDA_EVENT);
+    decode_as(19, rec, sizeof(CUpti_ActivityCudaEvent), &ev);
+    ck_assert_uint_eq(ev.type, CUPTIMON_EV_CUDA_EVENT);
+    ck_assert_uint_eq(ev.u.cuda_event.event_id, AT_OF(rec, CUpti_ActivityCudaEvent, eventId));
+    ck_assert_uint_eq(ev.stream_id, AT_OF(rec, CUpti_ActivityCudaEvent, streamId));
+    ck_assert_uint_eq(ev.start, 0);
+    ck_assert_uint_eq(ev.device_id, 0);
+
+    pattern(rec, sizeof(CUpti_ActivityCudaEvent2), CUPTIMON_KIND_CUDA_EVENT);
+    decode_as(26, rec, sizeof(CUpti_ActivityCudaEvent2), &ev);
+    ck_assert_uint_eq(ev.start, AT_OF(rec, CUpti_ActivityCudaEvent2, deviceTimestamp));
+    ck_assert_uint_eq(ev.u.cuda_event.cuda_event_sync_id,
+                      AT_OF(rec, CUpti_ActivityCudaEvent2, cudaEventSyncId));
+
+    pattern(rec, sizeof(CUpti_ActivitySynchronization), CUPTIMON_KIND_SYNCHRONIZATION);
+    decode_as(24, rec, sizeof(CUpti_ActivitySynchronization), &ev);
+    ck_assert_uint_eq(ev.type, CUPTIMON_EV_SYNC);
+    ck_assert_uint_eq(ev.u.sync.cuda_event_id,
+                      AT_OF(rec, CUpti_ActivitySynchronization, cudaEventId));
+    ck_assert_uint_eq(ev.u.sync.return_value, 0);
+
+    pattern(rec, sizeof(CUpti_ActivityOverhead2), CUPTIMON_KIND_OVERHEAD);
+    decode_as(19, rec, sizeof(CUpti_ActivityOverhead2), &ev);
+    ck_assert_uint_eq(ev.u.overhead.object_id.c,
+                      at(rec, offsetof(CUpti_ActivityOverhead2, objectId) + 8, 4));
+    ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, CUpti_ActivityOverhead2, correlationId));
+
+    pattern(rec, sizeof(CUpti_ActivityMarkerData), CUPTIMON_KIND_MARKER_DATA);
+    decode_as(28, rec, sizeof(CUpti_ActivityMarkerData), &ev);
+    ck_assert_uint_eq(ev.u.marker_data.category, AT_OF(rec, CUpti_ActivityMarkerData, category));
+    ck_assert_uint_eq(ev.u.marker_data.cupti_domain_id, 0);
+}
+END_TEST
+
+/* A record of the size of another release's struct is not decoded as if
+ * it were this release's. */
+START_TEST(sizes_of_another_release_are_refused)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_ev ev;
+    uint8_t rec[sizeof(fc_ActivityKernel13)];
+
+    pattern(rec, sizeof rec, CUPTIMON_KIND_KERNEL);
+    ck_assert_int_eq(cuptimon__layout_init(&l, 26, NULL), 0);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(CUpti_ActivityKernel10), &ev), -EINVAL);
+    ck_assert_int_eq(cuptimon__layout_init(&l, 130400, NULL), 0);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(fc_ActivityKernel12), &ev), -EINVAL);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), 0);
+}
+END_TEST
+
+static Suite *layouts_suite(void)
+{
+    Suite *s = suite_create("layouts");
+    TCase *t = tcase_create("table");
+    tcase_add_test(t, every_table_entry_matches_its_struct);
+    tcase_add_test(t, releases_use_the_documented_structs);
+    tcase_add_test(t, releases_are_ordered_and_disjoint);
+    suite_add_tcase(s, t);
+    t = tcase_create("decode");
+    tcase_add_test(t, kernel_records_of_every_version);
+    tcase_add_test(t, copy_and_memset_records_of_every_version);
+    tcase_add_test(t, cuda_event_and_sync_records_of_every_version);
+    tcase_add_test(t, sizes_of_another_release_are_refused);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(layouts_suite());
+    int failed;
+
+    srunner_run_all(r, CK_NORMAL);
+    failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
