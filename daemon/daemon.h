@@ -195,26 +195,31 @@ size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);
 
-/* control.c */
+/* control.c: the control socket (cuptimonctl's requests). */
 void control_accept(struct daemon *d, int fd);
-/* Called when a session's flush with this id is done and written (or the
- * session went away: gone = 1). */
-void control_flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone);
+/* Answers what control started that still waits (at shutdown). */
 void control_shutdown(struct daemon *d);
-
-/* Starts a daemon-wide flush of every session (used by control and at
- * shutdown); cb is called once every session answered or timeout passed. */
-typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
-int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
-/* The same for the sessions whose ids are listed. */
-int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
-               flush_all_cb cb, void *ud);
 
 /* Replies that come later than the request (control.c). */
 struct ctl_reply;
 struct ctl_reply *ctl_reply_hold(struct conn *conn);
 /* Sends body as REPLY_OK (ok) or REPLY_ERROR and drops the hold. */
 void ctl_reply_send(struct ctl_reply *r, int ok, json_object *body);
+
+/* flush.c: the flush barrier.  Starts a flush of every session (control's
+ * flush, and the daemon's stop); cb is called once every session answered
+ * and what it sent is written, or once timeout_s passed. */
+typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
+int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
+/* The same for the sessions whose ids are listed (a restricted user's
+ * flush, a window's start and end). */
+int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
+               flush_all_cb cb, void *ud);
+/* session.c calls it when a session answered the flush with this id
+ * (FLUSH_DONE), wrote more, or went away (gone = 1). */
+void flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone);
+/* Finishes every barrier still waiting, with what it has (shutdown). */
+void flush_shutdown(struct daemon *d);
 
 /* window.c: trace windows. */
 struct window;
