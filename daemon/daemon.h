@@ -223,12 +223,17 @@ void flush_shutdown(struct daemon *d);
 
 /* window.c: trace windows. */
 struct window;
-void window_op(struct daemon *d, struct conn *conn, const char *op, json_object *req);
+/* The window ops of control.c's op table; each replies on conn, now or
+ * once the window's flushes and trace writing are done. */
+void window_op_prepare(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_begin(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_start(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_end(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_list(struct daemon *d, struct conn *conn, json_object *req);
 /* A session finished its hello: a matching open window takes it in. */
 void window_session_joined(struct daemon *d, struct session *s);
 void window_session_gone(struct daemon *d, struct session *s);
 /* Fails every open window and frees them (shutdown). */
 void window_shutdown(struct daemon *d);
-json_object *window_list(struct daemon *d, const struct conn *conn);
 
 #endif
