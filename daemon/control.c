@@ -1,10 +1,14 @@
 /*
  * The control socket: cuptimonctl's requests.  Each request is one CONTROL
- * frame with a JSON body {"op": ...}; each gets one reply frame.
- * Authorization is on the kernel's word (SO_PEERCRED): operators (root, the
- * daemon's own user, members of control_group) see and steer every session;
- * any other user sees and steers only sessions of its own uid, and may not
- * reload the daemon.  See is_operator().
+ * frame with a JSON body {"op": ...}; each gets one reply frame, at once or,
+ * for a flush or a window's start and end, once that is done.  One table,
+ * ctl_ops, names every op with its handler and who may call it.
+ * Authorization is on the kernel's word (SO_PEERCRED, read at accept):
+ * operators (root, the daemon's own user, members of control_group) see
+ * and steer every session; any other user sees and steers only sessions
+ * and windows of its own uid, and may not call the operators' ops (reload).
+ * top and metrics are the exception: they show the whole node to anyone.
+ * See is_operator() and enum ctl_who.
  */
 #include "config.h"
 
@@ -19,31 +23,6 @@
 
 #include "daemon.h"
 
-enum { FW_WAIT_DONE, FW_WAIT_WRITES, FW_COMPLETE, FW_GONE };
-
-struct fw_entry {
-    uint64_t session;
-    pid_t pid;
-    int state;
-    uint64_t target;
-};
-
-struct flush_wait {
-    struct daemon *d;
-    uint64_t id;
-    int forced;
-    struct fw_entry *e;
-    size_t n, pending;
-    uv_timer_t timer;
-    flush_all_cb cb;
-    void *ud;
-    int64_t started_ns;
-    int finished;
-    struct flush_wait *next;
-};
-
-static uint64_t flush_ids;
-
 struct ctl {
     struct conn *conn;
     int refs;
@@ -53,142 +32,6 @@ static void ctl_unref(struct ctl *c)
 {
     if (--c->refs == 0)
         free(c);
-}
-
-static void fw_timer_closed(uv_handle_t *h)
-{
-    struct flush_wait *w = h->data;
-    free(w->e);
-    free(w);
-}
-
-static void fw_finish(struct flush_wait *w)
-{
-    if (w->finished)
-        return;
-    w->finished = 1;
-    struct daemon *d = w->d;
-    for (struct flush_wait **pp = &d->flush_waits; *pp; pp = &(*pp)->next) {
-        if (*pp == w) {
-            *pp = w->next;
-            break;
-        }
-    }
-    json_object *r = json_object_new_object(), *late = json_object_new_array(),
-                *gone = json_object_new_array();
-    size_t completed = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        if (w->e[i].state == FW_COMPLETE)
-            completed++;
-        else if (w->e[i].state == FW_GONE)
-            json_object_array_add(gone, json_object_new_int64(w->e[i].pid));
-        else
-            json_object_array_add(late, json_object_new_int64(w->e[i].pid));
-    }
-    json_object_object_add(r, "flush_id", json_object_new_int64((int64_t)w->id));
-    json_object_object_add(r, "forced", json_object_new_boolean(w->forced));
-    json_object_object_add(r, "sessions", json_object_new_int64((int64_t)w->n));
-    json_object_object_add(r, "completed", json_object_new_int64((int64_t)completed));
-    json_object_object_add(r, "late", late);
-    json_object_object_add(r, "gone", gone);
-    json_object_object_add(r, "elapsed_ms",
-                           json_object_new_double((double)(unix_ns_now() - w->started_ns) / 1e6));
-    uv_timer_stop(&w->timer);
-    uv_close((uv_handle_t *)&w->timer, fw_timer_closed);
-    w->cb(d, w->ud, r);
-    json_object_put(r);
-}
-
-static void fw_timeout(uv_timer_t *t)
-{
-    fw_finish(t->data);
-}
-
-static void fw_check(struct flush_wait *w, struct session *s, uint64_t flush_id, int gone)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        struct fw_entry *e = &w->e[i];
-        if (e->session != s->id || e->state == FW_COMPLETE || e->state == FW_GONE)
-            continue;
-        if (gone) {
-            e->state = FW_GONE;
-            w->pending--;
-            continue;
-        }
-        if (e->state == FW_WAIT_DONE && flush_id == w->id) {
-            /* Everything that flush produced arrived before FLUSH_DONE; it
-             * is done when what was queued by now is written. */
-            e->state = FW_WAIT_WRITES;
-            e->target = s->items_queued;
-        }
-        if (e->state == FW_WAIT_WRITES && s->items_done >= e->target) {
-            e->state = FW_COMPLETE;
-            w->pending--;
-        }
-    }
-}
-
-void control_flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone)
-{
-    for (struct flush_wait *w = d->flush_waits, *next; w; w = next) {
-        next = w->next;
-        fw_check(w, s, flush_id, gone);
-        if (w->pending == 0)
-            fw_finish(w);
-    }
-}
-
-int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud)
-{
-    return flush_some(d, forced, timeout_s, NULL, 0, cb, ud);
-}
-
-static int selected(const uint64_t *ids, size_t n, uint64_t id)
-{
-    if (!ids)
-        return 1;
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] == id)
-            return 1;
-    return 0;
-}
-
-int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
-               flush_all_cb cb, void *ud)
-{
-    struct flush_wait *w = calloc(1, sizeof *w);
-    size_t n = session_count(d);
-    if (!w)
-        return -ENOMEM;
-    w->e = calloc(n ? n : 1, sizeof *w->e);
-    if (!w->e) {
-        free(w);
-        return -ENOMEM;
-    }
-    w->d = d;
-    w->id = ++flush_ids;
-    w->forced = forced;
-    w->cb = cb;
-    w->ud = ud;
-    w->started_ns = unix_ns_now();
-    uv_timer_init(d->loop, &w->timer);
-    w->timer.data = w;
-    w->next = d->flush_waits;
-    d->flush_waits = w;
-    for (struct session *s = d->sessions; s; s = s->next) {
-        if (!s->conn || !s->hello || !selected(ids, nids, s->id))
-            continue;
-        w->e[w->n++] = (struct fw_entry){.session = s->id, .pid = s->peer.pid};
-        w->pending++;
-    }
-    for (struct session *s = d->sessions; s; s = s->next)
-        if (s->conn && s->hello && selected(ids, nids, s->id))
-            session_request_flush(s, w->id, forced);
-    if (w->pending == 0)
-        fw_finish(w);
-    else
-        uv_timer_start(&w->timer, fw_timeout, (uint64_t)(timeout_s * 1000), 0);
-    return 0;
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -262,10 +105,201 @@ static void flush_reply(struct daemon *d, void *ud, json_object *result)
     ctl_unref(c);
 }
 
+/* ---- the ops ------------------------------------------------------------ */
+
+static void op_status(struct daemon *d, struct conn *conn, json_object *req)
+{
+    (void)req;
+    json_object *st = status_json(d, conn);
+    conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, st);
+    json_object_put(st);
+}
+
+static void op_flush(struct daemon *d, struct conn *conn, json_object *req)
+{
+    struct ctl *c = conn->owner;
+    json_object *v;
+    int forced = json_object_object_get_ex(req, "forced", &v) && json_object_get_boolean(v);
+    double timeout = d->cfg.flush_timeout_s;
+    if (json_object_object_get_ex(req, "timeout_s", &v)) {
+        timeout = json_object_get_double(v);
+        if (!(timeout > 0 && timeout <= 600)) {
+            conn_send_error(conn, "EINVAL", "timeout_s %g is outside (0, 600]", timeout);
+            return;
+        }
+    }
+    c->refs++;
+    /* A user who is not an operator flushes their own processes only. */
+    uint64_t *ids = NULL;
+    size_t nids = 0;
+    if (conn->restricted) {
+        ids = calloc(session_count(d) + 1, sizeof *ids);
+        for (struct session *s = d->sessions; ids && s; s = s->next)
+            if (s->peer.uid == conn->peer.uid)
+                ids[nids++] = s->id;
+    }
+    int frc = conn->restricted ? (ids ? flush_some(d, forced, timeout, ids, nids, flush_reply, c)
+                                      : -ENOMEM)
+                               : flush_all(d, forced, timeout, flush_reply, c);
+    free(ids);
+    if (frc < 0) {
+        c->refs--;
+        conn_send_error(conn, "ENOMEM", "cannot start the flush");
+    }
+}
+
+static void op_reload(struct daemon *d, struct conn *conn, json_object *req)
+{
+    char *err = NULL;
+    (void)req;
+    if (daemon_reload(d, &err) < 0) {
+        conn_send_error(conn, "EINVAL", "%s; the running configuration is kept",
+                        err ? err : "reload failed");
+    } else {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "reloaded", json_object_new_string(d->conf_path));
+        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+        json_object_put(o);
+    }
+    free(err);
+}
+
+static void op_top(struct daemon *d, struct conn *conn, json_object *req)
+{
+    struct cuptimon_agg_query q;
+    char *err = NULL;
+    json_object *r;
+    if (!d->agg) {
+        conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
+                        "(it was started with --no-aggregate)");
+        return;
+    }
+    if (cuptimon__agg_query_from_json(req, &q, &err) < 0) {
+        conn_send_error(conn, "EINVAL", "%s", err ? err : "bad top request");
+        free(err);
+        return;
+    }
+    r = cuptimon__agg_json(d->agg, &q);
+    if (!r) {
+        conn_send_error(conn, "ENOMEM", "cannot build the top view");
+        return;
+    }
+    if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
+        conn_send_error(conn, "EFBIG", "the top view does not fit a reply; ask for fewer rows");
+    json_object_put(r);
+}
+
+static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
+{
+    char *text;
+    json_object *r;
+    (void)req;
+    if (!d->agg) {
+        conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
+                        "(it was started with --no-aggregate)");
+        return;
+    }
+    text = cuptimon__agg_prometheus(d->agg);
+    if (!text) {
+        conn_send_error(conn, "ENOMEM", "cannot build the metrics");
+        return;
+    }
+    r = json_object_new_object();
+    json_object_object_add(r, "text", json_object_new_string(text));
+    if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
+        conn_send_error(conn, "EFBIG", "the metrics are %zu bytes, more than a control reply "
+                        "carries; have the daemon write them to metrics_file instead",
+                        strlen(text));
+    json_object_put(r);
+    free(text);
+}
+
+static void op_ping(struct daemon *d, struct conn *conn, json_object *req)
+{
+    (void)d;
+    (void)req;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+    conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+    json_object_put(o);
+}
+
+/* ---- the op table --------------------------------------------------------
+ * One row per control operation, in the order the "unknown op" reply lists
+ * them: dispatch, the authorization check and that list all come from it,
+ * so none of them can miss an op.  tests/integration/cli.sh and authz.sh
+ * read the rows (keep one a line): every op must be sent by some
+ * cuptimonctl command or say, in `internal`, who else sends it. */
+
+/* Who may call an op.  Anything but CTL_ANYONE needs an operator, so that a
+ * class added later is closed to other users until someone opens it. */
+enum ctl_who {
+    /* Any user.  For a caller that is not an operator (conn->restricted)
+     * the handler limits what it shows and touches to the caller's own
+     * uid: status lists, and flush asks, only their sessions; the window
+     * ops open windows over their processes only and find, end and list
+     * only their windows.  top and metrics show the whole node to anyone,
+     * as they always have: the aggregates have no per-user filter. */
+    CTL_ANYONE,
+    /* Operators only (root, the daemon's own user, members of
+     * control_group): what the op changes is the whole daemon's. */
+    CTL_OPERATOR,
+};
+
+struct ctl_op {
+    const char *name;
+    void (*run)(struct daemon *d, struct conn *conn, json_object *req);
+    enum ctl_who who;
+    const char *internal; /* NULL: a cuptimonctl command sends it; else who does */
+};
+
+static const struct ctl_op ctl_ops[] = {
+    {"status", op_status, CTL_ANYONE, NULL},
+    {"flush", op_flush, CTL_ANYONE, NULL},
+    {"reload", op_reload, CTL_OPERATOR, NULL},
+    {"ping", op_ping, CTL_ANYONE, "liveness checks of the Python package (cuptimon.ping)"},
+    {"top", op_top, CTL_ANYONE, NULL},
+    {"metrics", op_metrics, CTL_ANYONE, NULL},
+    {"window_prepare", window_op_prepare, CTL_ANYONE, NULL},
+    {"window_start", window_op_start, CTL_ANYONE, NULL},
+    {"window_begin", window_op_begin, CTL_ANYONE, NULL},
+    {"window_end", window_op_end, CTL_ANYONE, NULL},
+    {"windows", window_op_list, CTL_ANYONE, NULL},
+};
+
+static int may_call(const struct conn *conn, const struct ctl_op *op)
+{
+    return op->who == CTL_ANYONE || !conn->restricted;
+}
+
+static const struct ctl_op *find_op(const char *name)
+{
+    for (size_t i = 0; i < sizeof ctl_ops / sizeof ctl_ops[0]; i++)
+        if (strcmp(ctl_ops[i].name, name) == 0)
+            return &ctl_ops[i];
+    return NULL;
+}
+
+/* "status, flush, ..." into buf: the ops this caller may call, so that a
+ * user who is not an operator is not pointed at ops it would be refused
+ * (cut short, never overrun, if buf is too small). */
+static void op_names(const struct conn *conn, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof ctl_ops / sizeof ctl_ops[0] && used < len; i++) {
+        if (!may_call(conn, &ctl_ops[i]))
+            continue;
+        int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", ctl_ops[i].name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, const uint8_t *body,
                        int fd)
 {
-    struct ctl *c = conn->owner;
     struct daemon *d = conn->d;
     if (fd >= 0)
         close(fd);
@@ -279,116 +313,33 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
     int complete = json_tokener_get_error(tok) == json_tokener_success &&
                    json_tokener_get_parse_end(tok) == h->length;
     json_tokener_free(tok);
-    const char *op = NULL;
+    const char *name = NULL;
     if (req && complete && json_object_is_type(req, json_type_object) &&
         json_object_object_get_ex(req, "op", &v) && json_object_is_type(v, json_type_string))
-        op = json_object_get_string(v);
-    if (!op) {
+        name = json_object_get_string(v);
+    if (!name) {
         conn_send_error(conn, "EINVAL", "the request is not a JSON object with a string \"op\"");
         goto out;
     }
-    if (strcmp(op, "status") == 0) {
-        json_object *st = status_json(d, conn);
-        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, st);
-        json_object_put(st);
-    } else if (strcmp(op, "flush") == 0) {
-        int forced = json_object_object_get_ex(req, "forced", &v) && json_object_get_boolean(v);
-        double timeout = d->cfg.flush_timeout_s;
-        if (json_object_object_get_ex(req, "timeout_s", &v)) {
-            timeout = json_object_get_double(v);
-            if (!(timeout > 0 && timeout <= 600)) {
-                conn_send_error(conn, "EINVAL", "timeout_s %g is outside (0, 600]", timeout);
-                goto out;
-            }
-        }
-        c->refs++;
-        /* A user who is not an operator flushes their own processes only. */
-        uint64_t *ids = NULL;
-        size_t nids = 0;
-        if (conn->restricted) {
-            ids = calloc(session_count(d) + 1, sizeof *ids);
-            for (struct session *s = d->sessions; ids && s; s = s->next)
-                if (s->peer.uid == conn->peer.uid)
-                    ids[nids++] = s->id;
-        }
-        int frc = conn->restricted ? (ids ? flush_some(d, forced, timeout, ids, nids, flush_reply, c)
-                                          : -ENOMEM)
-                                   : flush_all(d, forced, timeout, flush_reply, c);
-        free(ids);
-        if (frc < 0) {
-            c->refs--;
-            conn_send_error(conn, "ENOMEM", "cannot start the flush");
-        }
-    } else if (strncmp(op, "window", 6) == 0) {
-        window_op(d, conn, op, req);
-    } else if (strcmp(op, "reload") == 0) {
-        char *err = NULL;
-        if (conn->restricted)
-            conn_send_error(conn, "EACCES", "uid %u may not reload the daemon's configuration",
-                            (unsigned)conn->peer.uid);
-        else if (daemon_reload(d, &err) < 0)
-            conn_send_error(conn, "EINVAL", "%s; the running configuration is kept",
-                            err ? err : "reload failed");
-        else {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "reloaded", json_object_new_string(d->conf_path));
-            conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
-            json_object_put(o);
-        }
-        free(err);
-    } else if (strcmp(op, "top") == 0) {
-        struct cuptimon_agg_query q;
-        char *err = NULL;
-        json_object *r;
-        if (!d->agg) {
-            conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                            "(it was started with --no-aggregate)");
-            goto out;
-        }
-        if (cuptimon__agg_query_from_json(req, &q, &err) < 0) {
-            conn_send_error(conn, "EINVAL", "%s", err ? err : "bad top request");
-            free(err);
-            goto out;
-        }
-        r = cuptimon__agg_json(d->agg, &q);
-        if (!r) {
-            conn_send_error(conn, "ENOMEM", "cannot build the top view");
-            goto out;
-        }
-        if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
-            conn_send_error(conn, "EFBIG", "the top view does not fit a reply; ask for fewer rows");
-        json_object_put(r);
-    } else if (strcmp(op, "metrics") == 0) {
-        char *text = d->agg ? cuptimon__agg_prometheus(d->agg) : NULL;
-        json_object *r;
-        if (!d->agg) {
-            conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                            "(it was started with --no-aggregate)");
-            goto out;
-        }
-        if (!text) {
-            conn_send_error(conn, "ENOMEM", "cannot build the metrics");
-            goto out;
-        }
-        r = json_object_new_object();
-        json_object_object_add(r, "text", json_object_new_string(text));
-        if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
-            conn_send_error(conn, "EFBIG", "the metrics are %zu bytes, more than a control reply "
-                            "carries; have the daemon write them to metrics_file instead",
-                            strlen(text));
-        json_object_put(r);
-        free(text);
-    } else if (strcmp(op, "ping") == 0) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
-        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
-        json_object_put(o);
-    } else {
-        conn_send_error(conn, "EOPNOTSUPP",
-                        "unknown op \"%s\" (known: status, flush, reload, ping, top, metrics, "
-                        "window_prepare, window_start, window_begin, window_end, windows)",
-                        op);
+    const struct ctl_op *op = find_op(name);
+    if (!op) {
+        char known[512];
+        op_names(conn, known, sizeof known);
+        /* The name is cut so that a long one cannot push the list out of
+         * the reply's message. */
+        conn_send_error(conn, "EOPNOTSUPP", "unknown op \"%.64s\" (known: %s)", name, known);
+        goto out;
     }
+    if (!may_call(conn, op)) {
+        log_warn("control", "refused: uid %u pid %d asked for %s, which is for operators only",
+                 (unsigned)conn->peer.uid, (int)conn->peer.pid, op->name);
+        conn_send_error(conn, "EACCES", "uid %u may not use the op \"%s\": it is for "
+                        "operators (root, uid %u that cuptimond runs as, and members of its "
+                        "control_group); run it as one of them",
+                        (unsigned)conn->peer.uid, op->name, (unsigned)geteuid());
+        goto out;
+    }
+    op->run(d, conn, req);
 out:
     json_object_put(req);
 }
@@ -454,6 +405,7 @@ void control_accept(struct daemon *d, int fd)
 
 void control_shutdown(struct daemon *d)
 {
-    while (d->flush_waits)
-        fw_finish(d->flush_waits);
+    /* The barriers still waiting answer now, with what they have: their
+     * callbacks reply to the clients (and windows) waiting on them. */
+    flush_shutdown(d);
 }

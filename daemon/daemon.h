@@ -195,20 +195,10 @@ size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);
 
-/* control.c */
+/* control.c: the control socket (cuptimonctl's requests). */
 void control_accept(struct daemon *d, int fd);
-/* Called when a session's flush with this id is done and written (or the
- * session went away: gone = 1). */
-void control_flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone);
+/* Answers what control started that still waits (at shutdown). */
 void control_shutdown(struct daemon *d);
-
-/* Starts a daemon-wide flush of every session (used by control and at
- * shutdown); cb is called once every session answered or timeout passed. */
-typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
-int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
-/* The same for the sessions whose ids are listed. */
-int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
-               flush_all_cb cb, void *ud);
 
 /* Replies that come later than the request (control.c). */
 struct ctl_reply;
@@ -216,14 +206,34 @@ struct ctl_reply *ctl_reply_hold(struct conn *conn);
 /* Sends body as REPLY_OK (ok) or REPLY_ERROR and drops the hold. */
 void ctl_reply_send(struct ctl_reply *r, int ok, json_object *body);
 
+/* flush.c: the flush barrier.  Starts a flush of every session (control's
+ * flush, and the daemon's stop); cb is called once every session answered
+ * and what it sent is written, or once timeout_s passed. */
+typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
+int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
+/* The same for the sessions whose ids are listed (a restricted user's
+ * flush, a window's start and end). */
+int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
+               flush_all_cb cb, void *ud);
+/* session.c calls it when a session answered the flush with this id
+ * (FLUSH_DONE), wrote more, or went away (gone = 1). */
+void flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone);
+/* Finishes every barrier still waiting, with what it has (shutdown). */
+void flush_shutdown(struct daemon *d);
+
 /* window.c: trace windows. */
 struct window;
-void window_op(struct daemon *d, struct conn *conn, const char *op, json_object *req);
+/* The window ops of control.c's op table; each replies on conn, now or
+ * once the window's flushes and trace writing are done. */
+void window_op_prepare(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_begin(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_start(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_end(struct daemon *d, struct conn *conn, json_object *req);
+void window_op_list(struct daemon *d, struct conn *conn, json_object *req);
 /* A session finished its hello: a matching open window takes it in. */
 void window_session_joined(struct daemon *d, struct session *s);
 void window_session_gone(struct daemon *d, struct session *s);
 /* Fails every open window and frees them (shutdown). */
 void window_shutdown(struct daemon *d);
-json_object *window_list(struct daemon *d, const struct conn *conn);
 
 #endif

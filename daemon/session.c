@@ -186,7 +186,7 @@ static void after_work_cb(uv_work_t *w, int status)
     s->work_len = 0;
     agg_counters(s);
     if (s->conn)
-        control_flush_progress(s->d, s, 0, 0);
+        flush_progress(s->d, s, 0, 0);
     start_work(s);
     session_maybe_free(s);
 }
@@ -523,7 +523,7 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
                  "is traced again", s->id, (int)s->peer.pid);
     s->cupti_taken = (f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) != 0;
     agg_counters(s);
-    control_flush_progress(s->d, s, f.flush_id, 0);
+    flush_progress(s->d, s, f.flush_id, 0);
 }
 
 /* The shim's last totals (optional body): drops CUPTI counted after its
@@ -621,7 +621,7 @@ static void on_conn_close(struct conn *c)
     uv_timer_stop(&s->flush_timer);
     if (!uv_is_closing((uv_handle_t *)&s->flush_timer))
         uv_close((uv_handle_t *)&s->flush_timer, on_timer_closed);
-    control_flush_progress(s->d, s, 0, 1);
+    flush_progress(s->d, s, 0, 1);
     window_session_gone(s->d, s);
     /* Buffers already announced are still archived: the mapping outlives
      * the producer.  The session is freed once its queue is written. */

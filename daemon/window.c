@@ -451,7 +451,6 @@ static void end_window(struct window *w)
 }
 
 static void on_timer(uv_timer_t *t);
-static void end_window(struct window *w);
 
 static void started(struct daemon *d, void *ud, json_object *result)
 {
@@ -495,8 +494,13 @@ static void on_timer(uv_timer_t *t)
         end_window(w);
 }
 
-/* ---- ops ------------------------------------------------------------------ */
+/* ---- ops ------------------------------------------------------------------
+ * Called from control.c's op table, which lets any user call them: a caller
+ * that is not an operator (conn->restricted) opens windows over its own
+ * processes only, and finds, ends and lists only the windows it opened. */
 
+/* A window an operator opened has owner_uid -1, so that it is never shown
+ * to a user who is not one. */
 static int may_see(const struct conn *conn, const struct window *w)
 {
     return !conn->restricted || w->owner_uid == (int64_t)conn->peer.uid;
@@ -523,7 +527,7 @@ static struct window *find_window(struct daemon *d, const struct conn *conn, jso
     return NULL;
 }
 
-static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
+static void prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
 {
     char why[2048];
     struct window *w = calloc(1, sizeof *w);
@@ -670,7 +674,7 @@ static void op_prepare(struct daemon *d, struct conn *conn, json_object *req, in
     start_window(w);
 }
 
-static void op_start(struct daemon *d, struct conn *conn, json_object *req)
+void window_op_start(struct daemon *d, struct conn *conn, json_object *req)
 {
     char why[200];
     struct window *w = find_window(d, conn, req, why, sizeof why);
@@ -688,7 +692,7 @@ static void op_start(struct daemon *d, struct conn *conn, json_object *req)
     start_window(w);
 }
 
-static void op_end(struct daemon *d, struct conn *conn, json_object *req)
+void window_op_end(struct daemon *d, struct conn *conn, json_object *req)
 {
     char why[200];
     struct window *w = find_window(d, conn, req, why, sizeof why);
@@ -715,32 +719,26 @@ static void op_end(struct daemon *d, struct conn *conn, json_object *req)
     end_window(w);
 }
 
-void window_op(struct daemon *d, struct conn *conn, const char *op, json_object *req)
+void window_op_prepare(struct daemon *d, struct conn *conn, json_object *req)
 {
-    if (strcmp(op, "window_prepare") == 0)
-        op_prepare(d, conn, req, 0);
-    else if (strcmp(op, "window_begin") == 0)
-        op_prepare(d, conn, req, 1);
-    else if (strcmp(op, "window_start") == 0)
-        op_start(d, conn, req);
-    else if (strcmp(op, "window_end") == 0)
-        op_end(d, conn, req);
-    else if (strcmp(op, "windows") == 0) {
-        json_object *o = window_list(d, conn);
-        conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
-        json_object_put(o);
-    } else
-        send_err(conn, "EOPNOTSUPP", "unknown window op \"%s\"", op);
+    prepare(d, conn, req, 0);
 }
 
-json_object *window_list(struct daemon *d, const struct conn *conn)
+void window_op_begin(struct daemon *d, struct conn *conn, json_object *req)
+{
+    prepare(d, conn, req, 1);
+}
+
+void window_op_list(struct daemon *d, struct conn *conn, json_object *req)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
+    (void)req;
     for (struct window *w = d->windows; w; w = w->next)
         if (may_see(conn, w))
             json_object_array_add(a, window_json(w));
     json_object_object_add(o, "windows", a);
-    return o;
+    conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, o);
+    json_object_put(o);
 }
 
 void window_session_joined(struct daemon *d, struct session *s)

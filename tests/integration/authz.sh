@@ -25,6 +25,31 @@ nctl status --json > "$T/nstatus.json" || fail "nobody cannot ask for status"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sessions"]; assert [x["pid"] for x in s]==[int(sys.argv[2])], s' \
     "$T/nstatus.json" "$nobodypid" || fail "nobody sees other users' sessions: $(cat "$T/nstatus.json")"
 nctl flush --forced | grep -q "1 of 1 session" || fail "nobody's flush reached other sessions"
+# The op list is filtered by the caller's rights too: nobody is offered the
+# ops of daemon/control.c's table that anyone may call, and no other; an
+# operator's op is refused with the reason, and logged.
+anyone=$(sed -n '/^static const struct ctl_op ctl_ops\[\] = {$/,/^};$/p' "$top_srcdir/daemon/control.c" |
+         sed -n 's/^ *{"\([a-z_]*\)", [a-z_]*, CTL_ANYONE, .*},$/\1/p')
+[ "$(echo $anyone | wc -w)" -ge 5 ] || fail "found only '$(echo $anyone)' in daemon/control.c's op table: the pattern is stale"
+# The request is sent by python3, and the first one on PATH may sit where
+# nobody cannot reach it (pyenv under /root).
+npython=
+for p in $(type -ap python3); do
+    if as_nobody "$p" -c pass 2>/dev/null; then npython=$p; break; fi
+done
+if [ -n "$npython" ]; then
+    listed=$(AS=as_nobody AS_PYTHON=$npython known_ops) || fail "nobody's reply to an unknown op is not as expected"
+    [ "$(echo $listed)" = "$(echo $anyone)" ] ||
+        fail "nobody is offered the ops '$(echo $listed)', not the ones anyone may call: '$(echo $anyone)'"
+else
+    echo "note: no python3 on PATH that nobody may run; nobody's op list is not checked"
+fi
+set +e
+out=$(nctl reload 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q 'uid 65534 may not use the op "reload"' ||
+    fail "nobody's reload was not refused: $rc $out"
+grep -q "refused: uid 65534 pid [0-9]* asked for reload" "$T/daemon.log" || fail "the refused reload was not logged"
 set +e
 out=$(nctl begin-window --pid "$rootpid" 2>&1); rc=$?
 set -e

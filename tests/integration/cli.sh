@@ -53,7 +53,36 @@ out=$("$CTL" frobnicate 2>&1); rc=$?
 set -e
 [ $rc -eq 2 ] && echo "$out" | grep -q "unknown command 'frobnicate'" || fail "unknown command: $rc $out"
 
+# The daemon's op table (daemon/control.c, one row a line) against
+# cuptimonctl's command table (cli/main.c, whose op column is the request a
+# command sends): every op is sent by some command or says, in the row's
+# last column, who else sends it; an op that a command sends is not also
+# called internal; and every op a command sends is one the daemon knows.
+optable=$(sed -n '/^static const struct ctl_op ctl_ops\[\] = {$/,/^};$/p' "$top_srcdir/daemon/control.c")
+ops=$(echo "$optable" | sed -n 's/^ *{"\([a-z_]*\)", [a-z_]*, CTL_[A-Z]*, .*},$/\1/p')
+internal=$(echo "$optable" | sed -n 's/^ *{"\([a-z_]*\)", [a-z_]*, CTL_[A-Z]*, "[^"][^"]*"},$/\1/p')
+[ "$(echo $ops | wc -w)" -ge 10 ] || fail "found only '$(echo $ops)' in daemon/control.c's op table: the pattern is stale"
+cliops=$(sed -n '/^static const struct command commands\[\] = {$/,/^};$/p' "$top_srcdir/cli/main.c" |
+         sed -n 's/^ *{"[a-z-]*", [a-z_]*, "\([a-z_]*\)"},$/\1/p')
+[ "$(echo $cliops | wc -w)" -ge 8 ] || fail "found only '$(echo $cliops)' in cli/main.c's command table: the pattern is stale"
+for op in $ops; do
+    sent=0; for c in $cliops; do [ "$c" = "$op" ] && sent=1; done
+    says=0; for i in $internal; do [ "$i" = "$op" ] && says=1; done
+    [ $sent = 1 ] || [ $says = 1 ] ||
+        fail "no cuptimonctl command sends the op $op and its row in daemon/control.c does not say who does"
+    [ $sent = 0 ] || [ $says = 0 ] ||
+        fail "the op $op is sent by a cuptimonctl command, yet daemon/control.c calls it internal"
+done
+for c in $cliops; do
+    echo " $(echo $ops) " | grep -q " $c " || fail "cuptimonctl sends the op $c, which is not in the daemon's op table"
+done
+
 start_daemon
+# The daemon's "unknown op" reply is made from the table: an operator (this
+# test's user is the daemon's) is told exactly the table's ops, in order.
+listed=$(known_ops) || fail "the daemon's reply to an unknown op is not as expected"
+[ "$(echo $listed)" = "$(echo $ops)" ] ||
+    fail "the daemon's unknown-op reply lists '$(echo $listed)', its op table '$(echo $ops)'"
 # A second daemon on the same sockets refuses to start and says why.
 set +e
 out=$("$CUPTIMOND" --socket "$CUPTIMON_SOCKET" --control-socket "$CUPTIMON_CONTROL_SOCKET" \

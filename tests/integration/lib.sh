@@ -68,6 +68,45 @@ stop_daemon() {
     fail "cuptimond did not stop within 10 s of SIGTERM"
 }
 
+# ctl_request JSON: sends JSON as one control request, framed as
+# cuptimonctl frames it, for requests cuptimonctl never sends; prints the
+# reply as "ok BODY" or "error BODY".  $AS, when set, is a command to run
+# it under (another user), and $AS_PYTHON the python3 that user can run.
+ctl_request() {
+    ${AS:-} "${AS_PYTHON:-python3}" - "$CUPTIMON_CONTROL_SOCKET" "$1" <<'PY'
+import socket, struct, sys
+hdr = struct.Struct("<IHHII")  # magic, version, type, length, flags
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(sys.argv[1])
+body = sys.argv[2].encode()
+s.sendall(hdr.pack(0x4D545043, 1, 0x0401, len(body), 0) + body)
+def recv(n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            sys.exit("the daemon closed the connection without a reply")
+        b += c
+    return b
+_, _, typ, n, _ = hdr.unpack(recv(hdr.size))
+print({0x0501: "ok", 0x0502: "error"}.get(typ, hex(typ)), recv(n).decode())
+PY
+}
+
+# known_ops: the ops that the daemon's "unknown op" reply lists to this
+# caller (as $AS, see ctl_request), separated by spaces.
+known_ops() {
+    ctl_request '{"op":"no-such-op"}' | python3 -c '
+import json, re, sys
+kind, _, body = sys.stdin.read().partition(" ")
+r = json.loads(body)
+assert kind == "error" and r["error"] == "EOPNOTSUPP", (kind, r)
+m = re.search(r"\(known: (.*)\)$", r["message"])
+assert m, r["message"]
+print(m.group(1).replace(",", ""))'
+}
+
 # workload ARGS...: the test workload under the shim, injected the way the
 # CUDA driver does it (CUDA_INJECTION64_PATH).
 workload() {
