@@ -35,6 +35,7 @@ enum key_type {
     T_COUNT,   /* integer */
     T_GROUP,   /* group name or gid, null = none */
     T_LEVEL,   /* syslog level name */
+    T_BOOL,    /* int 0/1; JSON true/false, or text yes/no/true/false */
 };
 
 struct key {
@@ -44,7 +45,8 @@ struct key {
     size_t size; /* T_PATH: the char array's size; numbers: the field's size */
     double min, max;
     unsigned flags;
-    const char *note; /* appended to the range in error messages */
+    const char *note; /* appended to the range in error messages; for a T_PATH,
+                       * what null stands for */
 };
 
 #define F_WHOLE 1u /* T_SECONDS stored as uint64_t: whole seconds only */
@@ -70,6 +72,9 @@ static const struct key keys[] = {
     {"log_level", T_LEVEL, FIELD(log_level), 0, 0, 0, NULL},
     {"shim_pool_slots", T_COUNT, FIELD(shim_pool_slots), 2, 4096, 0, NULL},
     {"shim_slot_size", T_SIZE, FIELD(shim_slot_size), 64 << 10, 256 << 20, F_PAGE, NULL},
+    {"aggregate", T_BOOL, FIELD(aggregate), 0, 0, 0, NULL},
+    {"metrics_file", T_PATH, FIELD(metrics_file), 0, 0, 0, "none"},
+    {"metrics_interval_s", T_SECONDS, FIELD(metrics_interval_s), 1, 3600, 0, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -90,6 +95,8 @@ void cuptimon__config_defaults(struct cuptimon_config *c)
     c->log_level = LOG_INFO;
     c->shim_pool_slots = 16;
     c->shim_slot_size = 4ull << 20;
+    c->aggregate = 1;
+    c->metrics_interval_s = 15.0;
 }
 
 int cuptimon__config_default_path(char *out, size_t len)
@@ -150,8 +157,8 @@ static void allowed(char *out, size_t len, const struct key *k)
     fmt_bound(hi, sizeof hi, k, k->max);
     switch (k->type) {
     case T_PATH:
-        snprintf(out, len, "is not an absolute path of at most %zu bytes (or null for the default)",
-                 k->size - 1);
+        snprintf(out, len, "is not an absolute path of at most %zu bytes (or null for %s)",
+                 k->size - 1, k->note ? k->note : "the default");
         break;
     case T_SECONDS:
         snprintf(out, len,
@@ -178,6 +185,10 @@ static void allowed(char *out, size_t len, const struct key *k)
         break;
     case T_LEVEL:
         snprintf(out, len, "is not a log level: use err, warning, notice, info or debug");
+        break;
+    case T_BOOL:
+        snprintf(out, len, "is not a yes or no: use true or false (or the strings \"yes\" or "
+                           "\"no\")");
         break;
     }
 }
@@ -331,9 +342,9 @@ static int resolve_group(const char *name, gid_t *gid)
 }
 
 /* A value as the key's parser sees it: text (from the command line or a
- * JSON string), a JSON number, or JSON null. */
+ * JSON string), a JSON number, a JSON boolean (in is_int), or JSON null. */
 struct value {
-    enum { V_NULL, V_TEXT, V_NUMBER, V_OTHER } kind;
+    enum { V_NULL, V_TEXT, V_NUMBER, V_BOOL, V_OTHER } kind;
     const char *text;
     size_t text_len;
     double number;
@@ -397,6 +408,21 @@ static int apply(struct cuptimon_config *c, const struct key *k, const struct va
         int level = v->kind == V_TEXT ? cuptimon__log_level_parse(v->text) : -1;
         if (level >= 0) {
             c->log_level = level;
+            return 0;
+        }
+        break;
+    }
+    case T_BOOL: {
+        int yes = -1;
+        const char *t = v->kind == V_TEXT && strlen(v->text) == v->text_len ? v->text : "";
+        if (v->kind == V_BOOL)
+            yes = v->is_int;
+        else if (strcmp(t, "yes") == 0 || strcmp(t, "true") == 0)
+            yes = 1;
+        else if (strcmp(t, "no") == 0 || strcmp(t, "false") == 0)
+            yes = 0;
+        if (yes >= 0) {
+            memcpy(field, &yes, sizeof yes);
             return 0;
         }
         break;
@@ -481,6 +507,10 @@ static void value_from_json(struct value *v, json_object *o)
         v->is_int = v->number > -9e15 && v->number < 9e15 &&
                     v->number == (double)(int64_t)v->number;
         v->i64 = v->is_int ? (int64_t)v->number : 0;
+        break;
+    case json_type_boolean:
+        v->kind = V_BOOL;
+        v->is_int = json_object_get_boolean(o) ? 1 : 0;
         break;
     default:
         v->kind = V_OTHER;
@@ -768,6 +798,12 @@ char *cuptimon__config_dump(const struct cuptimon_config *c)
         case T_LEVEL:
             v = json_object_new_string(level_names[c->log_level & 7]);
             break;
+        case T_BOOL: {
+            int yes;
+            memcpy(&yes, field, sizeof yes);
+            v = json_object_new_boolean(yes);
+            break;
+        }
         case T_SECONDS:
             v = k->flags & F_WHOLE ? json_object_new_int64((int64_t)u64) : seconds_json(d);
             break;

@@ -2,7 +2,7 @@
  * cuptimond's configuration file: /etc/cuptimon/cuptimond.conf, one JSON
  * object (json-c; comments are allowed), every key optional.  The keys,
  * their defaults, units and ranges are documented in cuptimond.conf(5) and
- * listed once, in the key table of config.c.
+ * listed once, in the key table of conf.c.
  *
  * The daemon's order is: defaults, then the file, then the command line.
  * On SIGHUP it loads the file into a fresh struct (defaults + file), applies
@@ -52,6 +52,12 @@ struct cuptimon_config {
     /* Pool geometry the daemon will suggest to shims (not sent yet). */
     uint32_t shim_pool_slots;
     uint64_t shim_slot_size;
+
+    /* Live per-kernel aggregates, for `cuptimonctl top` and the metrics
+     * file.  Read at startup only, like the paths. */
+    int aggregate;               /* 1 = keep them (the default), 0 = off */
+    char metrics_file[512];      /* Prometheus text file, "" = none */
+    double metrics_interval_s;   /* how often metrics_file is rewritten */
 };
 
 /* Fills in every default. */
@@ -77,8 +83,8 @@ int cuptimon__config_default_path(char *out, size_t len);
 int cuptimon__config_load(const char *path, struct cuptimon_config *c, char **err);
 
 /* Sets one key from text, the way a command-line option gives it (numbers,
- * sizes like "64M", durations like "7d", names; "" or "none" clears a path
- * or the group).  Returns 0, or -EINVAL with *err naming the key, the value
+ * sizes like "64M", durations like "7d", names, yes/no; "" clears a path,
+ * "" or "none" the group).  Returns 0, or -EINVAL with *err naming the key, the value
  * and what is allowed; -ENOENT with *err listing the known keys when key is
  * not one.  On failure *c is unchanged. */
 int cuptimon__config_set(struct cuptimon_config *c, const char *key, const char *value,

@@ -121,6 +121,8 @@ struct session {
     struct session *next;
 };
 
+/* The running values the daemon's parts read, taken from the effective
+ * configuration (struct daemon's conf) with the built-in paths filled in. */
 struct daemon_config {
     char socket_path[108];
     char control_path[108];
@@ -128,14 +130,21 @@ struct daemon_config {
     double flush_period_s;
     uint64_t segment_bytes;
     int compress_level;
-    int log_level;
     double flush_timeout_s;
     uint64_t window_max_events;
     long control_gid; /* members may control the daemon fully; -1: none */
-    int aggregate;             /* live aggregates for top and metrics */
-    char metrics_file[512];    /* "" = none */
-    double metrics_interval_s;
 };
+
+/* A configuration key given on the command line.  It is applied over the
+ * file with cuptimon__config_set at startup and again at every reload, so
+ * that it keeps winning over the file.  The strings are argv's. */
+struct daemon_cli_key {
+    const char *option; /* the long option, for messages */
+    const char *key;
+    const char *value;
+};
+
+#define DAEMON_MAX_CLI_KEYS 16
 
 struct daemon {
     uv_loop_t *loop;
@@ -163,7 +172,9 @@ struct daemon {
 
     /* configuration file and retention */
     char conf_path[512];
-    unsigned given; /* CFG_* set on the command line: they win over the file */
+    struct cuptimon_config conf; /* in effect: defaults, file, command line */
+    struct daemon_cli_key cli[DAEMON_MAX_CLI_KEYS];
+    size_t ncli;
     uint64_t archive_max_bytes, archive_max_age_s;
     double retention_period_s;
     uv_timer_t retention_timer;
@@ -172,11 +183,6 @@ struct daemon {
     struct cuptimon_live_set live;
     struct cuptimon_retention_stats last_sweep;
     int64_t last_sweep_ns;
-};
-
-enum {
-    CFG_SOCKET = 1 << 0, CFG_CONTROL = 1 << 1, CFG_OUTPUT = 1 << 2, CFG_FLUSH = 1 << 3,
-    CFG_SEGMENT = 1 << 4, CFG_ZLEVEL = 1 << 5, CFG_LOG = 1 << 6, CFG_GROUP = 1 << 7,
 };
 
 /* main.c: re-reads the configuration file; 0, or -errno with *err set (the

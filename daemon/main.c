@@ -8,9 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
-#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +57,7 @@ static void usage(FILE *f)
 "  -f, --flush-period=SECONDS periodic non-forced flush of every session,\n"
 "                             staggered over the period; 0 = never (default 1)\n"
 "      --segment-size=BYTES   rotate archive segments past this size, with an\n"
-"                             optional K/M/G suffix (default 64M)\n"
+"                             optional K/M/G/T suffix, 1M..64G (default 64M)\n"
 "  -z, --compress-level=N     zstd level for archive chunks, 0 = store raw\n"
 "                             (default 1)\n"
 "  -l, --log-level=LEVEL      err, warning, notice, info or debug (default info)\n"
@@ -87,26 +86,6 @@ static void usage(FILE *f)
 "Signals: SIGTERM and SIGINT flush every session, finish writing and exit;\n"
 "SIGHUP re-reads the configuration (a bad one is reported and the old kept).\n"
 "Logs go to standard error.  See cuptimond(8).\n");
-}
-
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -EINVAL;
-    unsigned long long mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    default: break;
-    }
-    if (*end || v > ULLONG_MAX / mul)
-        return -EINVAL;
-    *out = v * mul;
-    return 0;
 }
 
 static int default_output_dir(char *out, size_t len)
@@ -249,52 +228,110 @@ static void on_watchdog(uv_timer_t *t)
     sd_notifyf(0, "WATCHDOG=1\nSTATUS=%zu sessions", session_count(d));
 }
 
-/* Takes the file's values for what the command line did not set.  Paths
- * only at startup: moving sockets or the archive needs a restart. */
-static void apply_config(struct daemon *d, const struct cuptimon_config *c, int startup)
+/* ---- configuration -------------------------------------------------------- */
+
+static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_err(char **err, const char *fmt, ...)
 {
-    if (startup) {
-        if (!(d->given & CFG_SOCKET) && c->socket[0])
-            snprintf(d->cfg.socket_path, sizeof d->cfg.socket_path, "%s", c->socket);
-        if (!(d->given & CFG_CONTROL) && c->control_socket[0])
-            snprintf(d->cfg.control_path, sizeof d->cfg.control_path, "%s", c->control_socket);
-        if (!(d->given & CFG_OUTPUT) && c->output_dir[0])
-            snprintf(d->cfg.output_dir, sizeof d->cfg.output_dir, "%s", c->output_dir);
-    } else if ((!(d->given & CFG_SOCKET) && c->socket[0] &&
-                strcmp(c->socket, d->cfg.socket_path) != 0) ||
-               (!(d->given & CFG_OUTPUT) && c->output_dir[0] &&
-                strcmp(c->output_dir, d->cfg.output_dir) != 0)) {
-        log_warn("config", "socket and output_dir changes take effect at the next restart");
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}
+
+/* The effective configuration: defaults, then the file, then the keys given
+ * on the command line, then the checks across keys.  Startup and every
+ * reload take the same steps, so that an option keeps winning over the
+ * file.  Returns 0; -ENOENT when there is no file (*c then holds the
+ * defaults and the options); any other -errno with *err, a malloc'd
+ * message, set (*err is NULL on entry). */
+static int config_read(const struct daemon *d, struct cuptimon_config *c, char **err)
+{
+    char *kerr = NULL;
+    int rc;
+    cuptimon__config_defaults(c);
+    int file_rc = d->conf_path[0] ? cuptimon__config_load(d->conf_path, c, err) : -ENOENT;
+    if (file_rc < 0 && file_rc != -ENOENT)
+        return file_rc;
+    for (size_t i = 0; i < d->ncli; i++) {
+        if ((rc = cuptimon__config_set(c, d->cli[i].key, d->cli[i].value, &kerr)) < 0) {
+            set_err(err, "--%s: %s", d->cli[i].option, kerr ? kerr : strerror(-rc));
+            free(kerr);
+            return rc;
+        }
     }
-    if (!(d->given & CFG_FLUSH))
-        d->cfg.flush_period_s = c->flush_period_s;
-    if (!(d->given & CFG_SEGMENT))
-        d->cfg.segment_bytes = c->segment_size;
-    if (!(d->given & CFG_ZLEVEL))
-        d->cfg.compress_level = c->compress_level;
-    if (!(d->given & CFG_LOG))
-        cuptimon__log_init(c->log_level);
-    if (!(d->given & CFG_GROUP))
-        d->cfg.control_gid = c->has_control_gid ? (long)c->control_gid : -1;
+    /* The file was checked on its own; the options may upset it (a
+     * --segment-size above the file's archive_max_bytes). */
+    if (d->ncli > 0 && (rc = cuptimon__config_check(c, &kerr)) < 0) {
+        set_err(err, "the command line's options over %s: %s",
+                file_rc == 0 ? d->conf_path : "the defaults", kerr ? kerr : strerror(-rc));
+        free(kerr);
+        return rc;
+    }
+    return file_rc;
+}
+
+/* Puts c in effect for the values the running daemon reads.  The paths and
+ * the aggregates are taken once, at startup (resolve_paths, start_loop). */
+static void use_config(struct daemon *d, const struct cuptimon_config *c)
+{
+    d->conf = *c;
+    cuptimon__log_init(c->log_level);
+    d->cfg.flush_period_s = c->flush_period_s;
+    d->cfg.segment_bytes = c->segment_size;
+    d->cfg.compress_level = c->compress_level;
+    d->cfg.control_gid = c->has_control_gid ? (long)c->control_gid : -1;
     d->cfg.flush_timeout_s = c->flush_timeout_s;
     d->cfg.window_max_events = c->window_max_events;
     d->archive_max_bytes = c->archive_max_bytes;
     d->archive_max_age_s = c->archive_max_age_s;
     d->retention_period_s = c->retention_period_s;
-    if (!startup && uv_is_active((uv_handle_t *)&d->retention_timer))
+    /* Before the loop runs the timers are not started yet (a zeroed handle
+     * is not active); start_loop reads the periods itself then. */
+    if (uv_is_active((uv_handle_t *)&d->retention_timer))
         uv_timer_set_repeat(&d->retention_timer, (uint64_t)(d->retention_period_s * 1000));
+    if (uv_is_active((uv_handle_t *)&d->metrics_timer))
+        uv_timer_set_repeat(&d->metrics_timer, (uint64_t)(c->metrics_interval_s * 1000));
+}
+
+/* The sockets and the archive directory are open, and the aggregates are
+ * set up (or not) before the first producer connects: a reload that changes
+ * one of those keys says so and keeps the running value. */
+static void keep_startup_keys(const struct cuptimon_config *run, struct cuptimon_config *c)
+{
+    char changed[128] = "";
+#define KEEP_STR(f)                                                                                \
+    if (strcmp(run->f, c->f) != 0) {                                                               \
+        snprintf(changed + strlen(changed), sizeof changed - strlen(changed), "%s%s",              \
+                 changed[0] ? ", " : "", #f);                                                      \
+        memcpy(c->f, run->f, sizeof c->f);                                                         \
+    }
+    KEEP_STR(socket)
+    KEEP_STR(control_socket)
+    KEEP_STR(output_dir)
+    KEEP_STR(metrics_file)
+#undef KEEP_STR
+    if (run->aggregate != c->aggregate) {
+        snprintf(changed + strlen(changed), sizeof changed - strlen(changed), "%saggregate",
+                 changed[0] ? ", " : "");
+        c->aggregate = run->aggregate;
+    }
+    if (changed[0])
+        log_warn("config", "changes to %s take effect at the next restart", changed);
 }
 
 int daemon_reload(struct daemon *d, char **err)
 {
     struct cuptimon_config c;
-    cuptimon__config_defaults(&c);
-    int rc = d->conf_path[0] ? cuptimon__config_load(d->conf_path, &c, err) : -ENOENT;
+    int rc = config_read(d, &c, err);
     if (rc < 0 && rc != -ENOENT) {
         log_err("config", "reload: %s; keeping the running configuration", *err ? *err : "failed");
         return rc;
     }
-    apply_config(d, &c, 0);
+    keep_startup_keys(&d->conf, &c);
+    use_config(d, &c);
     log_notice("config", "reloaded %s%s", d->conf_path[0] ? d->conf_path : "(defaults)",
                rc == -ENOENT ? " (not found: defaults)" : "");
     return 0;
@@ -378,12 +415,12 @@ void daemon_wrote(struct daemon *d, uint64_t bytes)
 static void on_metrics_timer(uv_timer_t *t)
 {
     struct daemon *d = t->data;
-    int rc = cuptimon__agg_write_prometheus(d->agg, d->cfg.metrics_file);
+    int rc = cuptimon__agg_write_prometheus(d->agg, d->conf.metrics_file);
     if (rc < 0 && !d->metrics_failing)
         log_err("metrics", "cannot write %s: %s; retrying every %g s (still serving)",
-                d->cfg.metrics_file, strerror(-rc), d->cfg.metrics_interval_s);
+                d->conf.metrics_file, strerror(-rc), d->conf.metrics_interval_s);
     else if (rc == 0 && d->metrics_failing)
-        log_notice("metrics", "writing %s again", d->cfg.metrics_file);
+        log_notice("metrics", "writing %s again", d->conf.metrics_file);
     d->metrics_failing = rc < 0;
 }
 
@@ -469,7 +506,7 @@ static void on_signal(uv_signal_t *h, int signum)
          * would be exported as if they still ran). */
         uv_timer_stop(&d->metrics_timer);
         uv_close((uv_handle_t *)&d->metrics_timer, NULL);
-        unlink(d->cfg.metrics_file);
+        unlink(d->conf.metrics_file);
     }
     uv_signal_stop(&d->sig_hup);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
@@ -484,133 +521,133 @@ static void on_signal(uv_signal_t *h, int signum)
         finish_stop(d);
 }
 
-int main(int argc, char **argv)
+/* ---- command line, startup and shutdown ----------------------------------- */
+
+static const struct option opts[] = {
+    {"socket", required_argument, NULL, 's'},
+    {"control-socket", required_argument, NULL, 'c'},
+    {"output-dir", required_argument, NULL, 'o'},
+    {"flush-period", required_argument, NULL, 'f'},
+    {"segment-size", required_argument, NULL, 'S'},
+    {"compress-level", required_argument, NULL, 'z'},
+    {"log-level", required_argument, NULL, 'l'},
+    {"control-group", required_argument, NULL, 'g'},
+    {"no-aggregate", no_argument, NULL, 'A'},
+    {"metrics-file", required_argument, NULL, 'M'},
+    {"metrics-interval", required_argument, NULL, 'I'},
+    {"config", required_argument, NULL, 'C'},
+    {"check-config", no_argument, NULL, 'K'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The options that set a configuration key.  Each goes through
+ * cuptimon__config_set, so that its value is checked by the same rule, in
+ * the same place, as the file's. */
+static const struct opt_key {
+    int opt;
+    const char *key;
+    const char *value; /* NULL: the option's argument */
+    int relative_ok;   /* a relative path is taken from the working directory */
+} opt_keys[] = {
+    {'s', "socket", NULL, 1},
+    {'c', "control_socket", NULL, 1},
+    {'o', "output_dir", NULL, 1},
+    {'f', "flush_period_s", NULL, 0},
+    {'S', "segment_size", NULL, 0},
+    {'z', "compress_level", NULL, 0},
+    {'l', "log_level", NULL, 0},
+    {'g', "control_group", NULL, 0},
+    {'A', "aggregate", "no", 0},
+    {'M', "metrics_file", NULL, 0},
+    {'I', "metrics_interval_s", NULL, 0},
+};
+#define NOPT_KEYS (sizeof opt_keys / sizeof opt_keys[0])
+_Static_assert(NOPT_KEYS <= DAEMON_MAX_CLI_KEYS, "struct daemon has a slot for each key option");
+
+/* --socket, --control-socket and --output-dir have always accepted a path
+ * relative to the working directory (the daemon never changes it), but the
+ * keys hold absolute paths, as the file and --check-config show them.  The
+ * joined paths live here, one per option, for as long as d->cli does. */
+static char abs_paths[NOPT_KEYS][1024];
+
+struct cmdline {
+    int check_config;
+    int conf_explicit;
+};
+
+/* main's answer to parse_args: start the daemon. */
+#define RUN (-1)
+
+static const char *long_name(int opt)
 {
-    static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'},
-        {"control-socket", required_argument, NULL, 'c'},
-        {"output-dir", required_argument, NULL, 'o'},
-        {"flush-period", required_argument, NULL, 'f'},
-        {"segment-size", required_argument, NULL, 'S'},
-        {"compress-level", required_argument, NULL, 'z'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"control-group", required_argument, NULL, 'g'},
-        {"no-aggregate", no_argument, NULL, 'A'},
-        {"metrics-file", required_argument, NULL, 'M'},
-        {"metrics-interval", required_argument, NULL, 'I'},
-        {"config", required_argument, NULL, 'C'},
-        {"check-config", no_argument, NULL, 'K'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    struct daemon d = {.listen_fd = -1, .control_fd = -1};
-    char rundir[256];
-    int rc, opt, level = LOG_INFO, check_config = 0, conf_explicit = 0;
-    d.cfg.flush_period_s = 1.0;
-    d.cfg.segment_bytes = 64ull << 20;
-    d.cfg.compress_level = 1;
-    d.cfg.flush_timeout_s = 5.0;
-    d.cfg.window_max_events = 50000000;
-    d.cfg.control_gid = -1;
-    d.cfg.aggregate = 1;
-    d.cfg.metrics_interval_s = 15;
+    for (const struct option *o = opts; o->name; o++)
+        if (o->val == opt)
+            return o->name;
+    return "?";
+}
+
+/* Checks one key option's value on a scratch configuration, so that a bad
+ * value is a usage error before any file is read, and records it in
+ * d->cli.  Returns 0 or -errno after saying why. */
+static int add_cli_key(struct daemon *d, const struct opt_key *k, const char *arg)
+{
+    const char *value = k->value ? k->value : arg;
+    char cwd[512], *err = NULL;
+    if (k->relative_ok && value[0] && value[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        char *abs = abs_paths[k - opt_keys];
+        /* A path too long to join (or no readable working directory) leaves
+         * it relative; the key then refuses it, naming it. */
+        if (snprintf(abs, sizeof abs_paths[0], "%s/%s", cwd, value) < (int)sizeof abs_paths[0])
+            value = abs;
+    }
+    struct cuptimon_config scratch;
+    cuptimon__config_defaults(&scratch);
+    int rc = cuptimon__config_set(&scratch, k->key, value, &err);
+    if (rc < 0) {
+        fprintf(stderr, "cuptimond: --%s: %s\n", long_name(k->opt), err ? err : strerror(-rc));
+        free(err);
+        return rc;
+    }
+    /* A repeated option replaces its earlier value: the last one counts. */
+    size_t i = 0;
+    while (i < d->ncli && strcmp(d->cli[i].key, k->key) != 0)
+        i++;
+    d->cli[i] = (struct daemon_cli_key){long_name(k->opt), k->key, value};
+    if (i == d->ncli)
+        d->ncli++;
+    return 0;
+}
+
+/* Reads the command line into d->cli, d->conf_path and *cl.  Returns RUN,
+ * or the status main exits with: 0 after --help or --version, 2 for bad
+ * usage. */
+static int parse_args(struct daemon *d, int argc, char **argv, struct cmdline *cl)
+{
+    int opt;
     while ((opt = getopt_long(argc, argv, "s:c:o:f:z:l:g:C:KhV", opts, NULL)) != -1) {
-        char *end;
+        const struct opt_key *k = NULL;
+        for (size_t i = 0; i < NOPT_KEYS && !k; i++)
+            if (opt_keys[i].opt == opt)
+                k = &opt_keys[i];
+        if (k) {
+            if (add_cli_key(d, k, optarg) < 0)
+                return 2;
+            continue;
+        }
         switch (opt) {
-        case 's':
-        case 'c': {
-            d.given |= opt == 's' ? CFG_SOCKET : CFG_CONTROL;
-            char *dst = opt == 's' ? d.cfg.socket_path : d.cfg.control_path;
-            if (strlen(optarg) >= sizeof d.cfg.socket_path || optarg[0] == '\0') {
-                fprintf(stderr, "cuptimond: --%s '%s': a socket path must be 1..%zu bytes\n",
-                        opt == 's' ? "socket" : "control-socket", optarg,
-                        sizeof d.cfg.socket_path - 1);
-                return 2;
-            }
-            strcpy(dst, optarg);
-            break;
-        }
-        case 'o':
-            d.given |= CFG_OUTPUT;
-            if (strlen(optarg) >= 400 || optarg[0] == '\0') {
-                fprintf(stderr, "cuptimond: --output-dir '%s' is empty or too long\n", optarg);
-                return 2;
-            }
-            snprintf(d.cfg.output_dir, sizeof d.cfg.output_dir, "%s", optarg);
-            break;
-        case 'f':
-            d.given |= CFG_FLUSH;
-            d.cfg.flush_period_s = strtod(optarg, &end);
-            if (*end || end == optarg || !(d.cfg.flush_period_s >= 0) ||
-                d.cfg.flush_period_s > 3600) {
-                fprintf(stderr, "cuptimond: --flush-period '%s' is not a number of seconds in "
-                        "0..3600\n", optarg);
-                return 2;
-            }
-            break;
-        case 'S':
-            d.given |= CFG_SEGMENT;
-            if (parse_bytes(optarg, &d.cfg.segment_bytes) < 0 ||
-                d.cfg.segment_bytes < (1u << 20)) {
-                fprintf(stderr, "cuptimond: --segment-size '%s' must be a size of at least 1M "
-                        "(e.g. 64M)\n", optarg);
-                return 2;
-            }
-            break;
-        case 'z':
-            d.given |= CFG_ZLEVEL;
-            d.cfg.compress_level = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || d.cfg.compress_level < 0 || d.cfg.compress_level > 19) {
-                fprintf(stderr, "cuptimond: --compress-level '%s' must be 0..19\n", optarg);
-                return 2;
-            }
-            break;
-        case 'l':
-            d.given |= CFG_LOG;
-            if ((level = cuptimon__log_level_parse(optarg)) < 0) {
-                fprintf(stderr, "cuptimond: --log-level '%s': use err, warning, notice, info "
-                        "or debug\n", optarg);
-                return 2;
-            }
-            break;
-        case 'g': {
-            d.given |= CFG_GROUP;
-            struct group *gr = getgrnam(optarg);
-            if (!gr) {
-                fprintf(stderr, "cuptimond: --control-group '%s': no such group\n", optarg);
-                return 2;
-            }
-            d.cfg.control_gid = (long)gr->gr_gid;
-            break;
-        }
         case 'C':
-            if (snprintf(d.conf_path, sizeof d.conf_path, "%s", optarg) >= (int)sizeof d.conf_path) {
-                fprintf(stderr, "cuptimond: --config '%s' is too long\n", optarg);
+            if (snprintf(d->conf_path, sizeof d->conf_path, "%s", optarg) >=
+                (int)sizeof d->conf_path) {
+                fprintf(stderr, "cuptimond: --config '%s' is too long (at most %zu bytes)\n",
+                        optarg, sizeof d->conf_path - 1);
                 return 2;
             }
-            conf_explicit = 1;
+            cl->conf_explicit = 1;
             break;
         case 'K':
-            check_config = 1;
-            break;
-        case 'A':
-            d.cfg.aggregate = 0;
-            break;
-        case 'M':
-            if (optarg[0] != '/' || strlen(optarg) >= sizeof d.cfg.metrics_file) {
-                fprintf(stderr, "cuptimond: --metrics-file '%s' must be an absolute path\n", optarg);
-                return 2;
-            }
-            snprintf(d.cfg.metrics_file, sizeof d.cfg.metrics_file, "%s", optarg);
-            break;
-        case 'I':
-            d.cfg.metrics_interval_s = strtod(optarg, &end);
-            if (*end || !(d.cfg.metrics_interval_s >= 1 && d.cfg.metrics_interval_s <= 3600)) {
-                fprintf(stderr, "cuptimond: --metrics-interval '%s' must be seconds in 1..3600\n",
-                        optarg);
-                return 2;
-            }
+            cl->check_config = 1;
             break;
         case 'h':
             usage(stdout);
@@ -629,168 +666,231 @@ int main(int argc, char **argv)
                         "Try 'cuptimond --help' for more information.\n", argv[optind]);
         return 2;
     }
-    cuptimon__log_init(level);
-    signal(SIGPIPE, SIG_IGN);
-    /* A file-size limit (ulimit -f, LimitFSIZE=) must fail a write with
-     * EFBIG, counted and logged, not kill the daemon. */
-    signal(SIGXFSZ, SIG_IGN);
+    return RUN;
+}
 
-    /* The configuration file, then the command line on top of it. */
-    struct cuptimon_config conf;
-    char *cerr = NULL;
-    cuptimon__config_defaults(&conf);
-    if (!conf_explicit && cuptimon__config_default_path(d.conf_path, sizeof d.conf_path) < 0)
-        d.conf_path[0] = '\0';
-    rc = d.conf_path[0] ? cuptimon__config_load(d.conf_path, &conf, &cerr) : -ENOENT;
+/* Reads the configuration file and the options into d->conf and puts it in
+ * effect; *found says whether there was a file.  Returns 0 or -errno after
+ * saying why. */
+static int config_start(struct daemon *d, int conf_explicit, int *found)
+{
+    struct cuptimon_config c;
+    char *err = NULL;
+    if (!conf_explicit && cuptimon__config_default_path(d->conf_path, sizeof d->conf_path) < 0)
+        d->conf_path[0] = '\0';
+    int rc = config_read(d, &c, &err);
     if (rc == -ENOENT && conf_explicit) {
-        fprintf(stderr, "cuptimond: --config %s: no such file\n", d.conf_path);
-        return 1;
+        fprintf(stderr, "cuptimond: --config %s: no such file\n", d->conf_path);
+        return rc;
     }
     if (rc < 0 && rc != -ENOENT) {
-        fprintf(stderr, "cuptimond: %s\n", cerr ? cerr : strerror(-rc));
-        free(cerr);
+        fprintf(stderr, "cuptimond: %s\n", err ? err : strerror(-rc));
+        free(err);
+        return rc;
+    }
+    *found = rc == 0;
+    use_config(d, &c);
+    return 0;
+}
+
+/* --check-config: the effective configuration, in the file's format. */
+static int print_config(const struct daemon *d, int found)
+{
+    char *dump = cuptimon__config_dump(&d->conf);
+    if (!dump) {
+        fprintf(stderr, "cuptimond: out of memory\n");
         return 1;
     }
-    apply_config(&d, &conf, 1);
-    if (check_config) {
-        /* The effective configuration: the file's, with the command line's
-         * values where given. */
-        if (d.given & CFG_SOCKET)
-            snprintf(conf.socket, sizeof conf.socket, "%s", d.cfg.socket_path);
-        if (d.given & CFG_CONTROL)
-            snprintf(conf.control_socket, sizeof conf.control_socket, "%s", d.cfg.control_path);
-        if ((d.given & CFG_OUTPUT) &&
-            snprintf(conf.output_dir, sizeof conf.output_dir, "%s", d.cfg.output_dir) >=
-                (int)sizeof conf.output_dir)
-            conf.output_dir[0] = '\0'; /* --output-dir is bounded to 400 bytes above */
-        conf.flush_period_s = d.cfg.flush_period_s;
-        conf.segment_size = d.cfg.segment_bytes;
-        conf.compress_level = d.cfg.compress_level;
-        if (d.given & CFG_LOG)
-            conf.log_level = level;
-        char *dump = cuptimon__config_dump(&conf);
-        printf("# %s%s\n%s\n", d.conf_path[0] ? d.conf_path : "(no configuration file)",
-               rc == -ENOENT ? " (not found: defaults)" : "", dump ? dump : "");
-        free(dump);
-        return 0;
-    }
+    printf("# %s%s\n%s\n", d->conf_path[0] ? d->conf_path : "(no configuration file)",
+           found ? "" : " (not found: defaults)", dump);
+    free(dump);
+    return 0;
+}
 
-    if (cuptimon__default_runtime_dir(rundir, sizeof rundir) < 0) {
+/* Fills in the built-in sockets and output directory where the
+ * configuration has none.  Returns 0 or -errno after saying why. */
+static int resolve_paths(struct daemon *d)
+{
+    struct daemon_config *cfg = &d->cfg;
+    char rundir[256];
+    snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s", d->conf.socket);
+    snprintf(cfg->control_path, sizeof cfg->control_path, "%s", d->conf.control_socket);
+    snprintf(cfg->output_dir, sizeof cfg->output_dir, "%s", d->conf.output_dir);
+    if ((!cfg->socket_path[0] || !cfg->control_path[0]) &&
+        cuptimon__default_runtime_dir(rundir, sizeof rundir) < 0) {
         fprintf(stderr, "cuptimond: cannot work out a runtime directory; pass --socket and "
                         "--control-socket\n");
-        return 1;
+        return -ENOENT;
     }
-    if ((!d.cfg.socket_path[0] &&
-         snprintf(d.cfg.socket_path, sizeof d.cfg.socket_path, "%s/%s", rundir,
-                  CUPTIMON_PRODUCER_SOCKET_NAME) >= (int)sizeof d.cfg.socket_path) ||
-        (!d.cfg.control_path[0] &&
-         snprintf(d.cfg.control_path, sizeof d.cfg.control_path, "%s/%s", rundir,
-                  CUPTIMON_CONTROL_SOCKET_NAME) >= (int)sizeof d.cfg.control_path)) {
+    if ((!cfg->socket_path[0] &&
+         snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s/%s", rundir,
+                  CUPTIMON_PRODUCER_SOCKET_NAME) >= (int)sizeof cfg->socket_path) ||
+        (!cfg->control_path[0] &&
+         snprintf(cfg->control_path, sizeof cfg->control_path, "%s/%s", rundir,
+                  CUPTIMON_CONTROL_SOCKET_NAME) >= (int)sizeof cfg->control_path)) {
         fprintf(stderr, "cuptimond: the runtime directory %s is too long for a socket path; "
                         "pass --socket and --control-socket\n", rundir);
-        return 1;
+        return -ENAMETOOLONG;
     }
-    if (!d.cfg.output_dir[0] && default_output_dir(d.cfg.output_dir, sizeof d.cfg.output_dir) < 0) {
+    if (!cfg->output_dir[0] && default_output_dir(cfg->output_dir, sizeof cfg->output_dir) < 0) {
         fprintf(stderr, "cuptimond: no HOME or XDG_DATA_HOME to put the archive under; pass "
                         "--output-dir\n");
-        return 1;
+        return -ENOENT;
     }
-    snprintf(d.archive_root, sizeof d.archive_root, "%s/archive", d.cfg.output_dir);
-    if ((rc = mkdirs(d.archive_root, 0750)) < 0) {
+    snprintf(d->archive_root, sizeof d->archive_root, "%s/archive", cfg->output_dir);
+    return 0;
+}
+
+/* Creates OUTPUT_DIR/archive and checks that it can be written to before
+ * any producer is accepted.  Returns 0 or -errno after saying why. */
+static int make_archive_dir(struct daemon *d)
+{
+    int rc;
+    if ((rc = mkdirs(d->archive_root, 0750)) < 0) {
         fprintf(stderr, "cuptimond: cannot create the archive directory %s: %s\n",
-                d.archive_root, strerror(-rc));
-        return 1;
+                d->archive_root, strerror(-rc));
+        return rc;
     }
-    if (access(d.archive_root, W_OK) < 0) {
+    if (access(d->archive_root, W_OK) < 0) {
+        rc = -errno;
         fprintf(stderr, "cuptimond: the archive directory %s is not writable: %s\n",
-                d.archive_root, strerror(errno));
-        return 1;
+                d->archive_root, strerror(-rc));
+        return rc;
     }
-    /* Socket activation: take the sockets systemd passes, matched by path;
-     * whatever is not passed is bound here. */
+    return 0;
+}
+
+/* Takes the sockets systemd passes, matched by path, and binds whatever is
+ * not passed.  Returns 0 or -errno after saying why. */
+static int open_listeners(struct daemon *d)
+{
     int nfds = sd_listen_fds(1);
     for (int i = 0; i < (nfds > 0 ? nfds : 0); i++) {
         int fd = SD_LISTEN_FDS_START + i;
-        if (sd_is_socket_unix(fd, SOCK_STREAM, 1, d.cfg.socket_path, 0) > 0)
-            d.listen_fd = fd;
-        else if (sd_is_socket_unix(fd, SOCK_STREAM, 1, d.cfg.control_path, 0) > 0)
-            d.control_fd = fd;
+        if (sd_is_socket_unix(fd, SOCK_STREAM, 1, d->cfg.socket_path, 0) > 0)
+            d->listen_fd = fd;
+        else if (sd_is_socket_unix(fd, SOCK_STREAM, 1, d->cfg.control_path, 0) > 0)
+            d->control_fd = fd;
         else {
             log_warn("main", "ignoring passed fd %d: not a listening Unix socket at %s or %s", fd,
-                     d.cfg.socket_path, d.cfg.control_path);
+                     d->cfg.socket_path, d->cfg.control_path);
             continue;
         }
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         fcntl(fd, F_SETFD, FD_CLOEXEC);
-        d.activated = 1;
+        d->activated = 1;
     }
     /* Producers of every user may connect (each speaks only for itself). */
-    if (d.listen_fd < 0 && (d.listen_fd = listen_at(d.cfg.socket_path, 0666)) < 0)
-        return 1;
+    if (d->listen_fd < 0 && (d->listen_fd = listen_at(d->cfg.socket_path, 0666)) < 0)
+        return d->listen_fd;
     /* The control socket is open to every user: what each may do is
      * decided per connection from SO_PEERCRED (control.c). */
-    if (d.control_fd < 0 && (d.control_fd = listen_at(d.cfg.control_path, 0666)) < 0) {
-        if (!d.activated)
-            unlink(d.cfg.socket_path);
-        return 1;
+    if (d->control_fd < 0 && (d->control_fd = listen_at(d->cfg.control_path, 0666)) < 0) {
+        if (!d->activated)
+            unlink(d->cfg.socket_path);
+        return d->control_fd;
     }
+    return 0;
+}
 
-    if (d.cfg.aggregate && (rc = cuptimon__agg_new(NULL, &d.agg)) < 0) {
+/* Sets up the loop's handles and timers.  Returns 0 or -errno after saying
+ * why. */
+static int start_loop(struct daemon *d)
+{
+    int rc;
+    if (d->conf.aggregate && (rc = cuptimon__agg_new(NULL, &d->agg)) < 0) {
         fprintf(stderr, "cuptimond: cannot set up the live aggregates: %s\n", strerror(-rc));
-        return 1;
+        return rc;
     }
-    d.loop = uv_default_loop();
-    d.started_unix_ns = unix_ns_now();
-    uv_timer_init(d.loop, &d.accept_timer);
-    d.accept_timer.data = &d;
-    uv_poll_init(d.loop, &d.listen_poll, d.listen_fd);
-    uv_poll_init(d.loop, &d.control_poll, d.control_fd);
-    d.listen_poll.data = d.control_poll.data = &d;
-    uv_poll_start(&d.listen_poll, UV_READABLE, on_listen);
-    uv_poll_start(&d.control_poll, UV_READABLE, on_listen);
-    uv_signal_init(d.loop, &d.sig_term);
-    uv_signal_init(d.loop, &d.sig_int);
-    uv_signal_init(d.loop, &d.sig_hup);
-    d.sig_term.data = d.sig_int.data = d.sig_hup.data = &d;
-    uv_signal_start(&d.sig_term, on_signal, SIGTERM);
-    uv_signal_start(&d.sig_int, on_signal, SIGINT);
-    uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
+    d->loop = uv_default_loop();
+    d->started_unix_ns = unix_ns_now();
+    uv_timer_init(d->loop, &d->accept_timer);
+    d->accept_timer.data = d;
+    uv_poll_init(d->loop, &d->listen_poll, d->listen_fd);
+    uv_poll_init(d->loop, &d->control_poll, d->control_fd);
+    d->listen_poll.data = d->control_poll.data = d;
+    uv_poll_start(&d->listen_poll, UV_READABLE, on_listen);
+    uv_poll_start(&d->control_poll, UV_READABLE, on_listen);
+    uv_signal_init(d->loop, &d->sig_term);
+    uv_signal_init(d->loop, &d->sig_int);
+    uv_signal_init(d->loop, &d->sig_hup);
+    d->sig_term.data = d->sig_int.data = d->sig_hup.data = d;
+    uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&d->sig_int, on_signal, SIGINT);
+    uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
 
-    cuptimon__live_set_init(&d.live);
-    uv_timer_init(d.loop, &d.retention_timer);
-    d.retention_timer.data = &d;
-    uv_timer_start(&d.retention_timer, on_retention_timer, 1000,
-                   (uint64_t)(d.retention_period_s * 1000));
-    if (d.agg && d.cfg.metrics_file[0]) {
-        uint64_t ms = (uint64_t)(d.cfg.metrics_interval_s * 1000);
-        uv_timer_init(d.loop, &d.metrics_timer);
-        d.metrics_timer.data = &d;
-        uv_timer_start(&d.metrics_timer, on_metrics_timer, 0, ms);
+    cuptimon__live_set_init(&d->live);
+    uv_timer_init(d->loop, &d->retention_timer);
+    d->retention_timer.data = d;
+    uv_timer_start(&d->retention_timer, on_retention_timer, 1000,
+                   (uint64_t)(d->retention_period_s * 1000));
+    if (d->agg && d->conf.metrics_file[0]) {
+        uv_timer_init(d->loop, &d->metrics_timer);
+        d->metrics_timer.data = d;
+        uv_timer_start(&d->metrics_timer, on_metrics_timer, 0,
+                       (uint64_t)(d->conf.metrics_interval_s * 1000));
     }
     uint64_t wd_usec = 0;
     if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
-        uv_timer_init(d.loop, &d.watchdog);
-        d.watchdog.data = &d;
-        uv_timer_start(&d.watchdog, on_watchdog, wd_usec / 2000, wd_usec / 2000);
+        uv_timer_init(d->loop, &d->watchdog);
+        d->watchdog.data = d;
+        uv_timer_start(&d->watchdog, on_watchdog, wd_usec / 2000, wd_usec / 2000);
     }
+    return 0;
+}
+
+/* Everything the daemon needs before the loop runs, in order; READY=1 is
+ * sent only once the listeners exist.  Returns 0 or -errno after saying
+ * why. */
+static int daemon_init(struct daemon *d)
+{
+    int rc;
+    if ((rc = resolve_paths(d)) < 0 || (rc = make_archive_dir(d)) < 0 ||
+        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0)
+        return rc;
     log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s%s",
-               PACKAGE_VERSION, d.cfg.socket_path, d.cfg.control_path, d.archive_root,
-               d.activated ? " (socket-activated)" : "");
-    /* READY only now that the listeners exist. */
+               PACKAGE_VERSION, d->cfg.socket_path, d->cfg.control_path, d->archive_root,
+               d->activated ? " (socket-activated)" : "");
     sd_notify(0, "READY=1\nSTATUS=0 sessions");
     /* Readiness line for scripts that start us in the background. */
     fflush(stderr);
+    return 0;
+}
 
-    /* The loop runs until every handle is closed: after a signal, the last
-     * session's archive writes finish before we return. */
-    uv_run(d.loop, UV_RUN_DEFAULT);
-    uv_walk(d.loop, on_walk_close, NULL);
-    uv_run(d.loop, UV_RUN_DEFAULT);
-    rc = uv_loop_close(d.loop);
-    cuptimon__live_set_destroy(&d.live);
+/* After the loop: closes what is left and frees it.  Returns the exit
+ * status. */
+static int daemon_done(struct daemon *d)
+{
+    uv_walk(d->loop, on_walk_close, NULL);
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(d->loop);
+    cuptimon__live_set_destroy(&d->live);
     if (rc != 0)
         log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
-    cuptimon__agg_free(d.agg);
+    cuptimon__agg_free(d->agg);
     log_notice("main", "stopped");
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct daemon d = {.listen_fd = -1, .control_fd = -1};
+    struct cmdline cl = {0};
+    int rc, found = 0;
+    if ((rc = parse_args(&d, argc, argv, &cl)) != RUN)
+        return rc;
+    signal(SIGPIPE, SIG_IGN);
+    /* A file-size limit (ulimit -f, LimitFSIZE=) must fail a write with
+     * EFBIG, counted and logged, not kill the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (config_start(&d, cl.conf_explicit, &found) < 0)
+        return 1;
+    if (cl.check_config)
+        return print_config(&d, found);
+    if (daemon_init(&d) < 0)
+        return 1;
+    /* The loop runs until every handle is closed: after a signal, the last
+     * session's archive writes finish before it returns. */
+    uv_run(d.loop, UV_RUN_DEFAULT);
+    return daemon_done(&d);
 }

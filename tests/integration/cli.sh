@@ -30,6 +30,54 @@ done
 "$CTL" --help | grep -q "status" || fail "cuptimonctl --help lacks status"
 "$CTL" --version | grep -q "^cuptimonctl " || fail "cuptimonctl --version"
 
+# Every key of the configuration file (conf.c's key table) is documented in
+# cuptimond.conf(5), as the tag of its own entry, and shown by --check-config.
+# (An entry's tag is the line after .TP; other lines may name a key too.)
+tags=$(sed 's/\\-/-/g; s/\\f[BIRP]//g; s/"//g' "$top_srcdir/doc/cuptimond.conf.5" |
+       awk 'prev == ".TP" { print } { prev = $0 }')
+echo '{}' >"$T/empty.conf"
+dump=$("$CUPTIMOND" --config "$T/empty.conf" --check-config)
+nkey=0
+for k in $(sed -n '/static const struct key keys\[\]/,/^};/p' "$top_srcdir/daemon/conf.c" |
+           sed -n 's/^ *{"\([a-z_]*\)".*/\1/p'); do
+    nkey=$((nkey + 1))
+    echo "$tags" | grep -q "^\.BR* $k\b" || fail "cuptimond.conf(5) has no entry for the key $k"
+    echo "$dump" | grep -q "^  \"$k\": " || fail "cuptimond --check-config does not show the key $k"
+done
+[ $nkey -ge 18 ] || fail "found only $nkey keys in daemon/conf.c: the pattern is stale"
+
+# An option that sets a key is checked by the key's own rule: the message
+# names the option, the key and the value, and the exit status is 2.
+for bad in --metrics-interval=0 --segment-size=1000 --log-level=loud --compress-level=-1 \
+           --metrics-file=relative.prom --control-group=no-such-group-cuptimon-test; do
+    set +e
+    out=$("$CUPTIMOND" "$bad" --check-config 2>&1); rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "$bad: exit $rc, want 2: $out"
+    opt=${bad%%=*}
+    echo "$out" | grep -q -- "^cuptimond: $opt: [a-z_]*: '${bad#*=}' is not " ||
+        fail "$bad: the message does not name the option, the key and the value: $out"
+done
+# The options win over the file, and --check-config shows the result.
+echo '{"metrics_interval_s": 5, "aggregate": true, "compress_level": 3}' >"$T/opt.conf"
+out=$("$CUPTIMOND" --config "$T/opt.conf" --no-aggregate --metrics-interval=30 \
+      --metrics-file=/run/cuptimon-test.prom --check-config)
+for want in '"aggregate": false' '"metrics_interval_s": 30.0' \
+            '"metrics_file": "/run/cuptimon-test.prom"' '"compress_level": 3'; do
+    echo "$out" | grep -qF "$want" || fail "--check-config lacks $want: $out"
+done
+# What --check-config prints is a configuration the daemon reads back.
+echo "$out" | sed 1d >"$T/dumped.conf"
+"$CUPTIMOND" --config "$T/dumped.conf" --check-config | sed 1d | cmp -s - "$T/dumped.conf" ||
+    fail "--check-config's output does not read back the same"
+# Options that would upset the file's keys are refused, naming both keys.
+echo '{"archive_max_bytes": "32M"}' >"$T/cap.conf"
+set +e
+out=$("$CUPTIMOND" --config "$T/cap.conf" --segment-size=64M --check-config 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "archive_max_bytes.*segment_size" ||
+    fail "--segment-size over the file's byte cap: $rc $out"
+
 set +e
 out=$("$CUPTIMOND" --flush-period=abc 2>&1); rc=$?
 set -e

@@ -1,6 +1,7 @@
 /* Unit tests of cuptimond.conf: defaults, a full file, every key with a bad
  * value, unknown keys, syntax errors, sizes and durations, a missing file,
- * command-line overrides and the dump read back. */
+ * command-line overrides (checked like the file's values) and the dump read
+ * back. */
 #include "config.h"
 
 #include <check.h>
@@ -68,6 +69,9 @@ START_TEST(defaults)
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_uint_eq(c.shim_pool_slots, 16);
     ck_assert_uint_eq(c.shim_slot_size, 4ull << 20);
+    ck_assert_int_eq(c.aggregate, 1);
+    ck_assert_str_eq(c.metrics_file, "");
+    ck_assert(c.metrics_interval_s == 15.0);
     char *err = NULL;
     ck_assert_int_eq(cuptimon__config_check(&c, &err), 0);
     ck_assert_ptr_null(err);
@@ -94,7 +98,10 @@ START_TEST(full_valid_file)
                        "  \"control_group\": \"root\",\n"
                        "  \"log_level\": \"debug\",  // comments are fine\n"
                        "  \"shim_pool_slots\": 64,\n"
-                       "  \"shim_slot_size\": \"8M\"\n"
+                       "  \"shim_slot_size\": \"8M\",\n"
+                       "  \"aggregate\": false,\n"
+                       "  \"metrics_file\": \"/var/lib/node_exporter/cuptimon.prom\",\n"
+                       "  \"metrics_interval_s\": \"1m\"\n"
                        "}\n",
                        &c, &err);
     ck_assert_msg(rc == 0, "rc %d: %s", rc, err ? err : "");
@@ -116,6 +123,33 @@ START_TEST(full_valid_file)
     ck_assert_int_eq(c.log_level, LOG_DEBUG);
     ck_assert_uint_eq(c.shim_pool_slots, 64);
     ck_assert_uint_eq(c.shim_slot_size, 8ull << 20);
+    ck_assert_int_eq(c.aggregate, 0);
+    ck_assert_str_eq(c.metrics_file, "/var/lib/node_exporter/cuptimon.prom");
+    ck_assert(c.metrics_interval_s == 60.0);
+}
+END_TEST
+
+START_TEST(aggregate_values)
+{
+    static const struct {
+        const char *json;
+        int want;
+    } ok[] = {{"true", 1}, {"false", 0}, {"\"yes\"", 1}, {"\"no\"", 0},
+              {"\"true\"", 1}, {"\"false\"", 0}};
+    struct cuptimon_config c;
+    char text[128], *err;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(text, sizeof text, "{\"aggregate\": %s}", ok[i].json);
+        cuptimon__config_defaults(&c);
+        c.aggregate = !ok[i].want;
+        write_conf(text);
+        ck_assert_msg(cuptimon__config_load(path, &c, &err) == 0, "%s: %s", text, err);
+        ck_assert_msg(c.aggregate == ok[i].want, "%s", text);
+    }
+    /* null is not a yes or no: there is no built-in rule to go back to. */
+    ck_assert_int_eq(load_text("{\"aggregate\": null}", &c, &err), -EINVAL);
+    ck_assert_msg(strstr(err, "aggregate: null is not a yes or no"), "%s", err);
+    free(err);
 }
 END_TEST
 
@@ -181,6 +215,15 @@ static const struct {
     {"shim_pool_slots", "5000", "5000", "2..4096"},
     {"shim_slot_size", "\"4097K\"", "\"4097K\"", "multiple of 4096"},
     {"shim_slot_size", "\"512M\"", "\"512M\"", "64K..256M"},
+    {"aggregate", "\"maybe\"", "\"maybe\"", "is not a yes or no: use true or false"},
+    {"aggregate", "1", "1", "is not a yes or no"},
+    {"aggregate", "\"\"", "\"\"", "yes or no"},
+    {"metrics_file", "\"cuptimon.prom\"", "\"cuptimon.prom\"",
+     "is not an absolute path of at most 511 bytes (or null for none)"},
+    {"metrics_file", "false", "false", "absolute path"},
+    {"metrics_interval_s", "0", "0", "is not a number of seconds in 1..3600"},
+    {"metrics_interval_s", "\"2h\"", "\"2h\"", "1..3600"},
+    {"metrics_interval_s", "\"often\"", "\"often\"", "number of seconds"},
 };
 
 START_TEST(bad_value)
@@ -202,6 +245,45 @@ START_TEST(bad_value)
     cuptimon__config_defaults(&d);
     ck_assert_int_eq(memcmp(&c, &d, sizeof c), 0);
     free(err);
+}
+END_TEST
+
+/* The same values given as a command-line option would give them (the text
+ * of a JSON string, or a number as written) go through the same checks,
+ * with the same message after the value.  Values that only JSON can spell
+ * (true, arrays, null) are skipped. */
+START_TEST(bad_value_from_command_line)
+{
+    const char *json = bad[_i].json;
+    char text[512], *err = NULL, *file_err = NULL;
+    size_t n = strlen(json);
+    if (json[0] == '"' && n >= 2) {
+        snprintf(text, sizeof text, "%.*s", (int)(n - 2), json + 1);
+    } else if (json[0] == '-' || (json[0] >= '0' && json[0] <= '9')) {
+        snprintf(text, sizeof text, "%s", json);
+    } else {
+        return;
+    }
+    struct cuptimon_config c, d;
+    cuptimon__config_defaults(&c);
+    d = c;
+    int rc = cuptimon__config_set(&c, bad[_i].key, text, &err);
+    ck_assert_msg(rc == -EINVAL, "%s = '%s': rc %d", bad[_i].key, text, rc);
+    ck_assert_int_eq(memcmp(&c, &d, sizeof c), 0);
+    char want[600];
+    snprintf(want, sizeof want, "%s: '%s' ", bad[_i].key, text);
+    if (strlen(text) <= 80)
+        ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "'%s' does not start with '%s'", err,
+                      want);
+    ck_assert_msg(strstr(err, bad[_i].hint), "'%s' does not say '%s'", err, bad[_i].hint);
+    /* What follows the value is the file's message, word for word. */
+    snprintf(text, sizeof text, "{\"%s\": %s}", bad[_i].key, json);
+    ck_assert_int_eq(load_text(text, &c, &file_err), -EINVAL);
+    const char *what = strstr(err, "' is ");
+    ck_assert_ptr_nonnull(what);
+    ck_assert_msg(strstr(file_err, what + 2), "'%s' and '%s' differ", err, file_err);
+    free(err);
+    free(file_err);
 }
 END_TEST
 
@@ -244,7 +326,7 @@ START_TEST(unknown_key)
         "socket", "control_socket", "output_dir", "flush_period_s", "flush_timeout_s",
         "segment_size", "compress_level", "archive_max_bytes", "archive_max_age_s",
         "retention_period_s", "window_max_events", "control_group", "log_level",
-        "shim_pool_slots", "shim_slot_size"};
+        "shim_pool_slots", "shim_slot_size", "aggregate", "metrics_file", "metrics_interval_s"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ck_assert_msg(strstr(err, known[i]), "'%s' does not list %s", err, known[i]);
     free(err);
@@ -425,6 +507,23 @@ START_TEST(set_from_command_line)
     ck_assert_str_eq(err, "compress_level: '99' is not a whole number in 0..19; 0 = store raw");
     free(err);
     ck_assert_int_eq(memcmp(&c, &before, sizeof c), 0);
+    ck_assert_int_eq(cuptimon__config_set(&c, "aggregate", "no", &err), 0);
+    ck_assert_int_eq(c.aggregate, 0);
+    ck_assert_int_eq(cuptimon__config_set(&c, "metrics_file", "/run/m.prom", &err), 0);
+    ck_assert_str_eq(c.metrics_file, "/run/m.prom");
+    ck_assert_int_eq(cuptimon__config_set(&c, "metrics_interval_s", "30", &err), 0);
+    ck_assert(c.metrics_interval_s == 30.0);
+    before = c;
+    ck_assert_int_eq(cuptimon__config_set(&c, "metrics_interval_s", "0.5", &err), -EINVAL);
+    ck_assert_msg(strncmp(err, "metrics_interval_s: '0.5' is not a number of seconds in 1..3600",
+                          strlen("metrics_interval_s: '0.5' is not a number of seconds in 1..3600")) == 0,
+                  "%s", err);
+    free(err);
+    ck_assert_int_eq(cuptimon__config_set(&c, "aggregate", "off", &err), -EINVAL);
+    ck_assert_str_eq(err, "aggregate: 'off' is not a yes or no: use true or false (or the strings "
+                          "\"yes\" or \"no\")");
+    free(err);
+    ck_assert_int_eq(memcmp(&c, &before, sizeof c), 0);
     ck_assert_int_eq(cuptimon__config_set(&c, "segmentsize", "1M", &err), -ENOENT);
     ck_assert_msg(strstr(err, "unknown key \"segmentsize\"; did you mean segment_size?"), "%s",
                   err);
@@ -449,6 +548,9 @@ START_TEST(dump_reads_back)
     ck_assert_ptr_nonnull(strstr(dump, "\"segment_size\": 8388608"));
     ck_assert_ptr_nonnull(strstr(dump, "\"log_level\": \"notice\""));
     ck_assert_ptr_nonnull(strstr(dump, "\"archive_max_age_s\": 86400"));
+    ck_assert_ptr_nonnull(strstr(dump, "\"aggregate\": true"));
+    ck_assert_ptr_nonnull(strstr(dump, "\"metrics_file\": null"));
+    ck_assert_ptr_nonnull(strstr(dump, "\"metrics_interval_s\": 15.0"));
     write_conf(dump);
     cuptimon__config_defaults(&d);
     ck_assert_msg(cuptimon__config_load(path, &d, &err) == 0, "%s\n%s", err ? err : "", dump);
@@ -490,8 +592,10 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, defaults);
     tcase_add_test(t, full_valid_file);
+    tcase_add_test(t, aggregate_values);
     tcase_add_test(t, empty_object_and_nulls);
     tcase_add_loop_test(t, bad_value, 0, (int)(sizeof bad / sizeof bad[0]));
+    tcase_add_loop_test(t, bad_value_from_command_line, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(t, bad_value_example_message);
     tcase_add_test(t, one_bad_key_keeps_everything);
     tcase_add_test(t, unknown_key);
