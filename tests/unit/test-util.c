@@ -1,5 +1,7 @@
 /* Unit tests of the small shared helpers: mkdir -p (proto/util.c) on new,
- * existing and blocked paths. */
+ * existing and blocked paths; the typed JSON getters (archive/json-get.c)
+ * on missing keys, JSON null, wrong types, non-objects and numeric
+ * strings. */
 #include "config.h"
 
 #include <check.h>
@@ -11,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
+#include "archive/json-get.h"
 #include "proto/util.h"
 
 static char tmpdir[256];
@@ -142,6 +147,125 @@ START_TEST(mkdir_p_errors)
 }
 END_TEST
 
+/* ---- typed JSON getters ---------------------------------------------------------- */
+
+static json_object *doc;
+
+static void json_setup(void)
+{
+    doc = json_tokener_parse("{\"s\": \"text\", \"empty\": \"\", \"i\": 42, \"neg\": -7,"
+                             " \"big\": 18446744073709551615, \"d\": 2.75, \"t\": true,"
+                             " \"f\": false, \"n\": null, \"num\": \"123\", \"numneg\": \"-9\","
+                             " \"junk\": \"12abc\", \"huge\": \"99999999999999999999\","
+                             " \"arr\": [1, 2], \"obj\": {\"x\": 1}}");
+    ck_assert_ptr_nonnull(doc);
+}
+
+static void json_teardown(void)
+{
+    json_object_put(doc);
+}
+
+START_TEST(json_get_member)
+{
+    ck_assert_ptr_nonnull(cuptimon__json_get(doc, "obj"));
+    ck_assert_int_eq(cuptimon__json_int(cuptimon__json_get(doc, "obj"), "x", 0), 1);
+    ck_assert_ptr_null(cuptimon__json_get(doc, "missing"));
+    /* JSON null is absent. */
+    ck_assert_ptr_null(cuptimon__json_get(doc, "n"));
+    ck_assert_ptr_null(cuptimon__json_get(NULL, "s"));
+    /* A non-object has no members. */
+    ck_assert_ptr_null(cuptimon__json_get(cuptimon__json_get(doc, "arr"), "x"));
+    ck_assert_ptr_null(cuptimon__json_get(cuptimon__json_get(doc, "s"), "x"));
+}
+END_TEST
+
+START_TEST(json_str_is_strict)
+{
+    ck_assert_str_eq(cuptimon__json_str(doc, "s", "d"), "text");
+    ck_assert_str_eq(cuptimon__json_str(doc, "empty", "d"), "");
+    ck_assert_str_eq(cuptimon__json_str(doc, "missing", "d"), "d");
+    ck_assert_ptr_null(cuptimon__json_str(doc, "missing", NULL));
+    /* Other types are not turned into text. */
+    ck_assert_str_eq(cuptimon__json_str(doc, "i", "d"), "d");
+    ck_assert_str_eq(cuptimon__json_str(doc, "t", "d"), "d");
+    ck_assert_str_eq(cuptimon__json_str(doc, "n", "d"), "d");
+    ck_assert_str_eq(cuptimon__json_str(doc, "obj", "d"), "d");
+    ck_assert_str_eq(cuptimon__json_str(NULL, "s", "d"), "d");
+}
+END_TEST
+
+START_TEST(json_int_is_lenient)
+{
+    ck_assert_int_eq(cuptimon__json_int(doc, "i", -1), 42);
+    ck_assert_int_eq(cuptimon__json_int(doc, "neg", -1), -7);
+    ck_assert_int_eq(cuptimon__json_int(doc, "missing", -1), -1);
+    ck_assert_int_eq(cuptimon__json_int(doc, "n", -1), -1);
+    ck_assert_int_eq(cuptimon__json_int(NULL, "i", -1), -1);
+    /* json-c's conversions: truncated, parsed, 0/1, 0 for the rest. */
+    ck_assert_int_eq(cuptimon__json_int(doc, "d", -1), 2);
+    ck_assert_int_eq(cuptimon__json_int(doc, "num", -1), 123);
+    ck_assert_int_eq(cuptimon__json_int(doc, "t", -1), 1);
+    ck_assert_int_eq(cuptimon__json_int(doc, "f", -1), 0);
+    ck_assert_int_eq(cuptimon__json_int(doc, "arr", -1), 0);
+    ck_assert_int_eq(cuptimon__json_int(doc, "big", -1), INT64_MAX);
+}
+END_TEST
+
+START_TEST(json_uint_never_negative)
+{
+    ck_assert_uint_eq(cuptimon__json_uint(doc, "i", 5), 42);
+    ck_assert_uint_eq(cuptimon__json_uint(doc, "neg", 5), 0);
+    ck_assert_uint_eq(cuptimon__json_uint(doc, "numneg", 5), 0);
+    ck_assert_uint_eq(cuptimon__json_uint(doc, "big", 5), UINT64_MAX);
+    ck_assert_uint_eq(cuptimon__json_uint(doc, "missing", 5), 5);
+    ck_assert_uint_eq(cuptimon__json_uint(doc, "n", 5), 5);
+}
+END_TEST
+
+START_TEST(json_double_and_bool)
+{
+    ck_assert_double_eq(cuptimon__json_double(doc, "d", -1), 2.75);
+    ck_assert_double_eq(cuptimon__json_double(doc, "i", -1), 42);
+    ck_assert_double_eq(cuptimon__json_double(doc, "missing", -1), -1);
+    ck_assert_double_eq(cuptimon__json_double(NULL, "d", -1), -1);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "t", 0), 1);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "f", 1), 0);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "i", 0), 1);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "empty", 1), 0);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "missing", 1), 1);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "n", 0), 0);
+    ck_assert_int_eq(cuptimon__json_bool(doc, "n", 1), 1);
+}
+END_TEST
+
+START_TEST(json_get_int_is_strict)
+{
+    int64_t v = 77;
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "i", &v), 0);
+    ck_assert_int_eq(v, 42);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "num", &v), 0);
+    ck_assert_int_eq(v, 123);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "numneg", &v), 0);
+    ck_assert_int_eq(v, -9);
+    v = 77;
+    /* Absent, of another type, or not a whole decimal number: *out untouched. */
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "missing", &v), -ENOENT);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "n", &v), -ENOENT);
+    ck_assert_int_eq(cuptimon__json_get_int(NULL, "i", &v), -ENOENT);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "d", &v), -EINVAL);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "t", &v), -EINVAL);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "arr", &v), -EINVAL);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "empty", &v), -EINVAL);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "junk", &v), -EINVAL);
+    ck_assert_int_eq(cuptimon__json_get_int(doc, "huge", &v), -EINVAL);
+    ck_assert_int_eq(v, 77);
+    ck_assert_int_eq(cuptimon__json_int_strict(doc, "num", -1), 123);
+    ck_assert_int_eq(cuptimon__json_int_strict(doc, "junk", -1), -1);
+    ck_assert_int_eq(cuptimon__json_int_strict(doc, "d", -1), -1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("util");
@@ -154,6 +278,15 @@ static Suite *suite(void)
     tcase_add_test(t, mkdir_p_file_in_the_way);
     tcase_add_test(t, mkdir_p_symlinks);
     tcase_add_test(t, mkdir_p_errors);
+    suite_add_tcase(s, t);
+    t = tcase_create("json_get");
+    tcase_add_checked_fixture(t, json_setup, json_teardown);
+    tcase_add_test(t, json_get_member);
+    tcase_add_test(t, json_str_is_strict);
+    tcase_add_test(t, json_int_is_lenient);
+    tcase_add_test(t, json_uint_never_negative);
+    tcase_add_test(t, json_double_and_bool);
+    tcase_add_test(t, json_get_int_is_strict);
     suite_add_tcase(s, t);
     return s;
 }
