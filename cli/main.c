@@ -12,11 +12,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ctl.h"
 #include "top.h"
 #include "cuptimon-proto.h"
 
-static char control_path[108];
-static int timeout_ms = 10000;
+/* The control client the global options set up, for every command. */
+static struct cuptimon_ctl ctl = CUPTIMON_CTL_INIT;
 
 static void usage(FILE *f)
 {
@@ -63,74 +64,14 @@ static void usage(FILE *f)
 "2 for bad usage.\n");
 }
 
-static int resolve_control_path(void)
-{
-    if (control_path[0])
-        return 0;
-    const char *env = getenv("CUPTIMON_CONTROL_SOCKET");
-    if (env && *env) {
-        if (strlen(env) >= sizeof control_path) {
-            fprintf(stderr, "cuptimonctl: CUPTIMON_CONTROL_SOCKET is too long\n");
-            return -1;
-        }
-        strcpy(control_path, env);
-        return 0;
-    }
-    char dir[256];
-    if (cuptimon__default_runtime_dir(dir, sizeof dir) < 0 ||
-        snprintf(control_path, sizeof control_path, "%s/%s", dir, CUPTIMON_CONTROL_SOCKET_NAME) >=
-            (int)sizeof control_path) {
-        fprintf(stderr, "cuptimonctl: cannot work out the control socket; pass --control-socket\n");
-        return -1;
-    }
-    /* A user without a daemon of their own talks to the node's. */
-    if (access(control_path, F_OK) != 0 &&
-        access(CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME, F_OK) == 0)
-        snprintf(control_path, sizeof control_path, "%s",
-                 CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME);
-    return 0;
-}
-
 /* Sends one request; returns the parsed reply (REPLY_OK) or NULL after
  * printing why. */
 static json_object *call(json_object *req)
 {
-    if (resolve_control_path() < 0)
-        return NULL;
-    uint16_t type;
-    char *reply = NULL;
-    size_t len;
-    int rc = cuptimon__control_call(control_path,
-                                    json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
-                                    timeout_ms, &type, &reply, &len);
-    if (rc == -ENOENT || rc == -ECONNREFUSED) {
-        fprintf(stderr,
-                "cuptimonctl: the daemon is not running: nothing listens on %s (%s).\n"
-                "Start it with 'cuptimond' (or 'systemctl start cuptimond'), or pass "
-                "--control-socket.\n",
-                control_path, strerror(-rc));
-        return NULL;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl: talking to the daemon on %s failed: %s\n", control_path,
-                rc == -ETIMEDOUT ? "no reply in time (see --timeout)" : strerror(-rc));
-        return NULL;
-    }
-    json_object *o = json_tokener_parse(reply);
-    if (!o) {
-        fprintf(stderr, "cuptimonctl: the daemon's reply is not JSON: %.200s\n", reply);
-        free(reply);
-        return NULL;
-    }
-    free(reply);
-    if (type != CUPTIMON_MSG_REPLY_OK) {
-        json_object *m;
-        fprintf(stderr, "cuptimonctl: the daemon refused: %s\n",
-                json_object_object_get_ex(o, "message", &m) ? json_object_get_string(m)
-                                                            : json_object_get_string(o));
-        json_object_put(o);
-        return NULL;
-    }
+    char err[600];
+    json_object *o = cuptimon__ctl_call(&ctl, req, err, sizeof err, NULL);
+    if (!o)
+        fprintf(stderr, "cuptimonctl: %s\n", err);
     return o;
 }
 
@@ -298,8 +239,8 @@ static int cmd_flush(int argc, char **argv)
             return 2;
         }
     }
-    if (timeout_ms < (int)(timeout * 1000) + 2000)
-        timeout_ms = (int)(timeout * 1000) + 2000;
+    if (ctl.timeout_ms < (int)(timeout * 1000) + 2000)
+        ctl.timeout_ms = (int)(timeout * 1000) + 2000;
     json_object *req = json_object_new_object();
     json_object_object_add(req, "op", json_object_new_string("flush"));
     json_object_object_add(req, "forced", json_object_new_boolean(forced));
@@ -557,8 +498,8 @@ static int cmd_window_id(int argc, char **argv, const char *op)
         json_object_object_add(req, "window", json_object_new_int64(id));
     }
     /* Ending waits for every session's last flush and the trace writing. */
-    if (timeout_ms < 120000)
-        timeout_ms = 120000;
+    if (ctl.timeout_ms < 120000)
+        ctl.timeout_ms = 120000;
     json_object *r = call(req);
     json_object_put(req);
     if (!r)
@@ -649,11 +590,8 @@ static int run_reload(int argc, char **argv, const struct command *c)
 
 static int run_live(int argc, char **argv, const struct command *c)
 {
-    /* The global --control-socket reaches them through the environment. */
-    if (control_path[0])
-        setenv("CUPTIMON_CONTROL_SOCKET", control_path, 1);
-    return strcmp(c->name, "top") == 0 ? cuptimon__cli_top(argc, argv)
-                                       : cuptimon__cli_metrics(argc, argv);
+    return strcmp(c->name, "top") == 0 ? cuptimon__cli_top(&ctl, argc, argv)
+                                       : cuptimon__cli_metrics(&ctl, argc, argv);
 }
 
 static int run_merge(int argc, char **argv, const struct command *c)
@@ -728,12 +666,8 @@ int main(int argc, char **argv)
         char *end;
         switch (opt) {
         case 'c':
-            if (strlen(optarg) >= sizeof control_path || !*optarg) {
-                fprintf(stderr, "cuptimonctl: --control-socket '%s' must be 1..%zu bytes\n",
-                        optarg, sizeof control_path - 1);
+            if (cuptimon__ctl_set_path(&ctl, optarg, "cuptimonctl") < 0)
                 return 2;
-            }
-            strcpy(control_path, optarg);
             break;
         case 't': {
             double t = strtod(optarg, &end);
@@ -742,7 +676,7 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            timeout_ms = (int)(t * 1000);
+            ctl.timeout_ms = (int)(t * 1000);
             break;
         }
         case 'h':

@@ -32,102 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "cuptimon-proto.h"
-
-/* ---- talking to the daemon ---------------------------------------------------- */
-
-struct ctl {
-    char path[108];
-    int timeout_ms;
-};
-
-static int set_path(struct ctl *c, const char *arg, const char *cmd)
-{
-    if (!*arg || strlen(arg) >= sizeof(c->path)) {
-        fprintf(stderr, "cuptimonctl %s: --control-socket '%s' must be 1..%zu bytes\n", cmd, arg,
-                sizeof(c->path) - 1);
-        return -1;
-    }
-    snprintf(c->path, sizeof(c->path), "%s", arg);
-    return 0;
-}
-
-/* The same rule as cuptimonctl's global option: -c, else
- * $CUPTIMON_CONTROL_SOCKET, else RUNTIME/control.sock, else the node's. */
-static int resolve_path(struct ctl *c)
-{
-    const char *env = getenv("CUPTIMON_CONTROL_SOCKET");
-    char dir[256];
-
-    if (c->path[0])
-        return 0;
-    if (env && *env) {
-        if (strlen(env) >= sizeof(c->path)) {
-            fprintf(stderr, "cuptimonctl: CUPTIMON_CONTROL_SOCKET is too long (%zu bytes; at "
-                            "most %zu)\n", strlen(env), sizeof(c->path) - 1);
-            return -1;
-        }
-        snprintf(c->path, sizeof(c->path), "%s", env);
-        return 0;
-    }
-    if (cuptimon__default_runtime_dir(dir, sizeof(dir)) < 0 ||
-        snprintf(c->path, sizeof(c->path), "%s/%s", dir, CUPTIMON_CONTROL_SOCKET_NAME) >=
-            (int)sizeof(c->path)) {
-        fprintf(stderr, "cuptimonctl: cannot work out the control socket; pass --control-socket\n");
-        return -1;
-    }
-    /* A user without a daemon of their own talks to the node's. */
-    if (access(c->path, F_OK) != 0 &&
-        access(CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME, F_OK) == 0)
-        snprintf(c->path, sizeof(c->path), "%s",
-                 CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME);
-    return 0;
-}
-
-/* One request; the reply (REPLY_OK) or NULL with why in err.  refused is
- * set when the daemon answered with an error (it is running). */
-static json_object *ctl_call(const struct ctl *c, json_object *req, char *err, size_t errlen,
-                             int *refused)
-{
-    uint16_t type;
-    char *reply = NULL;
-    size_t len;
-    json_object *o, *m;
-    int rc;
-
-    *refused = 0;
-    rc = cuptimon__control_call(c->path,
-                                json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
-                                c->timeout_ms, &type, &reply, &len);
-    if (rc == -ENOENT || rc == -ECONNREFUSED) {
-        snprintf(err, errlen,
-                 "the daemon is not running: nothing listens on %s (%s). Start it with "
-                 "'cuptimond' (or 'systemctl start cuptimond'), or pass --control-socket.",
-                 c->path, strerror(-rc));
-        return NULL;
-    }
-    if (rc < 0) {
-        snprintf(err, errlen, "talking to the daemon on %s failed: %s", c->path,
-                 rc == -ETIMEDOUT ? "no reply in time" : strerror(-rc));
-        return NULL;
-    }
-    o = json_tokener_parse(reply);
-    if (o == NULL) {
-        snprintf(err, errlen, "the daemon's reply is not JSON: %.200s", reply);
-        free(reply);
-        return NULL;
-    }
-    free(reply);
-    if (type != CUPTIMON_MSG_REPLY_OK) {
-        snprintf(err, errlen, "the daemon refused: %s",
-                 json_object_object_get_ex(o, "message", &m) ? json_object_get_string(m)
-                                                             : json_object_get_string(o));
-        json_object_put(o);
-        *refused = 1;
-        return NULL;
-    }
-    return o;
-}
 
 /* ---- reading the answer ----------------------------------------------------------- */
 
@@ -830,7 +736,7 @@ static double mono(void)
 }
 
 /* The full-screen loop.  Returns the exit status. */
-static int run_screen(const struct ctl *c, struct view *v)
+static int run_screen(struct cuptimon_ctl *c, struct view *v)
 {
     json_object *last = NULL;
     char err[600] = "";
@@ -878,7 +784,7 @@ static int run_screen(const struct ctl *c, struct view *v)
             size_t rows = v->height > nd + 6 ? v->height - nd - 6 : 1;
             json_object *req = top_request(v, (unsigned)rows);
             int refused;
-            json_object *t = ctl_call(c, req, err, sizeof(err), &refused);
+            json_object *t = cuptimon__ctl_call(c, req, err, sizeof(err), &refused);
             json_object_put(req);
             if (t != NULL) {
                 json_object_put(last);
@@ -981,7 +887,7 @@ static void top_usage(FILE *f)
 "  -h, --help            show this help\n");
 }
 
-int cuptimon__cli_top(int argc, char **argv)
+int cuptimon__cli_top(const struct cuptimon_ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"interval", required_argument, NULL, 'i'}, {"by", required_argument, NULL, 'b'},
@@ -991,7 +897,8 @@ int cuptimon__cli_top(int argc, char **argv)
         {"once", no_argument, NULL, '1'},           {"json", no_argument, NULL, 'J'},
         {"control-socket", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    struct ctl c = {.timeout_ms = 10000};
+    /* A copy: -c here names another socket for this command only. */
+    struct cuptimon_ctl c = *ctl;
     struct view v = {.interval = 2};
     int opt, once = 0, json = 0, interval_given = 0;
     long rows = 0;
@@ -1047,7 +954,7 @@ int cuptimon__cli_top(int argc, char **argv)
         case '1': once = 1; break;
         case 'J': json = 1; break;
         case 'c':
-            if (set_path(&c, optarg, "top") < 0)
+            if (cuptimon__ctl_set_path(&c, optarg, "cuptimonctl top") < 0)
                 return 2;
             break;
         case 'h': top_usage(stdout); return 0;
@@ -1060,8 +967,13 @@ int cuptimon__cli_top(int argc, char **argv)
         fprintf(stderr, "cuptimonctl top: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (resolve_path(&c) < 0)
-        return 1;
+    {
+        char err[600];
+        if (cuptimon__ctl_resolve(&c, err, sizeof(err)) < 0) {
+            fprintf(stderr, "cuptimonctl: %s\n", err);
+            return 1;
+        }
+    }
     v.tty = !once && !json && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
     if (v.tty)
         return run_screen(&c, &v);
@@ -1074,7 +986,7 @@ int cuptimon__cli_top(int argc, char **argv)
         char err[600];
         int refused;
         json_object *req = top_request(&v, rows ? (unsigned)rows : json ? 1000 : 20);
-        json_object *t = ctl_call(&c, req, err, sizeof(err), &refused);
+        json_object *t = cuptimon__ctl_call(&c, req, err, sizeof(err), &refused);
         json_object_put(req);
         if (t == NULL) {
             fprintf(stderr, "cuptimonctl top: %s\n", err);
@@ -1106,20 +1018,21 @@ int cuptimon__cli_top(int argc, char **argv)
     return 0;
 }
 
-int cuptimon__cli_metrics(int argc, char **argv)
+int cuptimon__cli_metrics(const struct cuptimon_ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = {{"control-socket", required_argument, NULL, 'c'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    struct ctl c = {.timeout_ms = 10000};
+    /* A copy: -c here names another socket for this command only. */
+    struct cuptimon_ctl c = *ctl;
     char err[600];
-    int opt, refused;
+    int opt;
     json_object *req, *r, *text;
 
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         if (opt == 'c') {
-            if (set_path(&c, optarg, "metrics") < 0)
+            if (cuptimon__ctl_set_path(&c, optarg, "cuptimonctl metrics") < 0)
                 return 2;
         } else if (opt == 'h') {
             printf("Usage: cuptimonctl metrics [-c SOCKET]\n"
@@ -1136,11 +1049,13 @@ int cuptimon__cli_metrics(int argc, char **argv)
         fprintf(stderr, "cuptimonctl metrics: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (resolve_path(&c) < 0)
+    if (cuptimon__ctl_resolve(&c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "cuptimonctl: %s\n", err);
         return 1;
+    }
     req = json_object_new_object();
     json_object_object_add(req, "op", json_object_new_string("metrics"));
-    r = ctl_call(&c, req, err, sizeof(err), &refused);
+    r = cuptimon__ctl_call(&c, req, err, sizeof(err), NULL);
     json_object_put(req);
     if (r == NULL) {
         fprintf(stderr, "cuptimonctl metrics: %s\n", err);
