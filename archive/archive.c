@@ -16,6 +16,7 @@
 
 #include "archive.h"
 #include "cuptimon-proto.h"
+#include "proto/util.h"
 
 /* ---- CRC32C (Castagnoli) -------------------------------------------------
  * The SSE4.2 instruction does 8 bytes a cycle; the table is the fallback
@@ -159,25 +160,6 @@ struct cuptimon_archive_writer {
     uint64_t total;
 };
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-    char tmp[512];
-    int n = snprintf(tmp, sizeof tmp, "%s", path);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return -ENAMETOOLONG;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 static int write_all(int fd, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
@@ -253,7 +235,7 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
         rc = -ENAMETOOLONG;
         goto fail;
     }
-    if ((rc = mkdir_p(dir, 0750)) < 0)
+    if ((rc = cuptimon__mkdir_p(dir, 0750)) < 0)
         goto fail;
     if ((rc = cuptimon__aw_meta(w, meta_json)) < 0)
         goto fail;

@@ -2,15 +2,18 @@
 # shared by cuptimond (which writes archives and window traces) and
 # cuptimonctl (which decodes them offline): the segment writer/reader, CUPTI
 # record layouts and the buffer walker, the producer string table, cached
-# demangling, runtime/driver API names (generated from the CUPTI headers),
-# the streaming Chrome trace writer and the per-trace summary.  It depends
-# only on proto/.
+# demangling, typed getters for JSON members, the session reader (one
+# session's meta.json and strings), runtime/driver API names (generated from
+# the CUPTI headers), the streaming Chrome trace writer and the per-trace
+# summary.  It depends only on proto/.
 noinst_LTLIBRARIES += archive/libcuptimon-archive.la
 archive_libcuptimon_archive_la_SOURCES = \
 	archive/archive.c archive/archive.h \
 	archive/decode.c archive/decode.h \
 	archive/strtab.c archive/strtab.h \
 	archive/demangle.c archive/demangle.h \
+	archive/json-get.c archive/json-get.h \
+	archive/session.c archive/session.h \
 	archive/cbid.h \
 	archive/trace.c archive/trace.h \
 	archive/summary.c archive/summary.h

@@ -26,6 +26,7 @@
 #include "archive/decode.h"
 #include "archive/archive.h"
 #include "archive/demangle.h"
+#include "archive/session.h"
 #include "archive/strtab.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
@@ -122,113 +123,44 @@ int cuptimon__cli_parse_time(const char *s, uint64_t *ns)
     return 0;
 }
 
-/* ---- meta.json -------------------------------------------------------- */
-
-/* An integer member given as a JSON number or as a decimal string (the
- * shim passes environment variables through as strings). */
-static int64_t jint(json_object *o, const char *key, int64_t dflt)
-{
-    json_object *v;
-    const char *s;
-    char *end;
-    long long x;
-
-    if (o == NULL || !json_object_object_get_ex(o, key, &v) || v == NULL)
-        return dflt;
-    if (json_object_is_type(v, json_type_int))
-        return json_object_get_int64(v);
-    if (!json_object_is_type(v, json_type_string))
-        return dflt;
-    s = json_object_get_string(v);
-    errno = 0;
-    x = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0')
-        return dflt;
-    return x;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v;
-
-    if (o == NULL || !json_object_object_get_ex(o, key, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 struct session {
     const char *dir;
-    json_object *meta;
-    struct cuptimon_proc_info info;
-    struct cuptimon_layout layout;
-    int layout_rc;
-    struct cuptimon_strtab *names;
+    struct cuptimon_archive_session as; /* meta.json and strings */
     struct cuptimon_decode_stats dec;
     uint64_t chunks, dropped, kept, filtered;
     struct cuptimon_archive_stats ast;
 };
 
 /* Parses meta.json into the session's identity and layout; a meta that
- * cannot be parsed leaves an unknown version (nothing decoded) and says so. */
+ * cannot be parsed leaves an unknown version (nothing decoded) and, when
+ * report is set, says so, as it does for layouts this build cannot use. */
 static void session_meta(struct session *s, const char *text, int report)
 {
-    json_object *job = NULL, *rs = NULL;
-    uint32_t sizes[CUPTIMON_KIND_SLOTS] = {0};
-    int have_sizes = 0;
+    const struct cuptimon_archive_session *as = &s->as;
 
-    json_object_put(s->meta); /* parsed again for the real pass */
-    s->meta = text ? json_tokener_parse(text) : NULL;
-    if (s->meta == NULL || !json_object_is_type(s->meta, json_type_object)) {
-        if (report)
-            fprintf(stderr,
+    if (cuptimon__archive_session_meta(&s->as, text) < 0 && report)
+        fprintf(stderr,
                 "cuptimonctl decode: %s: meta.json is not a JSON object; "
                 "its records are not decoded\n",
                 s->dir);
-        json_object_put(s->meta);
-        s->meta = NULL;
-    }
-    json_object_object_get_ex(s->meta, "job", &job);
-    s->info.pid = (uint32_t)jint(s->meta, "pid", 0);
-    s->info.hostname = jstr(s->meta, "hostname");
-    s->info.cupti_version = (uint32_t)jint(s->meta, "cupti_version", 0);
-    s->info.rank = jint(job, "rank", -1);
-    s->info.local_rank = jint(job, "local_rank", -1);
-    s->info.world_size = jint(job, "world_size", -1);
-    s->info.job_id = jstr(job, "slurm_job_id");
-    s->info.label = jstr(job, "label");
-    if (s->meta != NULL && json_object_object_get_ex(s->meta, "record_sizes", &rs) &&
-        json_object_is_type(rs, json_type_object)) {
-        json_object_object_foreach(rs, key, val)
-        {
-            char *end;
-            unsigned long k = strtoul(key, &end, 10);
-            int64_t v = json_object_get_int64(val);
-            if (*end != '\0' || end == key || k >= CUPTIMON_KIND_SLOTS || v <= 0 || v > UINT32_MAX)
-                continue;
-            sizes[k] = (uint32_t)v;
-            have_sizes = 1;
-        }
-    }
-    s->layout_rc =
-        cuptimon__layout_init(&s->layout, s->info.cupti_version, have_sizes ? sizes : NULL);
     if (!report)
         return;
-    if (s->layout_rc == -EPROTONOSUPPORT) {
+    if (as->layout_rc == -EPROTONOSUPPORT) {
         fprintf(stderr,
                 "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
                 "(it decodes %s); its records are counted as undecodable and stay in the "
                 "archive for a newer cuptimonctl\n",
-                s->dir, s->info.cupti_version, cuptimon__cupti_supported());
-    } else if (s->layout_rc > 0) {
+                s->dir, as->info.cupti_version, cuptimon__cupti_supported());
+    } else if (as->layout_rc > 0) {
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
-            if (s->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT)
+            if (as->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT)
                 continue;
             fprintf(stderr,
                     "cuptimonctl decode: %s: kind %u (%s): the producer's record size %u is not "
-                    "the %u bytes of its CUPTI release's struct; those records are skipped, not decoded\n",
-                    s->dir, k, cuptimon__kind_name(k) ? cuptimon__kind_name(k) : "?", sizes[k],
-                    s->layout.table_size[k]);
+                    "the %u bytes of its CUPTI release's struct; those records are skipped, "
+                    "not decoded\n",
+                    s->dir, k, cuptimon__kind_name(k) ? cuptimon__kind_name(k) : "?",
+                    as->record_sizes[k], as->layout.table_size[k]);
         }
     }
 }
@@ -264,7 +196,7 @@ static uint64_t first_time(struct session *s)
         struct cuptimon_walk w;
         struct cuptimon_ev ev;
         memset(&st, 0, sizeof(st));
-        cuptimon__walk_begin(&w, &s->layout, c.data, (size_t)c.hdr.raw_size, &st);
+        cuptimon__walk_begin(&w, &s->as.layout, c.data, (size_t)c.hdr.raw_size, &st);
         while (cuptimon__walk_next(&w, &ev)) {
             uint64_t t = cuptimon__clock_map(&clk, ev.start);
             if (t != 0 && (best == 0 || t < best))
@@ -289,9 +221,9 @@ static json_object *session_json(const struct session *s)
     if (o == NULL)
         return NULL;
     json_object_object_add(o, "dir", json_object_new_string(s->dir));
-    json_object_object_add(o, "pid", json_object_new_int64(s->info.pid));
-    json_object_object_add(o, "cupti_version", json_object_new_int64(s->info.cupti_version));
-    json_object_object_add(o, "version_known", json_object_new_boolean(s->layout.version_known));
+    json_object_object_add(o, "pid", json_object_new_int64(s->as.info.pid));
+    json_object_object_add(o, "cupti_version", json_object_new_int64(s->as.info.cupti_version));
+    json_object_object_add(o, "version_known", json_object_new_boolean(s->as.layout.version_known));
     json_object_object_add(o, "chunks", u64j(s->ast.chunks));
     json_object_object_add(o, "segments", u64j(s->ast.segments));
     json_object_object_add(o, "bytes_raw", u64j(s->ast.bytes_raw));
@@ -492,18 +424,18 @@ static int decode_main(int argc, char **argv)
         if (open_session(s, &r) < 0)
             continue;
         session_meta(s, cuptimon__archive_meta(r), 1);
-        if (cuptimon__strtab_new(NULL, &s->names) < 0) {
+        if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
             cuptimon__archive_close(r);
             goto oom;
         }
-        rc = cuptimon__archive_strings(r, cuptimon__strtab_put_cb, s->names);
+        rc = cuptimon__archive_session_strings(&s->as, r);
         if (rc < 0)
             fprintf(stderr,
                     "cuptimonctl decode: %s: reading strings: %s (names may be "
                     "missing)\n",
                     s->dir, strerror(-rc));
-        tproc = cuptimon__trace_add_process(tr, &s->info, s->names, dm);
-        sproc = cuptimon__summary_add_process(sum, &s->info, s->names, dm);
+        tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
+        sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
         if (tproc < 0 || sproc < 0) {
             cuptimon__archive_close(r);
             fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n",
@@ -517,7 +449,7 @@ static int decode_main(int argc, char **argv)
 
             s->chunks++;
             s->dropped += ch.hdr.dropped;
-            cuptimon__walk_begin(&w, &s->layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
+            cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
             rc = 0;
             while (cuptimon__walk_next(&w, &ev)) {
                 if ((from || to) && !cuptimon__ev_in_range(&ev, &clk, from, to)) {
@@ -628,10 +560,8 @@ out:
     cuptimon__trace_free(tr);
     cuptimon__summary_free(sum);
     cuptimon__demangler_free(dm);
-    for (size_t i = 0; sess != NULL && i < nsess; i++) {
-        cuptimon__strtab_free(sess[i].names);
-        json_object_put(sess[i].meta);
-    }
+    for (size_t i = 0; sess != NULL && i < nsess; i++)
+        cuptimon__archive_session_clear(&sess[i].as);
     free(sess);
     if (dirs != NULL)
         cuptimon__archive_free_list(dirs);

@@ -11,12 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/json-get.h"
 #include "cli.h"
+#include "ctl.h"
 #include "top.h"
 #include "cuptimon-proto.h"
 
-static char control_path[108];
-static int timeout_ms = 10000;
+/* The control client the global options set up, for every command. */
+static struct cuptimon_ctl ctl = CUPTIMON_CTL_INIT;
 
 static void usage(FILE *f)
 {
@@ -63,89 +65,15 @@ static void usage(FILE *f)
 "2 for bad usage.\n");
 }
 
-static int resolve_control_path(void)
-{
-    if (control_path[0])
-        return 0;
-    const char *env = getenv("CUPTIMON_CONTROL_SOCKET");
-    if (env && *env) {
-        if (strlen(env) >= sizeof control_path) {
-            fprintf(stderr, "cuptimonctl: CUPTIMON_CONTROL_SOCKET is too long\n");
-            return -1;
-        }
-        strcpy(control_path, env);
-        return 0;
-    }
-    char dir[256];
-    if (cuptimon__default_runtime_dir(dir, sizeof dir) < 0 ||
-        snprintf(control_path, sizeof control_path, "%s/%s", dir, CUPTIMON_CONTROL_SOCKET_NAME) >=
-            (int)sizeof control_path) {
-        fprintf(stderr, "cuptimonctl: cannot work out the control socket; pass --control-socket\n");
-        return -1;
-    }
-    /* A user without a daemon of their own talks to the node's. */
-    if (access(control_path, F_OK) != 0 &&
-        access(CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME, F_OK) == 0)
-        snprintf(control_path, sizeof control_path, "%s",
-                 CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME);
-    return 0;
-}
-
 /* Sends one request; returns the parsed reply (REPLY_OK) or NULL after
  * printing why. */
 static json_object *call(json_object *req)
 {
-    if (resolve_control_path() < 0)
-        return NULL;
-    uint16_t type;
-    char *reply = NULL;
-    size_t len;
-    int rc = cuptimon__control_call(control_path,
-                                    json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
-                                    timeout_ms, &type, &reply, &len);
-    if (rc == -ENOENT || rc == -ECONNREFUSED) {
-        fprintf(stderr,
-                "cuptimonctl: the daemon is not running: nothing listens on %s (%s).\n"
-                "Start it with 'cuptimond' (or 'systemctl start cuptimond'), or pass "
-                "--control-socket.\n",
-                control_path, strerror(-rc));
-        return NULL;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl: talking to the daemon on %s failed: %s\n", control_path,
-                rc == -ETIMEDOUT ? "no reply in time (see --timeout)" : strerror(-rc));
-        return NULL;
-    }
-    json_object *o = json_tokener_parse(reply);
-    if (!o) {
-        fprintf(stderr, "cuptimonctl: the daemon's reply is not JSON: %.200s\n", reply);
-        free(reply);
-        return NULL;
-    }
-    free(reply);
-    if (type != CUPTIMON_MSG_REPLY_OK) {
-        json_object *m;
-        fprintf(stderr, "cuptimonctl: the daemon refused: %s\n",
-                json_object_object_get_ex(o, "message", &m) ? json_object_get_string(m)
-                                                            : json_object_get_string(o));
-        json_object_put(o);
-        return NULL;
-    }
+    char err[600];
+    json_object *o = cuptimon__ctl_call(&ctl, req, err, sizeof err, NULL);
+    if (!o)
+        fprintf(stderr, "cuptimonctl: %s\n", err);
     return o;
-}
-
-static int64_t geti(json_object *o, const char *k)
-{
-    json_object *v;
-    return json_object_object_get_ex(o, k, &v) ? json_object_get_int64(v) : 0;
-}
-
-static const char *gets_(json_object *o, const char *k)
-{
-    json_object *v;
-    return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v)
-               : "";
 }
 
 static void human_bytes(char *out, size_t len, double b)
@@ -204,21 +132,17 @@ static int cmd_status(int argc, char **argv)
     json_object_object_get_ex(st, "daemon", &dm);
     json_object_object_get_ex(st, "sessions", &ss);
     size_t n = ss ? json_object_array_length(ss) : 0, live = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *c;
-        if (json_object_object_get_ex(json_object_array_get_idx(ss, i), "connected", &c) &&
-            json_object_get_boolean(c))
+    for (size_t i = 0; i < n; i++)
+        if (cuptimon__json_bool(json_object_array_get_idx(ss, i), "connected", 0))
             live++;
-    }
     char up[32];
-    json_object *upv;
-    human_duration(up, sizeof up,
-                   json_object_object_get_ex(dm, "uptime_s", &upv) ? json_object_get_double(upv)
-                                                                   : 0);
+    human_duration(up, sizeof up, cuptimon__json_double(dm, "uptime_s", 0));
     printf("cuptimond %s, pid %" PRId64 ", up %s, %zu session(s) connected, %" PRId64
            " since start\n",
-           gets_(dm, "version"), geti(dm, "pid"), up, live, geti(dm, "sessions_total"));
-    printf("producers: %s\narchive:   %s\n", gets_(dm, "producer_socket"), gets_(dm, "archive_dir"));
+           cuptimon__json_str(dm, "version", ""), cuptimon__json_int(dm, "pid", 0), up, live,
+           cuptimon__json_int(dm, "sessions_total", 0));
+    printf("producers: %s\narchive:   %s\n", cuptimon__json_str(dm, "producer_socket", ""),
+           cuptimon__json_str(dm, "archive_dir", ""));
     if (n == 0) {
         printf("\nno sessions: no process runs the shim (CUDA_INJECTION64_PATH=libcuptimon.so).\n");
         json_object_put(st);
@@ -232,35 +156,37 @@ static int cmd_status(int argc, char **argv)
         json_object *s = json_object_array_get_idx(ss, i), *job = NULL;
         json_object_object_get_ex(s, "job", &job);
         char ident[64] = "", bytes[32], fl[32] = "never";
-        const char *label = gets_(s, "label");
+        const char *label = cuptimon__json_str(s, "label", "");
         if (*label)
             snprintf(ident, sizeof ident, "%s", label);
-        if (job && *gets_(job, "rank"))
+        if (job && *cuptimon__json_str(job, "rank", ""))
             snprintf(ident + strlen(ident), sizeof ident - strlen(ident), "%srank %s",
-                     *ident ? " " : "", gets_(job, "rank"));
-        if (job && *gets_(job, "slurm_job_id"))
+                     *ident ? " " : "", cuptimon__json_str(job, "rank", ""));
+        if (job && *cuptimon__json_str(job, "slurm_job_id", ""))
             snprintf(ident + strlen(ident), sizeof ident - strlen(ident), "%sjob %s",
-                     *ident ? " " : "", gets_(job, "slurm_job_id"));
+                     *ident ? " " : "", cuptimon__json_str(job, "slurm_job_id", ""));
         if (!*ident)
             snprintf(ident, sizeof ident, "-");
-        human_bytes(bytes, sizeof bytes, (double)geti(s, "bytes_archived"));
-        int64_t lf = geti(s, "last_flush_unix_ns");
+        human_bytes(bytes, sizeof bytes, (double)cuptimon__json_int(s, "bytes_archived", 0));
+        int64_t lf = cuptimon__json_int(s, "last_flush_unix_ns", 0);
         if (lf > 0) {
             char d[24];
             human_duration(d, sizeof d, (double)(now - lf) / 1e9 < 0 ? 0 : (double)(now - lf) / 1e9);
             snprintf(fl, sizeof fl, "%s ago", d);
         }
-        json_object *c;
-        int connected = json_object_object_get_ex(s, "connected", &c) && json_object_get_boolean(c);
+        int connected = cuptimon__json_bool(s, "connected", 0);
         printf("%-7" PRId64 " %-8" PRId64 " %-6" PRId64 " %-18.18s %-7" PRId64 " %8" PRId64
                " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s%s\n",
-               geti(s, "session"), geti(s, "pid"), geti(s, "uid"), ident, geti(s, "cupti_version"),
-               geti(s, "buffers_received"), bytes, geti(s, "records"), geti(s, "dropped_records"),
-               geti(s, "lost_buffers"), fl,
-               strcmp(gets_(s, "cupti"), "taken by another tool") == 0 ? " (cupti: taken by another tool)"
-               : connected                                             ? ""
-                                                                       : " (ended)",
-               strcmp(gets_(s, "cupti_release"), "unknown") == 0
+               cuptimon__json_int(s, "session", 0), cuptimon__json_int(s, "pid", 0),
+               cuptimon__json_int(s, "uid", 0), ident, cuptimon__json_int(s, "cupti_version", 0),
+               cuptimon__json_int(s, "buffers_received", 0), bytes,
+               cuptimon__json_int(s, "records", 0), cuptimon__json_int(s, "dropped_records", 0),
+               cuptimon__json_int(s, "lost_buffers", 0), fl,
+               strcmp(cuptimon__json_str(s, "cupti", ""), "taken by another tool") == 0
+                   ? " (cupti: taken by another tool)"
+               : connected ? ""
+                           : " (ended)",
+               strcmp(cuptimon__json_str(s, "cupti_release", ""), "unknown") == 0
                    ? " (CUPTI version unknown to this build: archived, not decoded, no names)"
                    : "");
     }
@@ -301,8 +227,8 @@ static int cmd_flush(int argc, char **argv)
             return 2;
         }
     }
-    if (timeout_ms < (int)(timeout * 1000) + 2000)
-        timeout_ms = (int)(timeout * 1000) + 2000;
+    if (ctl.timeout_ms < (int)(timeout * 1000) + 2000)
+        ctl.timeout_ms = (int)(timeout * 1000) + 2000;
     json_object *req = json_object_new_object();
     json_object_object_add(req, "op", json_object_new_string("flush"));
     json_object_object_add(req, "forced", json_object_new_boolean(forced));
@@ -314,18 +240,16 @@ static int cmd_flush(int argc, char **argv)
     if (json) {
         printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY));
     } else {
-        json_object *late, *el;
-        json_object_object_get_ex(r, "late", &late);
-        json_object_object_get_ex(r, "elapsed_ms", &el);
+        json_object *late = cuptimon__json_get(r, "late");
         printf("%sflush: %" PRId64 " of %" PRId64 " session(s) flushed and archived in %.1f ms",
-               forced ? "forced " : "", geti(r, "completed"), geti(r, "sessions"),
-               el ? json_object_get_double(el) : 0.0);
+               forced ? "forced " : "", cuptimon__json_int(r, "completed", 0),
+               cuptimon__json_int(r, "sessions", 0), cuptimon__json_double(r, "elapsed_ms", 0));
         if (late && json_object_array_length(late) > 0)
             printf("; late: %s", json_object_to_json_string(late));
         printf("\n");
     }
-    json_object *late;
-    int ok = !(json_object_object_get_ex(r, "late", &late) && json_object_array_length(late) > 0);
+    json_object *late = cuptimon__json_get(r, "late");
+    int ok = !(late && json_object_array_length(late) > 0);
     json_object_put(r);
     return ok ? 0 : 1;
 }
@@ -377,36 +301,38 @@ static int parse_when(const char *s, int64_t *ns)
 static void print_window(json_object *w)
 {
     json_object *pids, *sum;
+    int64_t start = cuptimon__json_int(w, "start_unix_ns", 0);
+    int64_t end = cuptimon__json_int(w, "end_unix_ns", 0);
+    int64_t at = cuptimon__json_int(w, "at_unix_ns", 0);
     json_object_object_get_ex(w, "pids", &pids);
-    printf("window %" PRId64 ": %s, %zu process(es) %s\n", geti(w, "window"), gets_(w, "state"),
-           pids ? json_object_array_length(pids) : 0,
+    printf("window %" PRId64 ": %s, %zu process(es) %s\n", cuptimon__json_int(w, "window", 0),
+           cuptimon__json_str(w, "state", ""), pids ? json_object_array_length(pids) : 0,
            pids ? json_object_to_json_string_ext(pids, JSON_C_TO_STRING_PLAIN) : "[]");
-    if (geti(w, "start_unix_ns"))
-        printf("  started %.3f", (double)geti(w, "start_unix_ns") / 1e9);
-    if (geti(w, "end_unix_ns"))
-        printf(", ended %.3f (%.3f s)", (double)geti(w, "end_unix_ns") / 1e9,
-               (double)(geti(w, "end_unix_ns") - geti(w, "start_unix_ns")) / 1e9);
-    if (geti(w, "start_unix_ns"))
+    if (start)
+        printf("  started %.3f", (double)start / 1e9);
+    if (end)
+        printf(", ended %.3f (%.3f s)", (double)end / 1e9, (double)(end - start) / 1e9);
+    if (start)
         printf("\n");
-    else if (geti(w, "at_unix_ns"))
-        printf("  starts at %.3f\n", (double)geti(w, "at_unix_ns") / 1e9);
-    printf("  trace: %s\n", gets_(w, "output"));
+    else if (at)
+        printf("  starts at %.3f\n", (double)at / 1e9);
+    printf("  trace: %s\n", cuptimon__json_str(w, "output", ""));
     if (json_object_object_get_ex(w, "summary", &sum)) {
         json_object *procs;
         if (json_object_object_get_ex(sum, "processes", &procs)) {
             for (size_t i = 0; i < json_object_array_length(procs); i++) {
-                json_object *p = json_object_array_get_idx(procs, i), *k;
+                json_object *p = json_object_array_get_idx(procs, i);
                 printf("  pid %-8" PRId64 " events %-9" PRId64 " kernels %-8" PRId64
                        " dropped %" PRId64 "%s\n",
-                       geti(p, "pid"), geti(p, "events"),
-                       json_object_object_get_ex(p, "kernels", &k) ? json_object_get_int64(k) : 0,
-                       geti(p, "dropped_records"),
-                       json_object_object_get_ex(p, "late", &k) && json_object_get_boolean(k)
+                       cuptimon__json_int(p, "pid", 0), cuptimon__json_int(p, "events", 0),
+                       cuptimon__json_int(p, "kernels", 0),
+                       cuptimon__json_int(p, "dropped_records", 0),
+                       cuptimon__json_bool(p, "late", 0)
                            ? " (late: its last flush did not finish in time)"
                            : "");
             }
         }
-        if (json_object_object_get_ex(sum, "truncated", &procs) && json_object_get_boolean(procs))
+        if (cuptimon__json_bool(sum, "truncated", 0))
             printf("  the window reached its size cap and was cut short\n");
     }
 }
@@ -560,8 +486,8 @@ static int cmd_window_id(int argc, char **argv, const char *op)
         json_object_object_add(req, "window", json_object_new_int64(id));
     }
     /* Ending waits for every session's last flush and the trace writing. */
-    if (timeout_ms < 120000)
-        timeout_ms = 120000;
+    if (ctl.timeout_ms < 120000)
+        ctl.timeout_ms = 120000;
     json_object *r = call(req);
     json_object_put(req);
     if (!r)
@@ -645,18 +571,15 @@ static int run_reload(int argc, char **argv, const struct command *c)
     json_object_put(req);
     if (!r)
         return 1;
-    printf("reloaded %s\n", gets_(r, "reloaded"));
+    printf("reloaded %s\n", cuptimon__json_str(r, "reloaded", ""));
     json_object_put(r);
     return 0;
 }
 
 static int run_live(int argc, char **argv, const struct command *c)
 {
-    /* The global --control-socket reaches them through the environment. */
-    if (control_path[0])
-        setenv("CUPTIMON_CONTROL_SOCKET", control_path, 1);
-    return strcmp(c->name, "top") == 0 ? cuptimon__cli_top(argc, argv)
-                                       : cuptimon__cli_metrics(argc, argv);
+    return strcmp(c->name, "top") == 0 ? cuptimon__cli_top(&ctl, argc, argv)
+                                       : cuptimon__cli_metrics(&ctl, argc, argv);
 }
 
 static int run_merge(int argc, char **argv, const struct command *c)
@@ -731,12 +654,8 @@ int main(int argc, char **argv)
         char *end;
         switch (opt) {
         case 'c':
-            if (strlen(optarg) >= sizeof control_path || !*optarg) {
-                fprintf(stderr, "cuptimonctl: --control-socket '%s' must be 1..%zu bytes\n",
-                        optarg, sizeof control_path - 1);
+            if (cuptimon__ctl_set_path(&ctl, optarg, "cuptimonctl") < 0)
                 return 2;
-            }
-            strcpy(control_path, optarg);
             break;
         case 't': {
             double t = strtod(optarg, &end);
@@ -745,7 +664,7 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            timeout_ms = (int)(t * 1000);
+            ctl.timeout_ms = (int)(t * 1000);
             break;
         }
         case 'h':

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "archive/json-get.h"
 #include "cli.h"
 #include "cuptimon-proto.h"
 
@@ -36,11 +37,7 @@ static void usage(FILE *f)
 
 static int64_t base_of(json_object *t)
 {
-    json_object *od, *b;
-    if (json_object_object_get_ex(t, "otherData", &od) &&
-        json_object_object_get_ex(od, "base_unix_ns", &b))
-        return json_object_get_int64(b);
-    return 0;
+    return cuptimon__json_int(cuptimon__json_get(t, "otherData"), "base_unix_ns", 0);
 }
 
 int cuptimon__cli_merge(int argc, char **argv)

@@ -32,135 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/json-get.h"
+#include "ctl.h"
 #include "cuptimon-proto.h"
-
-/* ---- talking to the daemon ---------------------------------------------------- */
-
-struct ctl {
-    char path[108];
-    int timeout_ms;
-};
-
-static int set_path(struct ctl *c, const char *arg, const char *cmd)
-{
-    if (!*arg || strlen(arg) >= sizeof(c->path)) {
-        fprintf(stderr, "cuptimonctl %s: --control-socket '%s' must be 1..%zu bytes\n", cmd, arg,
-                sizeof(c->path) - 1);
-        return -1;
-    }
-    snprintf(c->path, sizeof(c->path), "%s", arg);
-    return 0;
-}
-
-/* The same rule as cuptimonctl's global option: -c, else
- * $CUPTIMON_CONTROL_SOCKET, else RUNTIME/control.sock, else the node's. */
-static int resolve_path(struct ctl *c)
-{
-    const char *env = getenv("CUPTIMON_CONTROL_SOCKET");
-    char dir[256];
-
-    if (c->path[0])
-        return 0;
-    if (env && *env) {
-        if (strlen(env) >= sizeof(c->path)) {
-            fprintf(stderr, "cuptimonctl: CUPTIMON_CONTROL_SOCKET is too long (%zu bytes; at "
-                            "most %zu)\n", strlen(env), sizeof(c->path) - 1);
-            return -1;
-        }
-        snprintf(c->path, sizeof(c->path), "%s", env);
-        return 0;
-    }
-    if (cuptimon__default_runtime_dir(dir, sizeof(dir)) < 0 ||
-        snprintf(c->path, sizeof(c->path), "%s/%s", dir, CUPTIMON_CONTROL_SOCKET_NAME) >=
-            (int)sizeof(c->path)) {
-        fprintf(stderr, "cuptimonctl: cannot work out the control socket; pass --control-socket\n");
-        return -1;
-    }
-    /* A user without a daemon of their own talks to the node's. */
-    if (access(c->path, F_OK) != 0 &&
-        access(CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME, F_OK) == 0)
-        snprintf(c->path, sizeof(c->path), "%s",
-                 CUPTIMON_SYSTEM_RUNTIME_DIR "/" CUPTIMON_CONTROL_SOCKET_NAME);
-    return 0;
-}
-
-/* One request; the reply (REPLY_OK) or NULL with why in err.  refused is
- * set when the daemon answered with an error (it is running). */
-static json_object *ctl_call(const struct ctl *c, json_object *req, char *err, size_t errlen,
-                             int *refused)
-{
-    uint16_t type;
-    char *reply = NULL;
-    size_t len;
-    json_object *o, *m;
-    int rc;
-
-    *refused = 0;
-    rc = cuptimon__control_call(c->path,
-                                json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
-                                c->timeout_ms, &type, &reply, &len);
-    if (rc == -ENOENT || rc == -ECONNREFUSED) {
-        snprintf(err, errlen,
-                 "the daemon is not running: nothing listens on %s (%s). Start it with "
-                 "'cuptimond' (or 'systemctl start cuptimond'), or pass --control-socket.",
-                 c->path, strerror(-rc));
-        return NULL;
-    }
-    if (rc < 0) {
-        snprintf(err, errlen, "talking to the daemon on %s failed: %s", c->path,
-                 rc == -ETIMEDOUT ? "no reply in time" : strerror(-rc));
-        return NULL;
-    }
-    o = json_tokener_parse(reply);
-    if (o == NULL) {
-        snprintf(err, errlen, "the daemon's reply is not JSON: %.200s", reply);
-        free(reply);
-        return NULL;
-    }
-    free(reply);
-    if (type != CUPTIMON_MSG_REPLY_OK) {
-        snprintf(err, errlen, "the daemon refused: %s",
-                 json_object_object_get_ex(o, "message", &m) ? json_object_get_string(m)
-                                                             : json_object_get_string(o));
-        json_object_put(o);
-        *refused = 1;
-        return NULL;
-    }
-    return o;
-}
-
-/* ---- reading the answer ----------------------------------------------------------- */
-
-static json_object *jobj(json_object *o, const char *k)
-{
-    json_object *v;
-    return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
-}
-
-static uint64_t ju(json_object *o, const char *k)
-{
-    json_object *v = jobj(o, k);
-    int64_t x = v ? json_object_get_int64(v) : 0;
-    return x < 0 ? 0 : (uint64_t)x;
-}
-
-static int64_t ji(json_object *o, const char *k)
-{
-    json_object *v = jobj(o, k);
-    return v ? json_object_get_int64(v) : 0;
-}
-
-static double jd(json_object *o, const char *k)
-{
-    json_object *v = jobj(o, k);
-    return v ? json_object_get_double(v) : 0;
-}
-
-static const char *js(json_object *o, const char *k)
-{
-    json_object *v = jobj(o, k);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-}
 
 /* ---- text ----------------------------------------------------------------------------- */
 
@@ -509,7 +383,7 @@ static void end_row(struct out *o, const struct view *v, struct out *r, const ch
  * number of lines. */
 static size_t draw_header(struct out *o, const struct view *v, json_object *t, const char *err)
 {
-    json_object *node = jobj(t, "node"), *devs = jobj(t, "devices");
+    json_object *node = cuptimon__json_get(t, "node"), *devs = cuptimon__json_get(t, "devices");
     char host[128] = "", when[32], kt[32], kc[32], mb[32], ms[32];
     size_t lines = 0, nd = devs ? json_object_array_length(devs) : 0;
     time_t now = time(NULL);
@@ -519,26 +393,29 @@ static size_t draw_header(struct out *o, const struct view *v, json_object *t, c
     gethostname(host, sizeof(host) - 1);
     localtime_r(&now, &tm);
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
-    fmt_count(kc, sizeof(kc), ju(node, "kernels"));
-    fmt_ns(kt, sizeof(kt), ju(node, "kernel_ns"));
-    fmt_bytes(mb, sizeof(mb), (double)ju(node, "memcpy_bytes"), "");
-    fmt_bytes(ms, sizeof(ms), (double)ju(node, "memset_bytes"), "");
+    fmt_count(kc, sizeof(kc), cuptimon__json_uint(node, "kernels", 0));
+    fmt_ns(kt, sizeof(kt), cuptimon__json_uint(node, "kernel_ns", 0));
+    fmt_bytes(mb, sizeof(mb), (double)cuptimon__json_uint(node, "memcpy_bytes", 0), "");
+    fmt_bytes(ms, sizeof(ms), (double)cuptimon__json_uint(node, "memset_bytes", 0), "");
     {
         char line[512], ended[32] = "";
-        if (ju(node, "sessions_ended") > 0)
-            snprintf(ended, sizeof(ended), " (+%" PRIu64 " ended)", ju(node, "sessions_ended"));
+        if (cuptimon__json_uint(node, "sessions_ended", 0) > 0)
+            snprintf(ended, sizeof(ended), " (+%" PRIu64 " ended)",
+                     cuptimon__json_uint(node, "sessions_ended", 0));
         snprintf(line, sizeof(line),
                  "cuptimon top - %s %s  sessions %" PRIu64 "%s  kernels %s (%s GPU)  memcpy %s  "
                  "memset %s  dropped %" PRIu64 "  lost %" PRIu64,
-                 host, when, ju(node, "sessions"), ended, kc, kt, mb, ms,
-                 ju(node, "dropped_records"), ju(node, "lost_buffers"));
+                 host, when, cuptimon__json_uint(node, "sessions", 0), ended, kc, kt, mb, ms,
+                 cuptimon__json_uint(node, "dropped_records", 0),
+                 cuptimon__json_uint(node, "lost_buffers", 0));
         out_line(o, line, v->width);
         out_printf(o, "%s", nl);
         lines++;
     }
     for (size_t i = 0; i < nd; i++) {
-        json_object *d = json_object_array_get_idx(devs, i), *mc = jobj(d, "memcpy");
-        double b1 = jd(d, "busy_1s"), b10 = jd(d, "busy_10s");
+        json_object *d = json_object_array_get_idx(devs, i), *mc = cuptimon__json_get(d, "memcpy");
+        double b1 = cuptimon__json_double(d, "busy_1s", 0),
+               b10 = cuptimon__json_double(d, "busy_10s", 0);
         size_t bar = v->width > 100 ? 40 : v->width > 60 ? v->width - 60 : 10, fill;
         char line[512], rates[160] = "";
         fill = (size_t)(b1 * (double)bar + 0.5);
@@ -548,13 +425,13 @@ static size_t draw_header(struct out *o, const struct view *v, json_object *t, c
             json_object_object_foreach(mc, dir, x)
             {
                 char r[32];
-                fmt_bytes(r, sizeof(r), jd(x, "bytes_per_s"), "/s");
+                fmt_bytes(r, sizeof(r), cuptimon__json_double(x, "bytes_per_s", 0), "/s");
                 size_t l = strlen(rates);
                 snprintf(rates + l, sizeof(rates) - l, "%s%s %s", l ? "  " : "", dir, r);
             }
         }
         struct out row = {0};
-        out_printf(&row, "GPU %-3" PRId64 " [", ji(d, "device"));
+        out_printf(&row, "GPU %-3" PRId64 " [", cuptimon__json_int(d, "device", 0));
         for (size_t k = 0; k < bar; k++)
             out_add(&row, k < fill ? "|" : " ", 1);
         snprintf(line, sizeof(line), "] %5.1f%%  10s %5.1f%%%s%s", 100 * b1, 100 * b10,
@@ -605,9 +482,9 @@ static void heading(struct out *o, const struct view *v, const char *text)
 /* The table, at most max rows. */
 static void draw_table(struct out *o, const struct view *v, json_object *t, size_t max)
 {
-    json_object *rows = jobj(t, "rows");
+    json_object *rows = cuptimon__json_get(t, "rows");
     size_t n = rows ? json_object_array_length(rows) : 0;
-    uint64_t node_ns = ju(jobj(t, "node"), "kernel_ns");
+    uint64_t node_ns = cuptimon__json_uint(cuptimon__json_get(t, "node"), "kernel_ns", 0);
     const char *eol = v->tty ? "\033[K\n" : "\n";
     struct out row = {0};
     char line[1024];
@@ -629,21 +506,21 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
         for (size_t i = 0; i < n; i++) {
             json_object *r = json_object_array_get_idx(rows, i);
             char c[32], tt[32], mean[32], p50[32], p90[32], p99[32], *name;
-            uint64_t tot = ju(r, "total_ns");
+            uint64_t tot = cuptimon__json_uint(r, "total_ns", 0);
             double pct = node_ns ? 100.0 * (double)tot / (double)node_ns : 0.0;
-            fmt_count(c, sizeof(c), ju(r, "count"));
+            fmt_count(c, sizeof(c), cuptimon__json_uint(r, "count", 0));
             fmt_ns(tt, sizeof(tt), tot);
-            fmt_ns(mean, sizeof(mean), ju(r, "mean_ns"));
-            fmt_ns(p50, sizeof(p50), ju(r, "p50_ns"));
-            fmt_ns(p90, sizeof(p90), ju(r, "p90_ns"));
-            fmt_ns(p99, sizeof(p99), ju(r, "p99_ns"));
+            fmt_ns(mean, sizeof(mean), cuptimon__json_uint(r, "mean_ns", 0));
+            fmt_ns(p50, sizeof(p50), cuptimon__json_uint(r, "p50_ns", 0));
+            fmt_ns(p90, sizeof(p90), cuptimon__json_uint(r, "p90_ns", 0));
+            fmt_ns(p99, sizeof(p99), cuptimon__json_uint(r, "p99_ns", 0));
             if (wide)
-                snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %9s %9s %9s %5" PRIu64 " ", c,
-                         tt, pct, mean, p50, p90, p99, ju(r, "processes"));
+                snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %9s %9s %9s %5" PRIu64 " ", c, tt,
+                         pct, mean, p50, p90, p99, cuptimon__json_uint(r, "processes", 0));
             else
                 snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %9s ", c, tt, pct, p50, p99);
             out_cell(&row, line, fixed);
-            name = shorten(js(r, "name"), nw);
+            name = shorten(cuptimon__json_str(r, "name", ""), nw);
             if (name != NULL)
                 out_add(&row, name, strlen(name));
             free(name);
@@ -663,36 +540,40 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
                      "JOB/EXE");
         heading(o, v, line);
         for (size_t i = 0; i < n; i++) {
-            json_object *r = json_object_array_get_idx(rows, i), *ended = jobj(r, "ended");
+            json_object *r = json_object_array_get_idx(rows, i);
             char k[32], tt[32], p50[32], p90[32], p99[32], mb[32], dr[32], rest[512];
-            uint64_t tot = ju(r, "kernel_ns");
+            uint64_t tot = cuptimon__json_uint(r, "kernel_ns", 0);
             double pct = node_ns ? 100.0 * (double)tot / (double)node_ns : 0.0;
-            const char *exe = js(r, "exe"), *base = strrchr(exe, '/');
+            const char *exe = cuptimon__json_str(r, "exe", ""), *base = strrchr(exe, '/');
             char *safe;
-            fmt_count(k, sizeof(k), ju(r, "kernels"));
+            fmt_count(k, sizeof(k), cuptimon__json_uint(r, "kernels", 0));
             fmt_ns(tt, sizeof(tt), tot);
-            fmt_ns(p50, sizeof(p50), ju(r, "p50_ns"));
-            fmt_ns(p90, sizeof(p90), ju(r, "p90_ns"));
-            fmt_ns(p99, sizeof(p99), ju(r, "p99_ns"));
-            fmt_bytes(mb, sizeof(mb), (double)ju(r, "memcpy_bytes"), "");
-            fmt_count(dr, sizeof(dr), ju(r, "dropped_records"));
-            snprintf(line, sizeof(line), "%-8" PRId64 " ", ji(r, "pid"));
+            fmt_ns(p50, sizeof(p50), cuptimon__json_uint(r, "p50_ns", 0));
+            fmt_ns(p90, sizeof(p90), cuptimon__json_uint(r, "p90_ns", 0));
+            fmt_ns(p99, sizeof(p99), cuptimon__json_uint(r, "p99_ns", 0));
+            fmt_bytes(mb, sizeof(mb), (double)cuptimon__json_uint(r, "memcpy_bytes", 0), "");
+            fmt_count(dr, sizeof(dr), cuptimon__json_uint(r, "dropped_records", 0));
+            snprintf(line, sizeof(line), "%-8" PRId64 " ", cuptimon__json_int(r, "pid", 0));
             out_cell(&row, line, 9);
-            out_cell(&row, *js(r, "label") ? js(r, "label") : "-", lw);
+            out_cell(&row,
+                     *cuptimon__json_str(r, "label", "") ? cuptimon__json_str(r, "label", "") : "-",
+                     lw);
             out_cell(&row, " ", 1);
-            out_cell(&row, *js(r, "rank") ? js(r, "rank") : "-", rw);
+            out_cell(&row,
+                     *cuptimon__json_str(r, "rank", "") ? cuptimon__json_str(r, "rank", "") : "-",
+                     rw);
             out_cell(&row, " ", 1);
             if (wide)
-                snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %9s %9s %8s %6s %5" PRIu64 " ",
-                         k, tt, pct, p50, p90, p99, mb, dr, ju(r, "lost_buffers"));
+                snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %9s %9s %8s %6s %5" PRIu64 " ", k,
+                         tt, pct, p50, p90, p99, mb, dr, cuptimon__json_uint(r, "lost_buffers", 0));
             else
                 snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %6s %5" PRIu64 " ", k, tt, pct,
-                         p99, dr, ju(r, "lost_buffers"));
+                         p99, dr, cuptimon__json_uint(r, "lost_buffers", 0));
             out_cell(&row, line, fixed - 9 - lw - 1 - rw - 1);
             /* The job, then the program's name without its directory. */
-            snprintf(rest, sizeof(rest), "%s%s%s%s", js(r, "job"), *js(r, "job") ? " " : "",
-                     base ? base + 1 : exe,
-                     ended && json_object_get_boolean(ended) ? " (ended)" : "");
+            snprintf(rest, sizeof(rest), "%s%s%s%s", cuptimon__json_str(r, "job", ""),
+                     *cuptimon__json_str(r, "job", "") ? " " : "", base ? base + 1 : exe,
+                     cuptimon__json_bool(r, "ended", 0) ? " (ended)" : "");
             safe = cut(rest, v->width > fixed + 10 ? v->width - fixed : 10);
             if (safe != NULL)
                 out_add(&row, safe, strlen(safe));
@@ -705,27 +586,33 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
                  "DtoD/s", "other/s", "MEMSET");
         heading(o, v, line);
         for (size_t i = 0; i < n; i++) {
-            json_object *r = json_object_array_get_idx(rows, i), *mc = jobj(r, "memcpy");
+            json_object *r = json_object_array_get_idx(rows, i),
+                        *mc = cuptimon__json_get(r, "memcpy");
             char k[32], tt[32], h2d[32], d2h[32], d2d[32], oth[32], msb[32];
             double other = 0;
-            fmt_count(k, sizeof(k), ju(r, "kernels"));
-            fmt_ns(tt, sizeof(tt), ju(r, "kernel_ns"));
-            fmt_bytes(h2d, sizeof(h2d), jd(jobj(mc, "HtoD"), "bytes_per_s"), "");
-            fmt_bytes(d2h, sizeof(d2h), jd(jobj(mc, "DtoH"), "bytes_per_s"), "");
-            fmt_bytes(d2d, sizeof(d2d), jd(jobj(mc, "DtoD"), "bytes_per_s"), "");
+            fmt_count(k, sizeof(k), cuptimon__json_uint(r, "kernels", 0));
+            fmt_ns(tt, sizeof(tt), cuptimon__json_uint(r, "kernel_ns", 0));
+            fmt_bytes(h2d, sizeof(h2d),
+                      cuptimon__json_double(cuptimon__json_get(mc, "HtoD"), "bytes_per_s", 0), "");
+            fmt_bytes(d2h, sizeof(d2h),
+                      cuptimon__json_double(cuptimon__json_get(mc, "DtoH"), "bytes_per_s", 0), "");
+            fmt_bytes(d2d, sizeof(d2d),
+                      cuptimon__json_double(cuptimon__json_get(mc, "DtoD"), "bytes_per_s", 0), "");
             if (mc != NULL) {
                 json_object_object_foreach(mc, dir, x)
                 {
                     if (strcmp(dir, "HtoD") && strcmp(dir, "DtoH") && strcmp(dir, "DtoD"))
-                        other += jd(x, "bytes_per_s");
+                        other += cuptimon__json_double(x, "bytes_per_s", 0);
                 }
             }
             fmt_bytes(oth, sizeof(oth), other, "");
-            fmt_bytes(msb, sizeof(msb), (double)ju(r, "memset_bytes"), "");
+            fmt_bytes(msb, sizeof(msb), (double)cuptimon__json_uint(r, "memset_bytes", 0), "");
             snprintf(line, sizeof(line),
                      "%-4" PRId64 " %6.1f%% %6.1f%% %6.1f%% %9s %9s %11s %11s %11s %11s %9s",
-                     ji(r, "device"), 100 * jd(r, "busy_1s"), 100 * jd(r, "busy_10s"),
-                     100 * jd(r, "busy_60s"), k, tt, h2d, d2h, d2d, oth, msb);
+                     cuptimon__json_int(r, "device", 0),
+                     100 * cuptimon__json_double(r, "busy_1s", 0),
+                     100 * cuptimon__json_double(r, "busy_10s", 0),
+                     100 * cuptimon__json_double(r, "busy_60s", 0), k, tt, h2d, d2h, d2d, oth, msb);
             out_line(o, line, v->width);
             out_printf(o, "%s", eol);
         }
@@ -830,7 +717,7 @@ static double mono(void)
 }
 
 /* The full-screen loop.  Returns the exit status. */
-static int run_screen(const struct ctl *c, struct view *v)
+static int run_screen(struct cuptimon_ctl *c, struct view *v)
 {
     json_object *last = NULL;
     char err[600] = "";
@@ -872,13 +759,13 @@ static int run_screen(const struct ctl *c, struct view *v)
         }
         if (need_fetch || now >= next) {
             /* Rows that fit below the header. */
-            json_object *devs = jobj(last, "devices");
+            json_object *devs = cuptimon__json_get(last, "devices");
             size_t nd = devs ? json_object_array_length(devs) : 1;
             /* header nd + 3 lines (+1 error), heading, last line empty */
             size_t rows = v->height > nd + 6 ? v->height - nd - 6 : 1;
             json_object *req = top_request(v, (unsigned)rows);
             int refused;
-            json_object *t = ctl_call(c, req, err, sizeof(err), &refused);
+            json_object *t = cuptimon__ctl_call(c, req, err, sizeof(err), &refused);
             json_object_put(req);
             if (t != NULL) {
                 json_object_put(last);
@@ -981,7 +868,7 @@ static void top_usage(FILE *f)
 "  -h, --help            show this help\n");
 }
 
-int cuptimon__cli_top(int argc, char **argv)
+int cuptimon__cli_top(const struct cuptimon_ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"interval", required_argument, NULL, 'i'}, {"by", required_argument, NULL, 'b'},
@@ -991,7 +878,8 @@ int cuptimon__cli_top(int argc, char **argv)
         {"once", no_argument, NULL, '1'},           {"json", no_argument, NULL, 'J'},
         {"control-socket", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    struct ctl c = {.timeout_ms = 10000};
+    /* A copy: -c here names another socket for this command only. */
+    struct cuptimon_ctl c = *ctl;
     struct view v = {.interval = 2};
     int opt, once = 0, json = 0, interval_given = 0;
     long rows = 0;
@@ -1047,7 +935,7 @@ int cuptimon__cli_top(int argc, char **argv)
         case '1': once = 1; break;
         case 'J': json = 1; break;
         case 'c':
-            if (set_path(&c, optarg, "top") < 0)
+            if (cuptimon__ctl_set_path(&c, optarg, "cuptimonctl top") < 0)
                 return 2;
             break;
         case 'h': top_usage(stdout); return 0;
@@ -1060,8 +948,13 @@ int cuptimon__cli_top(int argc, char **argv)
         fprintf(stderr, "cuptimonctl top: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (resolve_path(&c) < 0)
-        return 1;
+    {
+        char err[600];
+        if (cuptimon__ctl_resolve(&c, err, sizeof(err)) < 0) {
+            fprintf(stderr, "cuptimonctl: %s\n", err);
+            return 1;
+        }
+    }
     v.tty = !once && !json && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
     if (v.tty)
         return run_screen(&c, &v);
@@ -1074,7 +967,7 @@ int cuptimon__cli_top(int argc, char **argv)
         char err[600];
         int refused;
         json_object *req = top_request(&v, rows ? (unsigned)rows : json ? 1000 : 20);
-        json_object *t = ctl_call(&c, req, err, sizeof(err), &refused);
+        json_object *t = cuptimon__ctl_call(&c, req, err, sizeof(err), &refused);
         json_object_put(req);
         if (t == NULL) {
             fprintf(stderr, "cuptimonctl top: %s\n", err);
@@ -1106,26 +999,27 @@ int cuptimon__cli_top(int argc, char **argv)
     return 0;
 }
 
-int cuptimon__cli_metrics(int argc, char **argv)
+int cuptimon__cli_metrics(const struct cuptimon_ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = {{"control-socket", required_argument, NULL, 'c'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    struct ctl c = {.timeout_ms = 10000};
+    /* A copy: -c here names another socket for this command only. */
+    struct cuptimon_ctl c = *ctl;
     char err[600];
-    int opt, refused;
+    int opt;
     json_object *req, *r, *text;
 
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         if (opt == 'c') {
-            if (set_path(&c, optarg, "metrics") < 0)
+            if (cuptimon__ctl_set_path(&c, optarg, "cuptimonctl metrics") < 0)
                 return 2;
         } else if (opt == 'h') {
             printf("Usage: cuptimonctl metrics [-c SOCKET]\n"
                    "Print the daemon's live aggregates in the Prometheus text exposition\n"
                    "format (cuptimon_kernel_seconds_total, cuptimon_gpu_busy_ratio, ...).  For\n"
-                   "node_exporter's textfile collector, start cuptimond with --metrics-file.\n");
+                   "node_exporter's textfile collector, start cuptimond with --metrics-file (or set metrics_file in cuptimond.conf).\n");
             return 0;
         } else {
             fprintf(stderr, "Try 'cuptimonctl metrics --help' for more information.\n");
@@ -1136,11 +1030,13 @@ int cuptimon__cli_metrics(int argc, char **argv)
         fprintf(stderr, "cuptimonctl metrics: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (resolve_path(&c) < 0)
+    if (cuptimon__ctl_resolve(&c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "cuptimonctl: %s\n", err);
         return 1;
+    }
     req = json_object_new_object();
     json_object_object_add(req, "op", json_object_new_string("metrics"));
-    r = ctl_call(&c, req, err, sizeof(err), &refused);
+    r = cuptimon__ctl_call(&c, req, err, sizeof(err), NULL);
     json_object_put(req);
     if (r == NULL) {
         fprintf(stderr, "cuptimonctl metrics: %s\n", err);

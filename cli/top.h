@@ -4,10 +4,14 @@
 #ifndef CUPTIMON_CLI_TOP_H
 #define CUPTIMON_CLI_TOP_H
 
-/* cuptimonctl top ...: argv[0] is "top".  Returns the exit status. */
-int cuptimon__cli_top(int argc, char **argv);
+struct cuptimon_ctl;
 
-/* cuptimonctl metrics ...: argv[0] is "metrics". */
-int cuptimon__cli_metrics(int argc, char **argv);
+/* cuptimonctl top ...: argv[0] is "top"; ctl is the client the global
+ * options set up (a -c of its own overrides the socket).  Returns the exit
+ * status. */
+int cuptimon__cli_top(const struct cuptimon_ctl *ctl, int argc, char **argv);
+
+/* cuptimonctl metrics ...: argv[0] is "metrics"; ctl as for top. */
+int cuptimon__cli_metrics(const struct cuptimon_ctl *ctl, int argc, char **argv);
 
 #endif

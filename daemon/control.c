@@ -171,7 +171,7 @@ static void op_top(struct daemon *d, struct conn *conn, json_object *req)
     json_object *r;
     if (!d->agg) {
         conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                        "(it was started with --no-aggregate)");
+                        "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
         return;
     }
     if (cuptimon__agg_query_from_json(req, &q, &err) < 0) {
@@ -196,7 +196,7 @@ static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
     (void)req;
     if (!d->agg) {
         conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                        "(it was started with --no-aggregate)");
+                        "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
         return;
     }
     text = cuptimon__agg_prometheus(d->agg);

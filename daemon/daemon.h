@@ -12,6 +12,7 @@
 #include "conf.h"
 #include "retention.h"
 #include "cuptimon-proto.h"
+#include "proto/util.h"
 #include "log.h"
 
 struct daemon;

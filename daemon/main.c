@@ -103,23 +103,6 @@ static int default_output_dir(char *out, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static int mkdirs(const char *path, mode_t mode)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 static int parent_dir(const char *path, char *out, size_t len)
 {
     snprintf(out, len, "%s", path);
@@ -142,7 +125,7 @@ static int listen_at(const char *path, mode_t mode)
                 sizeof sa.sun_path - 1);
         return rc;
     }
-    if (parent_dir(path, dir, sizeof dir) == 0 && (rc = mkdirs(dir, 0755)) < 0) {
+    if (parent_dir(path, dir, sizeof dir) == 0 && (rc = cuptimon__mkdir_p(dir, 0755)) < 0) {
         fprintf(stderr, "cuptimond: cannot create %s for socket %s: %s\n", dir, path,
                 strerror(-rc));
         return rc;
@@ -746,7 +729,7 @@ static int resolve_paths(struct daemon *d)
 static int make_archive_dir(struct daemon *d)
 {
     int rc;
-    if ((rc = mkdirs(d->archive_root, 0750)) < 0) {
+    if ((rc = cuptimon__mkdir_p(d->archive_root, 0750)) < 0) {
         fprintf(stderr, "cuptimond: cannot create the archive directory %s: %s\n",
                 d->archive_root, strerror(-rc));
         return rc;

@@ -18,6 +18,7 @@
 #include "cuptimon-proto.h"
 #include "archive/decode.h"
 #include "archive/demangle.h"
+#include "archive/session.h"
 #include "archive/strtab.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
@@ -79,67 +80,13 @@ static int idset_has(const struct idset *s, uint32_t id)
 
 struct wsession {
     const struct cuptimon_window_source *src;
-    json_object *meta;
-    struct cuptimon_proc_info info;
-    struct cuptimon_layout layout;
-    struct cuptimon_strtab *names;
+    struct cuptimon_archive_session as; /* meta.json and strings, read on the first pass */
     struct cuptimon_decode_stats dec;
+    int loaded; /* as was read (on the first pass) */
     struct idset keep;
     uint32_t min_api_corr; /* the lowest correlation id of any API record seen */
     uint64_t events, kernels, dropped, chunks;
 };
-
-static int64_t mint(json_object *o, const char *k, int64_t d)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, k, &v))
-        return d;
-    if (json_object_is_type(v, json_type_string)) {
-        char *end;
-        long long x = strtoll(json_object_get_string(v), &end, 10);
-        return *end ? d : x;
-    }
-    return json_object_get_int64(v);
-}
-
-static const char *mstr(json_object *o, const char *k)
-{
-    json_object *v;
-    return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v)
-               : NULL;
-}
-
-static void load_meta(struct wsession *s, const char *text)
-{
-    json_object *job = NULL, *rs = NULL;
-    uint32_t sizes[CUPTIMON_KIND_SLOTS] = {0};
-    int have = 0;
-    s->meta = text ? json_tokener_parse(text) : NULL;
-    json_object_object_get_ex(s->meta, "job", &job);
-    s->info.pid = (uint32_t)mint(s->meta, "pid", 0);
-    s->info.hostname = mstr(s->meta, "hostname");
-    s->info.cupti_version = (uint32_t)mint(s->meta, "cupti_version", 0);
-    s->info.rank = mint(job, "rank", -1);
-    s->info.local_rank = mint(job, "local_rank", -1);
-    s->info.world_size = mint(job, "world_size", -1);
-    s->info.job_id = mstr(job, "slurm_job_id");
-    s->info.label = mstr(job, "label");
-    if (json_object_object_get_ex(s->meta, "record_sizes", &rs) &&
-        json_object_is_type(rs, json_type_object)) {
-        json_object_object_foreach(rs, key, val)
-        {
-            char *end;
-            unsigned long k = strtoul(key, &end, 10);
-            int64_t v = json_object_get_int64(val);
-            if (*end || k >= CUPTIMON_KIND_SLOTS || v <= 0 || v > UINT32_MAX)
-                continue;
-            sizes[k] = (uint32_t)v;
-            have = 1;
-        }
-    }
-    cuptimon__layout_init(&s->layout, s->info.cupti_version, have ? sizes : NULL);
-}
 
 static int is_api(const struct cuptimon_ev *ev)
 {
@@ -163,9 +110,13 @@ static int each_event(struct wsession *s, int (*fn)(struct wsession *, const str
     int rc = cuptimon__archive_open(s->src->archive_dir, &r, err);
     if (rc < 0)
         return rc;
-    if (!s->meta) {
-        load_meta(s, cuptimon__archive_meta(r));
-        cuptimon__archive_strings(r, cuptimon__strtab_put_cb, s->names);
+    if (!s->loaded) {
+        /* A meta.json that cannot be parsed leaves an unknown CUPTI
+         * version: the session's records are then counted, not written.
+         * A strings file that cannot be read leaves names unresolved. */
+        (void)cuptimon__archive_session_meta(&s->as, cuptimon__archive_meta(r));
+        (void)cuptimon__archive_session_strings(&s->as, r);
+        s->loaded = 1;
     }
     while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
         if (ch.hdr.index < s->src->first_chunk || ch.hdr.index > s->src->last_chunk)
@@ -177,7 +128,7 @@ static int each_event(struct wsession *s, int (*fn)(struct wsession *, const str
             s->chunks++;
             s->dropped += ch.hdr.dropped;
         }
-        cuptimon__walk_begin(&w, &s->layout, ch.data, (size_t)ch.hdr.raw_size, st);
+        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, st);
         while (cuptimon__walk_next(&w, &ev))
             if ((rc = fn(s, &ev, &clk, ud)) < 0)
                 break;
@@ -275,7 +226,7 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         struct pass p = {.w = w, .tr = tr, .sum = sum, .total = &total};
         char *e = NULL;
         s->src = &w->src[i];
-        if ((rc = cuptimon__strtab_new(NULL, &s->names)) < 0)
+        if ((rc = cuptimon__strtab_new(NULL, &s->as.names)) < 0)
             goto out;
         /* Pass 1: the API calls inside the window. */
         if ((rc = each_event(s, collect, &p, &scratch, &e)) < 0) {
@@ -283,8 +234,8 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
             free(e);
             continue;
         }
-        p.tproc = cuptimon__trace_add_process(tr, &s->info, s->names, dm);
-        p.sproc = cuptimon__summary_add_process(sum, &s->info, s->names, dm);
+        p.tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
+        p.sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
         if (p.tproc < 0 || p.sproc < 0) {
             rc = p.tproc < 0 ? p.tproc : p.sproc;
             goto out;
@@ -314,7 +265,7 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     json_object *res = cuptimon__summary_json(sum, 20), *procs = json_object_new_array();
     for (size_t i = 0; i < w->nsrc; i++) {
         json_object *p = json_object_new_object();
-        json_object_object_add(p, "pid", json_object_new_int64(ss[i].info.pid));
+        json_object_object_add(p, "pid", json_object_new_int64(ss[i].as.info.pid));
         json_object_object_add(p, "archive", json_object_new_string(w->src[i].archive_dir));
         json_object_object_add(p, "events", json_object_new_int64((int64_t)ss[i].events));
         json_object_object_add(p, "kernels", json_object_new_int64((int64_t)ss[i].kernels));
@@ -336,8 +287,7 @@ out:
     cuptimon__summary_free(sum);
     cuptimon__demangler_free(dm);
     for (size_t i = 0; i < w->nsrc; i++) {
-        cuptimon__strtab_free(ss[i].names);
-        json_object_put(ss[i].meta);
+        cuptimon__archive_session_clear(&ss[i].as);
         free(ss[i].keep.v);
     }
     free(ss);

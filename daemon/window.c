@@ -640,7 +640,7 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         struct tm tm;
         gmtime_r(&secs, &tm);
         snprintf(dir, sizeof dir, "%s/windows", d->cfg.output_dir);
-        mkdir(dir, 0750);
+        (void)cuptimon__mkdir_p(dir, 0750); /* a failure shows when the trace is written */
         snprintf(w->output, sizeof w->output, "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json",
                  dir, w->id, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                  tm.tm_sec);

@@ -27,6 +27,7 @@ EXTRA_DIST += tests/data tests/demo.sh tests/integration/lib.sh
 
 include tests/fakecupti/local.mk
 include tests/unit/proto.mk
+include tests/unit/util.mk
 include tests/unit/decode.mk
 include tests/unit/daemon.mk
 include tests/integration/local.mk

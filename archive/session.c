@@ -1,0 +1,76 @@
+/*
+ * Reading an archive session's meta.json and strings (see session.h).
+ */
+#include "config.h"
+
+#include "session.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "archive.h"
+#include "json-get.h"
+#include "strtab.h"
+
+int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const char *text)
+{
+    json_object *job = NULL, *rs = NULL;
+    int have_sizes = 0, rc = 0;
+
+    json_object_put(s->meta);
+    memset(&s->info, 0, sizeof(s->info));
+    memset(s->record_sizes, 0, sizeof(s->record_sizes));
+    s->meta = text ? json_tokener_parse(text) : NULL;
+    if (s->meta == NULL || !json_object_is_type(s->meta, json_type_object)) {
+        json_object_put(s->meta);
+        s->meta = NULL;
+        rc = -EINVAL;
+    }
+    job = cuptimon__json_get(s->meta, "job");
+    s->info.pid = (uint32_t)cuptimon__json_int_strict(s->meta, "pid", 0);
+    s->info.hostname = cuptimon__json_str(s->meta, "hostname", NULL);
+    s->info.cupti_version = (uint32_t)cuptimon__json_int_strict(s->meta, "cupti_version", 0);
+    s->info.rank = cuptimon__json_int_strict(job, "rank", -1);
+    s->info.local_rank = cuptimon__json_int_strict(job, "local_rank", -1);
+    s->info.world_size = cuptimon__json_int_strict(job, "world_size", -1);
+    s->info.job_id = cuptimon__json_str(job, "slurm_job_id", NULL);
+    s->info.label = cuptimon__json_str(job, "label", NULL);
+    rs = cuptimon__json_get(s->meta, "record_sizes");
+    if (rs != NULL && json_object_is_type(rs, json_type_object)) {
+        json_object_object_foreach(rs, key, val)
+        {
+            char *end;
+            unsigned long k = strtoul(key, &end, 10);
+            int64_t v = json_object_get_int64(val);
+            if (*end != '\0' || end == key || k >= CUPTIMON_KIND_SLOTS || v <= 0 || v > UINT32_MAX)
+                continue;
+            s->record_sizes[k] = (uint32_t)v;
+            have_sizes = 1;
+        }
+    }
+    s->layout_rc = cuptimon__layout_init(&s->layout, s->info.cupti_version,
+                                         have_sizes ? s->record_sizes : NULL);
+    return rc;
+}
+
+int cuptimon__archive_session_strings(struct cuptimon_archive_session *s,
+                                      struct cuptimon_archive_reader *r)
+{
+    int rc;
+
+    if (s->names == NULL && (rc = cuptimon__strtab_new(NULL, &s->names)) < 0)
+        return rc;
+    return cuptimon__archive_strings(r, cuptimon__strtab_put_cb, s->names);
+}
+
+void cuptimon__archive_session_clear(struct cuptimon_archive_session *s)
+{
+    if (s == NULL)
+        return;
+    cuptimon__strtab_free(s->names);
+    json_object_put(s->meta);
+    memset(s, 0, sizeof(*s));
+}

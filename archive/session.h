@@ -1,0 +1,50 @@
+/*
+ * What an archive session directory says about its producer: meta.json
+ * (the process's identity, its CUPTI version and the record sizes it
+ * announced, from which the record layouts follow) and strings.bin (the
+ * producer's string table).  cuptimonctl decode and the daemon's window
+ * writer both read sessions through this, so that a meta.json means the
+ * same to both.
+ */
+#ifndef CUPTIMON_ARCHIVE_SESSION_H
+#define CUPTIMON_ARCHIVE_SESSION_H
+
+#include <stdint.h>
+
+#include "decode.h"
+#include "trace.h"
+
+struct json_object;
+struct cuptimon_archive_reader;
+struct cuptimon_strtab;
+
+struct cuptimon_archive_session {
+    struct json_object *meta;        /* parsed meta.json; info's strings point into it */
+    struct cuptimon_proc_info info;  /* pid, hostname, job identity, CUPTI version */
+    struct cuptimon_layout layout;   /* from the CUPTI version and record_sizes */
+    int layout_rc;                   /* what cuptimon__layout_init() returned */
+    uint32_t record_sizes[CUPTIMON_KIND_SLOTS]; /* as announced; 0: not announced */
+    struct cuptimon_strtab *names;   /* strings.bin, once read; NULL before */
+};
+
+/*
+ * Parses meta.json (text may be NULL: none was found) into s, replacing
+ * what an earlier call put there; s->names is left alone.  Integer members
+ * may be JSON numbers or decimal strings (the shim passes environment
+ * variables through as strings); a member that is neither, or missing,
+ * stays unknown (pid 0, rank -1, no hostname).  Returns 0, or -EINVAL when
+ * the text is not a JSON object: s then describes a producer of unknown
+ * CUPTI version, whose records are walked over but not decoded.
+ */
+int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const char *text);
+
+/* Reads the strings file of r into s->names, creating the table when it
+ * is NULL.  Returns 0, -ENOMEM, or what cuptimon__archive_strings()
+ * returned (the entries before the failure stay in the table). */
+int cuptimon__archive_session_strings(struct cuptimon_archive_session *s,
+                                      struct cuptimon_archive_reader *r);
+
+/* Frees what s holds and zeroes it; s may be half-filled. */
+void cuptimon__archive_session_clear(struct cuptimon_archive_session *s);
+
+#endif

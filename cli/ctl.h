@@ -1,0 +1,42 @@
+/*
+ * cuptimonctl's one control client: where the daemon's control socket is,
+ * and one request/reply over it.  main.c holds the client the global
+ * options (--control-socket, --timeout) fill in and hands it to the
+ * commands; top and metrics may still name another socket with their own
+ * -c.
+ */
+#ifndef CUPTIMON_CLI_CTL_H
+#define CUPTIMON_CLI_CTL_H
+
+#include <stddef.h>
+
+struct json_object;
+
+struct cuptimon_ctl {
+    char path[108]; /* the control socket; "" until set or resolved */
+    int timeout_ms; /* how long one request may wait for the reply */
+};
+
+/* The default: no socket chosen yet, 10 s per request. */
+#define CUPTIMON_CTL_INIT {.path = "", .timeout_ms = 10000}
+
+/* Sets the socket from a --control-socket argument; cmd names the command
+ * in the error ("cuptimonctl" or "cuptimonctl top").  Returns 0, or -1
+ * after saying why (empty, or too long for a socket address). */
+int cuptimon__ctl_set_path(struct cuptimon_ctl *c, const char *arg, const char *cmd);
+
+/* Works out the socket unless one was set: $CUPTIMON_CONTROL_SOCKET, else
+ * RUNTIME/control.sock, else the node's (the system runtime directory) when
+ * the user has none of their own.  Returns 0, or -1 with err set to one
+ * line saying why. */
+int cuptimon__ctl_resolve(struct cuptimon_ctl *c, char *err, size_t errlen);
+
+/* Sends one request (resolving the socket first if need be) and returns the parsed
+ * reply when the daemon said REPLY_OK.  Otherwise returns NULL with err
+ * set to one line saying why (not running, no reply, refused: with the
+ * daemon's message) and *refused (when not NULL) set to 1 if the daemon
+ * answered with an error, 0 if it could not be reached. */
+struct json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, struct json_object *req,
+                                       char *err, size_t errlen, int *refused);
+
+#endif
