@@ -51,6 +51,17 @@ static struct {
     size_t size, used;
     uint64_t delivered, dropped, buffers;
     int stopping; /* it disabled kinds while it held CUPTI itself */
+    /* CUPTI's buffers were forced out since the tool last disabled a kind:
+     * what they held from before its (re)start went to cuptimon alone. */
+    int start_flushed;
+    /* The tool's clock as a line through samples (CUPTI time a, tool time
+     * t): the first since it registered its callback, and the latest.  A
+     * tool clock need not tick in nanoseconds (Kineto's, with TSC
+     * timestamps on, returns raw TSC ticks), so its copies are converted by
+     * rate and offset, not shifted by one measured difference. */
+    uint64_t clk_a0, clk_t0, clk_a1, clk_t1;
+    double clk_rate;
+    int clk_n;
 } tool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int active(void)
@@ -74,22 +85,62 @@ int cuptimon__mux_tool_wants(uint32_t kind)
     return kind < TOOL_KINDS && tool.on_ns[kind] && tool.complete;
 }
 
-/* The record's start time, for the kinds that have one at a known place. */
-static uint64_t rec_start(const CUpti_Activity *rec)
+/* The runtime CUPTI's layout of a record of this kind and size, or NULL
+ * (an unknown release or size: its fields are not touched). */
+static const struct cuptimon_rec_layout *layout_of(uint32_t kind, size_t size)
 {
-    size_t off;
-    switch (rec->kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: off = offsetof(CUpti_ActivityKernel10, start); break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY: off = offsetof(CUpti_ActivityMemcpy6, start); break;
-    case CUPTI_ACTIVITY_KIND_MEMSET: off = offsetof(CUpti_ActivityMemset4, start); break;
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: off = offsetof(CUpti_ActivityAPI, start); break;
-    default: return 0;
+    const struct cuptimon_cupti_release *r = cuptimon__shim.cupti.release;
+    const struct cuptimon_rec_layout *l =
+        r && kind < CUPTIMON_LAYOUT_KINDS ? r->kinds[kind] : NULL;
+    return l && l->size == size ? l : NULL;
+}
+
+/* The timestamp fields of each record type, as field indices. */
+static unsigned time_fields(const struct cuptimon_rec_layout *l, unsigned f[5])
+{
+    switch (l->type) {
+    case CUPTIMON_REC_KERNEL:
+        f[0] = CUPTIMON_FK_start, f[1] = CUPTIMON_FK_end, f[2] = CUPTIMON_FK_completed;
+        f[3] = CUPTIMON_FK_queued, f[4] = CUPTIMON_FK_submitted;
+        return 5;
+    case CUPTIMON_REC_MEMCPY:
+        f[0] = CUPTIMON_FMC_start, f[1] = CUPTIMON_FMC_end;
+        return 2;
+    case CUPTIMON_REC_P2P:
+        f[0] = CUPTIMON_FP2P_start, f[1] = CUPTIMON_FP2P_end;
+        return 2;
+    case CUPTIMON_REC_MEMSET:
+        f[0] = CUPTIMON_FMS_start, f[1] = CUPTIMON_FMS_end;
+        return 2;
+    case CUPTIMON_REC_API:
+        f[0] = CUPTIMON_FAPI_start, f[1] = CUPTIMON_FAPI_end;
+        return 2;
+    case CUPTIMON_REC_OVERHEAD:
+        f[0] = CUPTIMON_FOVH_start, f[1] = CUPTIMON_FOVH_end;
+        return 2;
+    case CUPTIMON_REC_SYNC:
+        f[0] = CUPTIMON_FSYNC_start, f[1] = CUPTIMON_FSYNC_end;
+        return 2;
+    case CUPTIMON_REC_CUDA_EVENT:
+        f[0] = CUPTIMON_FEV_deviceTimestamp;
+        return 1;
+    case CUPTIMON_REC_MARKER:
+        f[0] = CUPTIMON_FMK_timestamp;
+        return 1;
+    default:
+        return 0;
     }
-    uint64_t v;
-    memcpy(&v, (const uint8_t *)rec + off, 8);
-    return v;
+}
+
+/* The record's start time (its first timestamp field), 0 when it has
+ * none or its layout is unknown. */
+static uint64_t rec_start(const CUpti_Activity *rec, size_t size)
+{
+    const struct cuptimon_rec_layout *l = layout_of(rec->kind, size);
+    unsigned f[5];
+    if (!l || time_fields(l, f) == 0)
+        return 0;
+    return cuptimon__rec_get(l, (const uint8_t *)rec, f[0]);
 }
 
 void cuptimon__mux_note_ours(uint32_t kind, int on)
@@ -116,62 +167,31 @@ static uint64_t cupti_now(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Moves a record's timestamps into the tool's timebase. */
-static void shift(uint8_t *rec, uint32_t kind, uint64_t delta)
+/* Maps a CUPTI timestamp onto the tool's clock: through the latest sample,
+ * at the fitted rate.  Differences are taken in integers first so that the
+ * double only carries the (small) distance to the sample. */
+static uint64_t to_tool(const struct cuptimon_tool_clock *c, uint64_t v)
 {
-#define SH(type, field)                                                                            \
-    do {                                                                                           \
-        uint64_t v;                                                                                \
-        memcpy(&v, rec + offsetof(type, field), 8);                                                \
-        if (v) {                                                                                   \
-            v += delta;                                                                            \
-            memcpy(rec + offsetof(type, field), &v, 8);                                            \
-        }                                                                                          \
-    } while (0)
-    switch (kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        SH(CUpti_ActivityKernel10, start);
-        SH(CUpti_ActivityKernel10, end);
-        SH(CUpti_ActivityKernel10, completed);
-        SH(CUpti_ActivityKernel10, queued);
-        SH(CUpti_ActivityKernel10, submitted);
-        break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-        SH(CUpti_ActivityMemcpy6, start);
-        SH(CUpti_ActivityMemcpy6, end);
-        break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY2:
-        SH(CUpti_ActivityMemcpyPtoP4, start);
-        SH(CUpti_ActivityMemcpyPtoP4, end);
-        break;
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-        SH(CUpti_ActivityMemset4, start);
-        SH(CUpti_ActivityMemset4, end);
-        break;
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-        SH(CUpti_ActivityAPI, start);
-        SH(CUpti_ActivityAPI, end);
-        break;
-    case CUPTI_ACTIVITY_KIND_OVERHEAD:
-        SH(CUpti_ActivityOverhead3, start);
-        SH(CUpti_ActivityOverhead3, end);
-        break;
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-        SH(CUpti_ActivitySynchronization2, start);
-        SH(CUpti_ActivitySynchronization2, end);
-        break;
-    case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
-        SH(CUpti_ActivityCudaEvent2, deviceTimestamp);
-        break;
-    case CUPTI_ACTIVITY_KIND_MARKER:
-        SH(CUpti_ActivityMarker2, timestamp);
-        break;
-    default:
-        break;
+    int64_t d = (int64_t)(v - c->a);
+    return c->t + (uint64_t)(int64_t)((double)d * c->rate + (d >= 0 ? 0.5 : -0.5));
+}
+
+/* Moves a record's timestamps (those that are set) onto the tool's clock. */
+static void convert(uint8_t *rec, const struct cuptimon_rec_layout *l,
+                    const struct cuptimon_tool_clock *c)
+{
+    unsigned f[5], n = time_fields(l, f);
+    for (unsigned i = 0; i < n; i++) {
+        const struct cuptimon_field *fl = &l->f[f[i]];
+        uint64_t v;
+        if (fl->width != 8)
+            continue;
+        memcpy(&v, rec + fl->off, 8);
+        if (v == 0 || v == (uint64_t)CUPTI_TIMESTAMP_UNKNOWN)
+            continue;
+        v = to_tool(c, v);
+        memcpy(rec + fl->off, &v, 8);
     }
-#undef SH
 }
 
 /* Hands the tool its current buffer.  Called with tool.lock held. */
@@ -206,11 +226,12 @@ static int ensure_buffer_locked(size_t need)
 }
 
 /* Called from the shim's completion callback for each record the tool
- * wants: a copy goes into the tool's buffer. */
-void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta)
+ * wants: a copy goes into the tool's buffer, on its clock when it has one. */
+void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
+                           const struct cuptimon_tool_clock *clk)
 {
     uint32_t k = rec->kind;
-    uint64_t t0 = rec_start(rec);
+    uint64_t t0 = rec_start(rec, size);
     int api = k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
     /* GPU work launched before the tool enabled its kind was flushed out
      * at the enable; its start time says nothing about its launch. */
@@ -231,23 +252,76 @@ void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delt
     }
     uint8_t *dst = tool.buf + tool.used;
     memcpy(dst, rec, size);
-    if (have_delta)
-        shift(dst, rec->kind, delta);
+    if (clk) {
+        const struct cuptimon_rec_layout *l = layout_of(k, size);
+        if (l)
+            convert(dst, l, clk);
+    }
     tool.used += size;
     tool.delivered++;
     pthread_mutex_unlock(&tool.lock);
 }
 
-/* The offset from CUPTI's timebase (CLOCK_REALTIME, unless a client set
- * CUPTI's own) to the tool's, when the tool registered a timestamp
- * callback through the shim. */
-int cuptimon__mux_delta(uint64_t *delta)
+/* One sample of (CUPTI time, tool time): the tool's clock read between two
+ * reads of CUPTI's, the tightest of three tries, paired with their
+ * midpoint. */
+static void clock_sample(CUpti_TimestampCallbackFunc f, uint64_t *a, uint64_t *t)
+{
+    uint64_t best = UINT64_MAX;
+    *a = *t = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t x = cupti_now(), y = f(), z = cupti_now();
+        if (z - x < best) {
+            best = z - x;
+            *a = x + (z - x) / 2;
+            *t = y;
+        }
+    }
+}
+
+/* Starts a fit for a newly registered tool clock: two samples 2 ms apart
+ * give a first rate, which later samples refine. */
+static void clock_start(CUpti_TimestampCallbackFunc f)
+{
+    struct timespec pause = {0, 2000000};
+    uint64_t a0 = 0, t0 = 0, a1 = 0, t1 = 0;
+
+    clock_sample(f, &a0, &t0);
+    nanosleep(&pause, NULL);
+    clock_sample(f, &a1, &t1);
+    pthread_mutex_lock(&tool.lock);
+    tool.clk_a0 = a0, tool.clk_t0 = t0;
+    tool.clk_a1 = a1, tool.clk_t1 = t1;
+    tool.clk_rate = a1 > a0 ? (double)(int64_t)(t1 - t0) / (double)(a1 - a0) : 1.0;
+    tool.clk_n = 2;
+    pthread_mutex_unlock(&tool.lock);
+}
+
+/* The tool's clock now, for the records of one completed buffer, when the
+ * tool registered a timestamp callback through the shim.  Each call takes
+ * a fresh sample: the line runs from the first sample to it, so the rate
+ * is measured over an ever longer span and the offset is current. */
+int cuptimon__mux_clock(struct cuptimon_tool_clock *c)
 {
     CUpti_TimestampCallbackFunc f = tool.timestamp;
+    uint64_t a = 0, t = 0;
     if (!f || !tool.complete)
         return 0;
-    uint64_t a = cupti_now(), t = f(), b = cupti_now();
-    *delta = t - (a + (b - a) / 2);
+    clock_sample(f, &a, &t);
+    pthread_mutex_lock(&tool.lock);
+    if (tool.clk_n == 0 || a <= tool.clk_a0) {
+        /* No fit yet (a callback registered before the shim could sample
+         * it): a rate of 1, CUPTI's own unit, until there is. */
+        tool.clk_a0 = a, tool.clk_t0 = t, tool.clk_rate = 1.0;
+    } else if (a - tool.clk_a0 >= 1000000) {
+        tool.clk_rate = (double)(int64_t)(t - tool.clk_t0) / (double)(a - tool.clk_a0);
+    }
+    tool.clk_a1 = a, tool.clk_t1 = t;
+    tool.clk_n++;
+    c->a = a;
+    c->t = t;
+    c->rate = tool.clk_rate;
+    pthread_mutex_unlock(&tool.lock);
     return 1;
 }
 
@@ -296,13 +370,16 @@ static CUptiResult CUPTIAPI mux_enable(CUpti_ActivityKind kind)
      * would without cuptimon: it may have turned the kind off directly. */
     int held = taken();
     int shared = (unsigned)kind < TOOL_KINDS && tool.ours[kind] && !held;
-    if (shared && !tool.on_ns[kind]) {
+    if (shared && !tool.kinds[kind] && !tool.start_flushed) {
         /* The kind was already on for cuptimon: what CUPTI holds now was
-         * recorded before the tool asked for it, so it goes to cuptimon
-         * alone.  A forced flush hands it over before the tool is on. */
+         * recorded before the tool asked for it (before its first start,
+         * or in the gap since its last stop), so it goes to cuptimon
+         * alone.  A forced flush hands it over while the tool's window for
+         * the kind is still closed; once per (re)start, not per kind. */
         CUptiResult (*flush)(uint32_t) = (CUptiResult(*)(uint32_t))real("cuptiActivityFlushAll");
         if (flush)
             flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        tool.start_flushed = 1;
     }
     CUptiResult rc = shared ? CUPTI_SUCCESS : f(kind);
     shim_debug(&cuptimon__shim, "tool: enable kind %u%s: %d", (unsigned)kind,
@@ -334,6 +411,7 @@ static CUptiResult CUPTIAPI mux_disable(CUpti_ActivityKind kind)
     if ((unsigned)kind < TOOL_KINDS && tool.kinds[kind]) {
         tool.kinds[kind] = 0;
         tool.off_ns[kind] = cupti_now(); /* records up to now still reach it */
+        tool.start_flushed = 0;
     }
     /* A client that never registered through here may be one that holds
      * CUPTI itself: a forced flush after this means it stopped. */
@@ -387,8 +465,11 @@ static CUptiResult CUPTIAPI mux_timestamp(CUpti_TimestampCallbackFunc cb)
         "cuptiActivityRegisterTimestampCallback");
     if (!active())
         return f ? f(cb) : CUPTI_ERROR_NOT_INITIALIZED;
-    /* Never CUPTI's timebase: applied to the tool's copies only. */
+    /* Never CUPTI's timebase: applied to the tool's copies only.  Kineto
+     * registers at every start; each registration starts a new fit. */
     tool.timestamp = cb;
+    if (cb)
+        clock_start(cb);
     shim_debug(&cuptimon__shim, "tool: timestamp callback registered (applied to its copies only)");
     return CUPTI_SUCCESS;
 }
@@ -415,6 +496,8 @@ static CUptiResult CUPTIAPI mux_finalize(void)
     tool.request = NULL;
     tool.complete = NULL;
     tool.timestamp = NULL;
+    tool.clk_n = 0;
+    tool.start_flushed = 0;
     for (unsigned k = 0; k < TOOL_KINDS; k++) {
         if (tool.kinds[k] && !tool.ours[k]) {
             CUptiResult (*d)(CUpti_ActivityKind) =
@@ -483,6 +566,7 @@ void cuptimon__mux_forget_kinds(void)
         tool.on_ns[k] = tool.off_ns[k] = 0;
     }
     tool.stopping = 0;
+    tool.start_flushed = 0;
     pthread_mutex_unlock(&tool.lock);
 }
 

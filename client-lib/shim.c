@@ -507,22 +507,23 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     /* Another tool shares CUPTI through us (preloaded): it gets copies of
      * the records of its kinds, outside our lock, before the slot can be
      * released and reused. */
-    uint64_t delta = 0;
-    int have_delta = cuptimon__mux_delta(&delta);
+    struct cuptimon_tool_clock clk;
+    int have_clock = 0;
     int tool_on = 0;
     for (uint32_t k = 1; k < 64 && !tool_on; k++)
         tool_on = cuptimon__mux_tool_wants(k);
     if (tool_on) {
+        have_clock = cuptimon__mux_clock(&clk);
         rec = prev = NULL;
         while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (prev && cuptimon__mux_tool_wants(prev->kind))
-                cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev), delta,
-                                      have_delta);
+                cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev),
+                                      have_clock ? &clk : NULL);
             prev = rec;
         }
         if (prev && cuptimon__mux_tool_wants(prev->kind))
-            cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev), delta,
-                                  have_delta);
+            cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev),
+                                  have_clock ? &clk : NULL);
     }
     atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);

@@ -131,8 +131,15 @@ void cuptimon__io_stop(struct shim *s);
 int cuptimon__mux_tool_wants(uint32_t kind);
 int cuptimon__mux_needed(uint32_t kind);
 void cuptimon__mux_note_ours(uint32_t kind, int on);
-int cuptimon__mux_delta(uint64_t *delta);
-void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t delta, int have_delta);
+/* A tool's clock as a line: CUPTI time a is tool time t, and the tool's
+ * clock advances rate units per CUPTI nanosecond. */
+struct cuptimon_tool_clock {
+    uint64_t a, t;
+    double rate;
+};
+int cuptimon__mux_clock(struct cuptimon_tool_clock *c);
+void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
+                           const struct cuptimon_tool_clock *clk);
 /* Hands a buffer CUPTI completed to the shim but the shim never gave out
  * to the tool whose it is, when that tool's callback is known; 0 if not. */
 int cuptimon__mux_foreign(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid);

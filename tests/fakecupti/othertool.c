@@ -19,6 +19,11 @@
  * more kernels with it; the report's "late" says what it received.
  * OTHERTOOL_HOLD=FILE: in the first round, once its kernels are launched,
  * the tool writes FILE.holding and waits (up to 60 s) for FILE to exist.
+ * OTHERTOOL_TSC=1: the tool's clock ticks 2.5 times per nanosecond from
+ * an epoch (as Kineto's does with TSC timestamps: raw ticks, not ns), and
+ * the report lists each profiled kernel's (correlation id, start) as the
+ * tool received it, with the clock's parameters, so that the test can map
+ * the tool's times back and hold them against cuptimon's record.
  */
 #include "config.h"
 
@@ -37,6 +42,10 @@
 
 #define TOOL_EPOCH 1000000000000000ull /* the tool's clock: realtime + this */
 #define MAX_OWNED 256
+#define MAX_STARTS 8192
+
+static int tsc_clock;     /* OTHERTOOL_TSC */
+static uint64_t tsc_base; /* realtime at start: tick 0 of the TSC-like clock */
 
 static struct {
     uint8_t *owned[MAX_OWNED];
@@ -45,13 +54,24 @@ static struct {
     uint32_t corr_lo, corr_hi; /* the profiled launches' correlation ids */
     uint64_t in_range;
     uint64_t min_ts;
+    uint32_t nstarts;
+    uint32_t start_corr[MAX_STARTS];
+    uint64_t start_ts[MAX_STARTS];
 } t;
 
-static uint64_t CUPTIAPI tool_clock(void)
+static uint64_t realtime_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + TOOL_EPOCH;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t CUPTIAPI tool_clock(void)
+{
+    uint64_t rt = realtime_ns();
+    if (tsc_clock)
+        return TOOL_EPOCH + (rt - tsc_base) * 5 / 2;
+    return rt + TOOL_EPOCH;
 }
 
 static void CUPTIAPI request(uint8_t **buf, size_t *size, size_t *max)
@@ -86,6 +106,10 @@ static void CUPTIAPI complete(CUcontext ctx, uint32_t stream, uint8_t *buf, size
 
             if (k->start < TOOL_EPOCH)
                 t.bad_time++;
+            if (t.nstarts < MAX_STARTS) {
+                t.start_corr[t.nstarts] = k->correlationId;
+                t.start_ts[t.nstarts++] = k->start;
+            }
             if (!t.min_ts || k->start < t.min_ts)
                 t.min_ts = k->start;
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
@@ -157,6 +181,8 @@ int main(int argc, char **argv)
         return 1;
     if (fakecuda_init() < 0)
         return 1;
+    tsc_clock = getenv("OTHERTOOL_TSC") && atoi(getenv("OTHERTOOL_TSC"));
+    tsc_base = realtime_ns();
     launch(before);
     uint32_t resumed = 0;
     int kineto_stop = getenv("OTHERTOOL_KINETO_STOP") && atoi(getenv("OTHERTOOL_KINETO_STOP"));
@@ -199,6 +225,14 @@ int main(int argc, char **argv)
                    ", \"bad_time\": %" PRIu64 ", \"min_ts\": %" PRIu64 "}",
                 round ? ", " : "", profiled, t.kernels, t.in_range, t.runtime, t.foreign,
                 t.bad_time, t.min_ts);
+        if (tsc_clock) {
+            fseek(f, -1, SEEK_CUR); /* reopen the round's object */
+            fputs(", \"starts\": [", f);
+            for (uint32_t i = 0; i < t.nstarts; i++)
+                fprintf(f, "%s[%" PRIu32 ", %" PRIu64 "]", i ? ", " : "", t.start_corr[i],
+                        t.start_ts[i]);
+            fputs("]}", f);
+        }
         for (int i = 0; i < t.nowned; i++)
             free(t.owned[i]);
         t.nowned = 0;
@@ -231,6 +265,9 @@ int main(int argc, char **argv)
                    ", \"foreign_buffers\": %" PRIu64 "}",
                 profiled, got, foreign);
     }
+    if (tsc_clock)
+        fprintf(f, ", \"tsc\": {\"base_ns\": %" PRIu64 ", \"epoch\": %llu, \"num\": 5, \"den\": 2}",
+                tsc_base, (unsigned long long)TOOL_EPOCH);
     fprintf(f, ", \"kernels_launched\": %" PRIu64 ", \"first_after_round1\": %" PRIu32
                ", \"launched_after_round1\": %" PRIu64 "}\n",
             before + 2 * profiled + 2 * (after / 2) + late_launched, resumed,

@@ -13,6 +13,12 @@
 #     back, and every kernel launched from then on is archived; the tool's
 #     second round is shared; the same with Kineto's stop sequence.
 #  4. A tool in a library dlopened after the shim started is shared too.
+#  5. A tool like Kineto with TSC timestamps (its clock ticks 2.5 times per
+#     ns, not in ns) that stops as Kineto does and starts again while work
+#     runs in between, preloaded and injected: each round holds exactly its
+#     own launches (none of the gap's), and every kernel's start, mapped
+#     back from the tool's clock, agrees with cuptimon's record of the same
+#     correlation id.
 . "$top_srcdir/tests/integration/lib.sh"
 TOOL=$top_builddir/tests/fakecupti/cuptimon-othertool
 
@@ -51,6 +57,10 @@ OTHERTOOL_DIRECT=1 OTHERTOOL_KINETO_STOP=1 CUDA_INJECTION64_PATH=$SHIM \
     || { cat "$T/kineto.err"; fail "the job whose tool stops like Kineto failed"; }
 grep -q "took CUPTI back (the other tool stopped tracing)" "$T/kineto.err" \
     || { cat "$T/kineto.err"; fail "the shim did not take CUPTI back after a Kineto-like stop"; }
+OTHERTOOL_KINETO_STOP=1 OTHERTOOL_TSC=1 LD_PRELOAD="${ASAN_RT:+$ASAN_RT }$SHIM" \
+    "$TOOL" "$T/tsc-pre.json" 1000 1000 2000 || fail "the TSC-clock tool failed (preloaded)"
+OTHERTOOL_KINETO_STOP=1 OTHERTOOL_TSC=1 CUDA_INJECTION64_PATH=$SHIM \
+    "$TOOL-relro" "$T/tsc-inj.json" 1000 1000 2000 || fail "the TSC-clock tool failed (injected)"
 stop_daemon
 
 "$CTL" decode "$T/out" -o "$T/trace.json" --summary-out "$T/sum.json"
@@ -96,6 +106,31 @@ for name, rep in (("direct", direct), ("kineto-stop", kineto)):
     after = sum(1 for c in corr if c >= rep["first_after_round1"])
     assert after == rep["launched_after_round1"], \
         f"{name}: after the tool let go cuptimon archived {after} of {rep['launched_after_round1']} kernels"
+# 5: per round exactly its own kernels, and each one's time on the tool's
+# TSC-like clock maps back to cuptimon's record of it.
+starts = collections.defaultdict(dict)
+base = trace["otherData"]["base_unix_ns"]
+for e in trace["traceEvents"]:
+    if e.get("cat") == "kernel" and e.get("ph") == "X":
+        starts[e["pid"]][e["args"]["correlation"]] = base + round(float(e["ts"]) * 1000)
+for name in ("tsc-pre", "tsc-inj"):
+    rep = json.load(open(sys.argv[1].replace("pre.json", name + ".json")))
+    tool_complete(name, rep, (0, 1))
+    c = rep["tsc"]
+    ours = starts[rep["pid"]]
+    errs = []
+    for i, p in enumerate(rep["profiles"]):
+        assert len(p["starts"]) == p["launched"], f"{name} round {i}: {len(p['starts'])} starts listed"
+        for corr, ticks in p["starts"]:
+            back = c["base_ns"] + (ticks - c["epoch"]) * c["den"] // c["num"]
+            errs.append(abs(back - ours[corr]))
+    errs.sort()
+    med, mx = errs[len(errs) // 2], errs[-1]
+    # The tool's clock is read at buffer completions (a sample is the
+    # tool's clock between two reads of CUPTI's); allow 2 us for a loaded
+    # or sanitized run.
+    assert mx <= 2000, f"{name}: tool times off cuptimon's by median {med:.0f} ns, max {mx:.0f} ns"
+    print(f"{name}: {len(errs)} kernels on a 2.5-ticks-per-ns clock, start agreement median {med:.0f} ns, max {mx:.0f} ns")
 print(f"coexist: preloaded and injected, the tool got all {pre['profiles'][0]['launched']} kernels twice "
       f"in its timebase and cuptimon archived all {pre['kernels_launched']}; a tool that took CUPTI "
       f"behind the shim got all of its own, and cuptimon archived all {after} kernels after it let go")
