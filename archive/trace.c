@@ -22,6 +22,7 @@
 #include "demangle.h"
 #include "strtab.h"
 #include "cuptimon-proto.h"
+#include "utf8.h"
 #include <cupti_activity.h>
 
 /* A display name is cut at this many source bytes (then "..."): no viewer
@@ -254,34 +255,6 @@ static inline char *hex64(char *p, uint64_t v)
     return p;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-
-    if (c >= 0xc2 && c <= 0xdf) {
-        if (n >= 2 && (s[1] & 0xc0) == 0x80)
-            return 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c == 0xe0)
-            lo = 0xa0; /* overlong */
-        if (c == 0xed)
-            hi = 0x9f; /* surrogates */
-        if (n >= 3 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80)
-            return 3;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c == 0xf0)
-            lo = 0x90; /* overlong */
-        if (c == 0xf4)
-            hi = 0x8f; /* > U+10FFFF */
-        if (n >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80)
-            return 4;
-    }
-    return 0;
-}
-
 size_t cuptimon__json_escape(char *out, const char *s, size_t len)
 {
     static const char hx[] = "0123456789abcdef";
@@ -331,7 +304,7 @@ size_t cuptimon__json_escape(char *out, const char *s, size_t len)
             i++;
             continue;
         }
-        size_t n = utf8_seq(u + i, len - i);
+        size_t n = cuptimon__utf8_len(u + i, len - i);
         if (n == 0) {
             p = LIT(p, "\\ufffd");
             i++;

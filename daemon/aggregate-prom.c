@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cuptimon-proto.h"
+#include "archive/utf8.h"
 
 /* Prometheus kernel label values are cut here (bytes). */
 #define PROM_NAME_MAX 200u
@@ -82,39 +83,6 @@ static void sb_putc(struct sb *b, char c)
     b->p[b->len] = '\0';
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    size_t len;
-    uint32_t cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if ((s[0] & 0xe0) == 0xc0) {
-        len = 2;
-        cp = s[0] & 0x1f;
-    } else if ((s[0] & 0xf0) == 0xe0) {
-        len = 3;
-        cp = s[0] & 0x0f;
-    } else if ((s[0] & 0xf8) == 0xf0) {
-        len = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* A label value: escaped (\\, \", \n), invalid UTF-8 bytes as U+FFFD,
  * cut at max bytes of input on a character boundary. */
 static void sb_label(struct sb *b, const char *v, size_t max)
@@ -125,7 +93,7 @@ static void sb_label(struct sb *b, const char *v, size_t max)
     if (n > max)
         n = max;
     while (i < n) {
-        size_t l = utf8_len(s + i, n - i);
+        size_t l = cuptimon__utf8_len(s + i, n - i);
         if (l == 0) {
             sb_printf(b, "\xef\xbf\xbd");
             i++;
