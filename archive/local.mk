@@ -16,7 +16,8 @@ archive_libcuptimon_archive_la_SOURCES = \
 	archive/session.c archive/session.h \
 	archive/cbid.h \
 	archive/trace.c archive/trace.h \
-	archive/summary.c archive/summary.h
+	archive/summary.c archive/summary.h \
+	archive/utf8.c archive/utf8.h
 nodist_archive_libcuptimon_archive_la_SOURCES = archive/cbid-names.c
 archive_libcuptimon_archive_la_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS) $(ZSTD_CFLAGS)
 archive_libcuptimon_archive_la_LIBADD = $(JSONC_LIBS) $(IBERTY_LIBS) $(ZSTD_LIBS)

@@ -22,6 +22,7 @@
 #include "demangle.h"
 #include "strtab.h"
 #include "cuptimon-proto.h"
+#include "utf8.h"
 #include <cupti_activity.h>
 
 /* A display name is cut at this many source bytes (then "..."): no viewer
@@ -147,6 +148,15 @@ static inline void commit(struct cuptimon_trace *t, char *p)
 
 #define LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
 
+/* Writes the member ,"key":v at p and moves p past it, with v as an
+ * unsigned (FIELD_U) or signed (FIELD_I) decimal, or as microseconds from
+ * ns (FIELD_US).  key must be a string literal that needs no escaping: it
+ * is pasted into the literal that LIT copies, so a member costs what it
+ * did written out by hand: one fixed-size memcpy, then the number. */
+#define FIELD_U(p, key, v) ((p) = u64d(LIT((p), ",\"" key "\":"), (v)))
+#define FIELD_I(p, key, v) ((p) = i64d(LIT((p), ",\"" key "\":"), (v)))
+#define FIELD_US(p, key, v) ((p) = usd(LIT((p), ",\"" key "\":"), (v)))
+
 static const char digits2[201] = "0001020304050607080910111213141516171819"
                                  "2021222324252627282930313233343536373839"
                                  "4041424344454647484950515253545556575859"
@@ -254,34 +264,6 @@ static inline char *hex64(char *p, uint64_t v)
     return p;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-
-    if (c >= 0xc2 && c <= 0xdf) {
-        if (n >= 2 && (s[1] & 0xc0) == 0x80)
-            return 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c == 0xe0)
-            lo = 0xa0; /* overlong */
-        if (c == 0xed)
-            hi = 0x9f; /* surrogates */
-        if (n >= 3 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80)
-            return 3;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c == 0xf0)
-            lo = 0x90; /* overlong */
-        if (c == 0xf4)
-            hi = 0x8f; /* > U+10FFFF */
-        if (n >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80)
-            return 4;
-    }
-    return 0;
-}
-
 size_t cuptimon__json_escape(char *out, const char *s, size_t len)
 {
     static const char hx[] = "0123456789abcdef";
@@ -331,7 +313,7 @@ size_t cuptimon__json_escape(char *out, const char *s, size_t len)
             i++;
             continue;
         }
-        size_t n = utf8_seq(u + i, len - i);
+        size_t n = cuptimon__utf8_len(u + i, len - i);
         if (n == 0) {
             p = LIT(p, "\\ufffd");
             i++;
@@ -501,10 +483,8 @@ static void meta_event(struct cuptimon_trace *t, uint32_t pid, int with_tid, uin
     p += strlen(what);
     p = LIT(p, "\",\"pid\":");
     p = u64d(p, pid);
-    if (with_tid) {
-        p = LIT(p, ",\"tid\":");
-        p = u64d(p, tid);
-    }
+    if (with_tid)
+        FIELD_U(p, "tid", tid);
     p = LIT(p, ",\"args\":{\"");
     memcpy(p, key, strlen(key));
     p += strlen(key);
@@ -948,24 +928,18 @@ static void flow_pair(struct cuptimon_trace *t, struct tproc *P, uint32_t corr,
 
     p = LIT(p, "{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":");
     p = u64d(p, id);
-    p = LIT(p, ",\"pid\":");
-    p = u64d(p, P->pid);
-    p = LIT(p, ",\"tid\":");
-    p = u64d(p, api->tid);
-    p = LIT(p, ",\"ts\":");
-    p = usd(p, api->ts);
+    FIELD_U(p, "pid", P->pid);
+    FIELD_U(p, "tid", api->tid);
+    FIELD_US(p, "ts", api->ts);
     p = LIT(p, "}");
     commit(t, p);
 
     p = ev_open(t, 512);
     p = LIT(p, "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":");
     p = u64d(p, id);
-    p = LIT(p, ",\"pid\":");
-    p = u64d(p, P->pid);
-    p = LIT(p, ",\"tid\":");
-    p = u64d(p, gpu_tid);
-    p = LIT(p, ",\"ts\":");
-    p = usd(p, gpu_ts);
+    FIELD_U(p, "pid", P->pid);
+    FIELD_U(p, "tid", gpu_tid);
+    FIELD_US(p, "ts", gpu_ts);
     p = LIT(p, "}");
     commit(t, p);
     t->st.flows++;
@@ -1018,14 +992,10 @@ static inline int64_t rel(const struct cuptimon_trace *t, const struct cuptimon_
 /* "pid":P,"tid":T,"ts":S,"dur":D */
 static inline char *ptsd(char *p, uint32_t pid, uint32_t tid, int64_t ts, int64_t dur)
 {
-    p = LIT(p, ",\"pid\":");
-    p = u64d(p, pid);
-    p = LIT(p, ",\"tid\":");
-    p = u64d(p, tid);
-    p = LIT(p, ",\"ts\":");
-    p = usd(p, ts);
-    p = LIT(p, ",\"dur\":");
-    p = usd(p, dur < 0 ? 0 : dur);
+    FIELD_U(p, "pid", pid);
+    FIELD_U(p, "tid", tid);
+    FIELD_US(p, "ts", ts);
+    FIELD_US(p, "dur", dur < 0 ? 0 : dur);
     return p;
 }
 
@@ -1033,16 +1003,11 @@ static inline char *gpu_common_args(char *p, const struct tproc *P, const struct
 {
     p = LIT(p, ",\"args\":{\"device\":");
     p = u64d(p, ev->device_id);
-    p = LIT(p, ",\"context\":");
-    p = u64d(p, ev->context_id);
-    p = LIT(p, ",\"stream\":");
-    p = u64d(p, ev->stream_id);
-    p = LIT(p, ",\"correlation\":");
-    p = u64d(p, ev->correlation_id);
-    p = LIT(p, ",\"graph id\":");
-    p = u64d(p, ev->graph_id);
-    p = LIT(p, ",\"graph node id\":");
-    p = u64d(p, ev->graph_node_id);
+    FIELD_U(p, "context", ev->context_id);
+    FIELD_U(p, "stream", ev->stream_id);
+    FIELD_U(p, "correlation", ev->correlation_id);
+    FIELD_U(p, "graph id", ev->graph_id);
+    FIELD_U(p, "graph node id", ev->graph_node_id);
     size_t nlen;
     const char *nm;
     if (ev->graph_node_id && P->names &&
@@ -1081,12 +1046,9 @@ static void w_kernel(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = i64d(p, ev->u.kernel.block_z);
     p = LIT(p, "],\"registers per thread\":");
     p = u64d(p, ev->u.kernel.registers_per_thread);
-    p = LIT(p, ",\"shared memory\":");
-    p = i64d(p, ev->u.kernel.static_shared_memory);
-    p = LIT(p, ",\"dynamic shared memory\":");
-    p = i64d(p, ev->u.kernel.dynamic_shared_memory);
-    p = LIT(p, ",\"local memory per thread\":");
-    p = u64d(p, ev->u.kernel.local_memory_per_thread);
+    FIELD_I(p, "shared memory", ev->u.kernel.static_shared_memory);
+    FIELD_I(p, "dynamic shared memory", ev->u.kernel.dynamic_shared_memory);
+    FIELD_U(p, "local memory per thread", ev->u.kernel.local_memory_per_thread);
     if (ev->u.kernel.cluster_x > 1 || ev->u.kernel.cluster_y > 1 || ev->u.kernel.cluster_z > 1) {
         p = LIT(p, ",\"cluster\":[");
         p = u64d(p, ev->u.kernel.cluster_x);
@@ -1096,18 +1058,14 @@ static void w_kernel(struct cuptimon_trace *t, struct tproc *P, const struct cup
         p = u64d(p, ev->u.kernel.cluster_z);
         *p++ = ']';
     }
-    if (ev->u.kernel.launch_type != 0) {
-        p = LIT(p, ",\"launch type\":");
-        p = u64d(p, ev->u.kernel.launch_type);
-    }
+    if (ev->u.kernel.launch_type != 0)
+        FIELD_U(p, "launch type", ev->u.kernel.launch_type);
     if (ev->u.kernel.is_device_launched) {
         p = LIT(p, ",\"device launched\":1");
     }
     if (ev->u.kernel.queued != 0) {
-        p = LIT(p, ",\"queued\":");
-        p = u64d(p, ev->u.kernel.queued);
-        p = LIT(p, ",\"submitted\":");
-        p = u64d(p, ev->u.kernel.submitted);
+        FIELD_U(p, "queued", ev->u.kernel.queued);
+        FIELD_U(p, "submitted", ev->u.kernel.submitted);
     }
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
@@ -1141,32 +1099,20 @@ static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = LIT(p, ")\"");
     p = ptsd(p, P->pid, tid, ts, dur);
     p = gpu_common_args(p, P, ev);
-    p = LIT(p, ",\"bytes\":");
-    p = u64d(p, ev->u.memcpy.bytes);
-    p = LIT(p, ",\"copy kind\":");
-    p = u64d(p, ev->u.memcpy.copy_kind);
-    p = LIT(p, ",\"src kind\":");
-    p = u64d(p, ev->u.memcpy.src_kind);
-    p = LIT(p, ",\"dst kind\":");
-    p = u64d(p, ev->u.memcpy.dst_kind);
-    p = LIT(p, ",\"flags\":");
-    p = u64d(p, ev->u.memcpy.flags);
+    FIELD_U(p, "bytes", ev->u.memcpy.bytes);
+    FIELD_U(p, "copy kind", ev->u.memcpy.copy_kind);
+    FIELD_U(p, "src kind", ev->u.memcpy.src_kind);
+    FIELD_U(p, "dst kind", ev->u.memcpy.dst_kind);
+    FIELD_U(p, "flags", ev->u.memcpy.flags);
     if (p2p) {
-        p = LIT(p, ",\"src device\":");
-        p = u64d(p, ev->u.memcpy.src_device_id);
-        p = LIT(p, ",\"src context\":");
-        p = u64d(p, ev->u.memcpy.src_context_id);
-        p = LIT(p, ",\"dst device\":");
-        p = u64d(p, ev->u.memcpy.dst_device_id);
-        p = LIT(p, ",\"dst context\":");
-        p = u64d(p, ev->u.memcpy.dst_context_id);
+        FIELD_U(p, "src device", ev->u.memcpy.src_device_id);
+        FIELD_U(p, "src context", ev->u.memcpy.src_context_id);
+        FIELD_U(p, "dst device", ev->u.memcpy.dst_device_id);
+        FIELD_U(p, "dst context", ev->u.memcpy.dst_context_id);
     } else {
-        p = LIT(p, ",\"runtime correlation\":");
-        p = u64d(p, ev->u.memcpy.runtime_correlation_id);
-        if (ev->u.memcpy.copy_count > 1) {
-            p = LIT(p, ",\"copy count\":");
-            p = u64d(p, ev->u.memcpy.copy_count);
-        }
+        FIELD_U(p, "runtime correlation", ev->u.memcpy.runtime_correlation_id);
+        if (ev->u.memcpy.copy_count > 1)
+            FIELD_U(p, "copy count", ev->u.memcpy.copy_count);
     }
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
@@ -1185,14 +1131,10 @@ static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = LIT(p, ")\"");
     p = ptsd(p, P->pid, tid, ts, dur);
     p = gpu_common_args(p, P, ev);
-    p = LIT(p, ",\"bytes\":");
-    p = u64d(p, ev->u.memset.bytes);
-    p = LIT(p, ",\"value\":");
-    p = u64d(p, ev->u.memset.value);
-    p = LIT(p, ",\"memory kind\":");
-    p = u64d(p, ev->u.memset.memory_kind);
-    p = LIT(p, ",\"flags\":");
-    p = u64d(p, ev->u.memset.flags);
+    FIELD_U(p, "bytes", ev->u.memset.bytes);
+    FIELD_U(p, "value", ev->u.memset.value);
+    FIELD_U(p, "memory kind", ev->u.memset.memory_kind);
+    FIELD_U(p, "flags", ev->u.memset.flags);
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
@@ -1222,14 +1164,10 @@ static void w_api(struct cuptimon_trace *t, struct tproc *P, const struct cuptim
     p = ptsd(p, P->pid, tid, ts, dur);
     p = LIT(p, ",\"args\":{\"cbid\":");
     p = u64d(p, ev->u.api.cbid);
-    p = LIT(p, ",\"correlation\":");
-    p = u64d(p, ev->correlation_id);
-    p = LIT(p, ",\"return value\":");
-    p = u64d(p, ev->u.api.return_value);
-    if (ev->u.api.process_id != P->info.pid) {
-        p = LIT(p, ",\"process id\":");
-        p = u64d(p, ev->u.api.process_id);
-    }
+    FIELD_U(p, "correlation", ev->correlation_id);
+    FIELD_U(p, "return value", ev->u.api.return_value);
+    if (ev->u.api.process_id != P->info.pid)
+        FIELD_U(p, "process id", ev->u.api.process_id);
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
@@ -1241,20 +1179,15 @@ static char *objid_args(char *p, uint32_t kind, const struct cuptimon_objid *o)
     switch (kind) {
     case 1: /* CUPTI_ACTIVITY_OBJECT_PROCESS */
     case 2: /* CUPTI_ACTIVITY_OBJECT_THREAD */
-        p = LIT(p, ",\"process id\":");
-        p = u64d(p, o->a);
-        p = LIT(p, ",\"thread id\":");
-        p = u64d(p, o->b);
+        FIELD_U(p, "process id", o->a);
+        FIELD_U(p, "thread id", o->b);
         break;
     case 3: /* DEVICE */
     case 4: /* CONTEXT */
     case 5: /* STREAM */
-        p = LIT(p, ",\"device\":");
-        p = u64d(p, o->a);
-        p = LIT(p, ",\"context\":");
-        p = u64d(p, o->b);
-        p = LIT(p, ",\"stream\":");
-        p = u64d(p, o->c);
+        FIELD_U(p, "device", o->a);
+        FIELD_U(p, "context", o->b);
+        FIELD_U(p, "stream", o->c);
         break;
     default:
         break;
@@ -1299,11 +1232,9 @@ static void w_overhead(struct cuptimon_trace *t, struct tproc *P, const struct c
     p = ptsd(p, P->pid, tid, ts, dur);
     p = LIT(p, ",\"args\":{\"overhead kind\":");
     p = u64d(p, ev->u.overhead.overhead_kind);
-    p = LIT(p, ",\"object kind\":");
-    p = u64d(p, ev->u.overhead.object_kind);
+    FIELD_U(p, "object kind", ev->u.overhead.object_kind);
     p = objid_args(p, ev->u.overhead.object_kind, &ev->u.overhead.object_id);
-    p = LIT(p, ",\"correlation\":");
-    p = u64d(p, ev->correlation_id);
+    FIELD_U(p, "correlation", ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
 }
@@ -1316,22 +1247,15 @@ static void w_cuda_event(struct cuptimon_trace *t, struct tproc *P, const struct
 
     p = LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cuda_event\",\"name\":\"cuda_event\",\"pid\":");
     p = u64d(p, P->pid);
-    p = LIT(p, ",\"tid\":");
-    p = u64d(p, tid);
-    p = LIT(p, ",\"ts\":");
-    p = usd(p, ts);
+    FIELD_U(p, "tid", tid);
+    FIELD_US(p, "ts", ts);
     p = LIT(p, ",\"args\":{\"device\":");
     p = u64d(p, ev->device_id);
-    p = LIT(p, ",\"context\":");
-    p = u64d(p, ev->context_id);
-    p = LIT(p, ",\"stream\":");
-    p = u64d(p, ev->stream_id);
-    p = LIT(p, ",\"event id\":");
-    p = u64d(p, ev->u.cuda_event.event_id);
-    p = LIT(p, ",\"correlation\":");
-    p = u64d(p, ev->correlation_id);
-    p = LIT(p, ",\"cuda event sync id\":");
-    p = u64d(p, ev->u.cuda_event.cuda_event_sync_id);
+    FIELD_U(p, "context", ev->context_id);
+    FIELD_U(p, "stream", ev->stream_id);
+    FIELD_U(p, "event id", ev->u.cuda_event.event_id);
+    FIELD_U(p, "correlation", ev->correlation_id);
+    FIELD_U(p, "cuda event sync id", ev->u.cuda_event.cuda_event_sync_id);
     p = LIT(p, "}}");
     commit(t, p);
 }
@@ -1355,18 +1279,12 @@ static void w_sync(struct cuptimon_trace *t, struct tproc *P, const struct cupti
     p = ptsd(p, P->pid, tid, ts, dur);
     p = LIT(p, ",\"args\":{\"sync type\":");
     p = u64d(p, ev->u.sync.type);
-    p = LIT(p, ",\"correlation\":");
-    p = u64d(p, ev->correlation_id);
-    p = LIT(p, ",\"context\":");
-    p = u64d(p, ev->context_id);
-    p = LIT(p, ",\"stream\":");
-    p = u64d(p, ev->stream_id);
-    p = LIT(p, ",\"event id\":");
-    p = u64d(p, ev->u.sync.cuda_event_id);
-    p = LIT(p, ",\"cuda event sync id\":");
-    p = u64d(p, ev->u.sync.cuda_event_sync_id);
-    p = LIT(p, ",\"return value\":");
-    p = u64d(p, ev->u.sync.return_value);
+    FIELD_U(p, "correlation", ev->correlation_id);
+    FIELD_U(p, "context", ev->context_id);
+    FIELD_U(p, "stream", ev->stream_id);
+    FIELD_U(p, "event id", ev->u.sync.cuda_event_id);
+    FIELD_U(p, "cuda event sync id", ev->u.sync.cuda_event_sync_id);
+    FIELD_U(p, "return value", ev->u.sync.return_value);
     p = LIT(p, "}}");
     commit(t, p);
 }
@@ -1423,16 +1341,12 @@ static void marker_flush(struct cuptimon_trace *t, struct tproc *P)
         p = hex64(p, ev->u.marker.id);
         p = LIT(p, "\"}");
     }
-    p = LIT(p, ",\"pid\":");
-    p = u64d(p, P->pid);
-    p = LIT(p, ",\"tid\":");
-    p = u64d(p, tid);
-    p = LIT(p, ",\"ts\":");
-    p = usd(p, P->pend_ts);
+    FIELD_U(p, "pid", P->pid);
+    FIELD_U(p, "tid", tid);
+    FIELD_US(p, "ts", P->pend_ts);
     p = LIT(p, ",\"args\":{\"id\":");
     p = u64d(p, ev->u.marker.id);
-    p = LIT(p, ",\"flags\":");
-    p = u64d(p, flags);
+    FIELD_U(p, "flags", flags);
     p = objid_args(p, ev->u.marker.object_kind, &ev->u.marker.object_id);
     if (dom_ptr != 0) {
         dlen = plain_name_json(P, dom_ptr, "?", t->tmp);
@@ -1442,16 +1356,11 @@ static void marker_flush(struct cuptimon_trace *t, struct tproc *P)
     }
     if (P->pend_has_data) {
         const struct cuptimon_ev *d = &P->pend_data;
-        p = LIT(p, ",\"color\":");
-        p = u64d(p, d->u.marker_data.color);
-        p = LIT(p, ",\"category\":");
-        p = u64d(p, d->u.marker_data.category);
-        p = LIT(p, ",\"payload kind\":");
-        p = u64d(p, d->u.marker_data.payload_kind);
-        p = LIT(p, ",\"payload\":");
-        p = u64d(p, d->u.marker_data.payload);
-        p = LIT(p, ",\"cupti domain id\":");
-        p = u64d(p, d->u.marker_data.cupti_domain_id);
+        FIELD_U(p, "color", d->u.marker_data.color);
+        FIELD_U(p, "category", d->u.marker_data.category);
+        FIELD_U(p, "payload kind", d->u.marker_data.payload_kind);
+        FIELD_U(p, "payload", d->u.marker_data.payload);
+        FIELD_U(p, "cupti domain id", d->u.marker_data.cupti_domain_id);
     }
     p = LIT(p, "}}");
     commit(t, p);

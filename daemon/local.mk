@@ -7,7 +7,8 @@ daemon_libcuptimond_core_la_SOURCES = \
 	daemon/conf.c daemon/conf.h \
 	daemon/retention.c daemon/retention.h \
 	daemon/log.c daemon/log.h \
-	daemon/aggregate.c daemon/aggregate.h
+	daemon/aggregate.c daemon/aggregate.h daemon/aggregate-int.h \
+	daemon/aggregate-query.c daemon/aggregate-prom.c
 # The configuration's default path is SYSCONFDIR/cuptimon/cuptimond.conf.
 daemon_libcuptimond_core_la_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
 daemon_libcuptimond_core_la_LIBADD = $(JSONC_LIBS)

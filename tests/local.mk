@@ -10,7 +10,8 @@ AM_TESTS_ENVIRONMENT = \
 	SHIM_STATIC_JSONC=$(SHIM_STATIC_JSONC); export SHIM_STATIC_JSONC;
 
 CHECK_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
-CHECK_TEST_LIBS = $(CHECK_LIBS)
+# Every Check suite links testlib (tests/unit/testlib.mk), which holds main().
+CHECK_TEST_LIBS = tests/unit/libcuptimon-testlib.la $(CHECK_LIBS)
 
 # Unit suites that also run under valgrind (make check-valgrind).
 UNIT_TESTS =
@@ -25,6 +26,7 @@ check-valgrind: $(check_PROGRAMS) $(check_LTLIBRARIES)
 
 EXTRA_DIST += tests/data tests/demo.sh tests/integration/lib.sh
 
+include tests/unit/testlib.mk
 include tests/fakecupti/local.mk
 include tests/unit/proto.mk
 include tests/unit/util.mk

@@ -6,7 +6,7 @@ check_PROGRAMS += tests/unit/test-aggregate
 TESTS += tests/unit/test-aggregate
 UNIT_TESTS += tests/unit/test-aggregate
 tests_unit_test_aggregate_SOURCES = tests/unit/test-aggregate.c
-tests_unit_test_aggregate_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS) $(JSONC_CFLAGS) $(PTHREAD_CFLAGS)
+tests_unit_test_aggregate_CFLAGS = $(CHECK_TEST_CFLAGS) $(JSONC_CFLAGS) $(PTHREAD_CFLAGS)
 tests_unit_test_aggregate_LDADD = $(DAEMON_CORE_LIBS) $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
 
 TESTS += tests/integration/top.sh

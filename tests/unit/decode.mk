@@ -8,12 +8,12 @@ TESTS += tests/unit/test-decode tests/unit/test-trace
 UNIT_TESTS += tests/unit/test-decode tests/unit/test-trace
 
 tests_unit_test_decode_SOURCES = tests/unit/test-decode.c
-tests_unit_test_decode_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS)
+tests_unit_test_decode_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_test_decode_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
 
 # test-trace also drives cuptimonctl decode, so it builds cli/decode.c in.
 tests_unit_test_trace_SOURCES = tests/unit/test-trace.c cli/decode.c
-tests_unit_test_trace_CFLAGS = $(CHECK_TEST_CFLAGS) $(ZSTD_CFLAGS) $(JSONC_CFLAGS)
+tests_unit_test_trace_CFLAGS = $(CHECK_TEST_CFLAGS) $(JSONC_CFLAGS)
 tests_unit_test_trace_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
 
 # The CUPTI layout table (proto/layouts.c) against the installed headers

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "fakecupti.h"
+#include "tests/unit/testlib.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -919,7 +920,7 @@ START_TEST(test_init_errors)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("fakecupti");
     TCase *tc = tcase_create("core");
@@ -950,15 +951,4 @@ static Suite *suite(void)
     tcase_add_test(tc, test_init_errors);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <json-c/json.h>
 
@@ -26,6 +25,7 @@
 #include "daemon/aggregate.h"
 #include "archive/decode.h"
 #include "archive/strtab.h"
+#include "tests/unit/testlib.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
 #define S_NS 1000000000ull
@@ -826,34 +826,6 @@ END_TEST
 
 /* ---- the real H200 buffers --------------------------------------------------------- */
 
-static uint8_t *load_real(const char *name, size_t *len)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    uint8_t *z, *out;
-    unsigned long long raw;
-    size_t got;
-
-    snprintf(path, sizeof(path), "%s/cupti-13.0-h200/%s", TEST_DATA_DIR, name);
-    f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    z = malloc((size_t)n);
-    ck_assert_uint_eq(fread(z, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    raw = ZSTD_getFrameContentSize(z, (size_t)n);
-    ck_assert(raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN);
-    out = malloc(raw);
-    got = ZSTD_decompress(out, raw, z, (size_t)n);
-    ck_assert(!ZSTD_isError(got) && got == raw);
-    free(z);
-    *len = got;
-    return out;
-}
-
 /* dump.cu.txt launches scale<2> with 64 blocks, scale<3> with 32 and
  * add_one with 128: the grid tells which name a pointer is. */
 static void real_names(const uint8_t *buf, size_t len, struct cuptimon_strtab *t)
@@ -904,7 +876,7 @@ static void check_real(const char *const *files, int nfiles, uint64_t kernels, u
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &t), 0);
     for (int i = 0; i < nfiles; i++) {
         size_t len;
-        uint8_t *buf = load_real(files[i], &len);
+        uint8_t *buf = cuptimon__test_load_real(files[i], &len);
         struct cuptimon_decode_stats st;
         struct cuptimon_walk w;
         struct cuptimon_ev ev;
@@ -995,7 +967,7 @@ START_TEST(real_busy_order_does_not_matter)
         for (int k = 0; k < 4; k++) {
             int i = pass == 1 ? 3 - k : k;
             size_t len;
-            uint8_t *buf = load_real(phase0[i], &len);
+            uint8_t *buf = cuptimon__test_load_real(phase0[i], &len);
             cuptimon__agg_add_buffer(a, 1, &l, NULL, buf, len, NULL);
             if (pass == 2)
                 cuptimon__agg_add_buffer(a, 2, &l, NULL, buf, len, NULL);
@@ -1417,7 +1389,7 @@ START_TEST(bench_phase0)
     layout_13(&l);
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &t), 0);
     for (int i = 0; i < 4; i++) {
-        buf[i] = load_real(phase0[i], &len[i]);
+        buf[i] = cuptimon__test_load_real(phase0[i], &len[i]);
         real_names(buf[i], len[i], t);
     }
     /* The walk alone (the decoder's share) and the walk with aggregation,
@@ -1461,7 +1433,7 @@ START_TEST(bench_phase0)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("aggregate");
     TCase *t = tcase_create("aggregate");
@@ -1490,15 +1462,4 @@ static Suite *suite(void)
     tcase_add_test(t, bench_phase0);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

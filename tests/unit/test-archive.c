@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "archive/archive.h"
 #include "cuptimon-proto.h"
+#include "tests/unit/testlib.h"
 
 static char tmpdir[256];
 
@@ -28,29 +28,6 @@ static void teardown(void)
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
-}
-
-/* Reads one of the real H200 buffers (zstd-compressed in tests/data). */
-static uint8_t *load_real(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/cupti-13.0-h200/%s", TEST_DATA_DIR, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *z = malloc((size_t)n);
-    ck_assert_uint_eq(fread(z, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    unsigned long long raw = ZSTD_getFrameContentSize(z, (size_t)n);
-    ck_assert(raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN);
-    uint8_t *out = malloc(raw);
-    size_t got = ZSTD_decompress(out, raw, z, (size_t)n);
-    ck_assert(!ZSTD_isError(got) && got == raw);
-    free(z);
-    *len = got;
-    return out;
 }
 
 static void session_dir(char *out, size_t len, const char *name)
@@ -151,7 +128,7 @@ static uint64_t write_real(const char *dir, int level, uint64_t seg_max)
     uint64_t total = 0;
     for (int i = 0; i < 6; i++) {
         size_t len;
-        uint8_t *buf = load_real(files[i], &len);
+        uint8_t *buf = cuptimon__test_load_real(files[i], &len);
         struct cuptimon_chunk_hdr h = {.index = (uint64_t)i, .raw_size = len,
                                        .unix_ns = 1000 + (uint64_t)i, .records = 7};
         ck_assert_int_eq(cuptimon__aw_chunk(w, &h, buf), 0);
@@ -182,7 +159,7 @@ static void check_real(const char *dir, int expect_chunks)
     int n = 0;
     while (cuptimon__archive_next(r, &c) == 1) {
         size_t len;
-        uint8_t *want = load_real(files[c.hdr.index], &len);
+        uint8_t *want = cuptimon__test_load_real(files[c.hdr.index], &len);
         ck_assert_uint_eq(c.hdr.index, (uint64_t)n);
         ck_assert_uint_eq(c.hdr.raw_size, len);
         ck_assert_uint_eq(c.hdr.unix_ns, 1000 + c.hdr.index);
@@ -412,7 +389,7 @@ START_TEST(find_sessions_and_errors)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("archive");
     TCase *t = tcase_create("archive");
@@ -430,13 +407,4 @@ static Suite *suite(void)
     tcase_add_test(t, empty_session_is_not_torn);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/conf.h"
+#include "tests/unit/testlib.h"
 
 static char tmpdir[256];
 static char path[300];
@@ -585,7 +586,7 @@ START_TEST(default_path)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("config");
     TCase *t = tcase_create("config");
@@ -609,13 +610,4 @@ static Suite *suite(void)
     tcase_add_test(t, default_path);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #include <cupti_activity.h>
 #include <cupti_driver_cbid.h>
@@ -20,6 +19,7 @@
 #include "archive/decode.h"
 #include "archive/demangle.h"
 #include "archive/strtab.h"
+#include "tests/unit/testlib.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
 
@@ -1214,57 +1214,6 @@ END_TEST
 
 /* ---- the real H200 buffers ------------------------------------------------ */
 
-static uint8_t *load_real(const char *name, size_t *len)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    uint8_t *z, *out = NULL;
-    size_t cap = 0, got = 0;
-    ZSTD_DStream *ds;
-    ZSTD_inBuffer in;
-
-    snprintf(path, sizeof(path), "%s/cupti-13.0-h200/%s", TEST_DATA_DIR, name);
-    f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    z = malloc((size_t)n);
-    ck_assert_uint_eq(fread(z, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    /* Streaming, so that a frame without a content size works too. */
-    ds = ZSTD_createDStream();
-    ck_assert_ptr_nonnull(ds);
-    ZSTD_initDStream(ds);
-    in.src = z;
-    in.size = (size_t)n;
-    in.pos = 0;
-    for (;;) {
-        ZSTD_outBuffer o;
-        size_t r;
-        if (cap - got < (1u << 20)) {
-            cap = cap ? cap * 2 : (4u << 20);
-            ck_assert_uint_le(cap, 64u << 20);
-            out = realloc(out, cap);
-            ck_assert_ptr_nonnull(out);
-        }
-        o.dst = out;
-        o.size = cap;
-        o.pos = got;
-        r = ZSTD_decompressStream(ds, &o, &in);
-        ck_assert_msg(!ZSTD_isError(r), "%s: %s", name, ZSTD_getErrorName(r));
-        got = o.pos;
-        if (r == 0 && in.pos == in.size)
-            break;
-        ck_assert_msg(in.pos < in.size || o.pos == o.size, "%s: truncated frame", name);
-    }
-    ZSTD_freeDStream(ds);
-    free(z);
-    *len = got;
-    return out;
-}
-
 struct real_counts {
     uint64_t kind[CUPTIMON_KIND_SLOTS];
     uint64_t name_ptrs[8];
@@ -1280,7 +1229,7 @@ static void decode_real(const char *file, struct real_counts *rc, int check_ptrs
     struct cuptimon_walk w;
     struct cuptimon_ev ev;
     size_t len;
-    uint8_t *buf = load_real(file, &len);
+    uint8_t *buf = cuptimon__test_load_real(file, &len);
 
     layout_13(&l);
     memset(&st, 0, sizeof(st));
@@ -1390,7 +1339,7 @@ START_TEST(real_phase1_correlation)
     struct cuptimon_walk w;
     struct cuptimon_ev ev;
     size_t len;
-    uint8_t *buf = load_real("phase1-buf4.bin.zst", &len);
+    uint8_t *buf = cuptimon__test_load_real("phase1-buf4.bin.zst", &len);
     uint32_t *cbid_of = calloc(1u << 20, sizeof(uint32_t));
     uint32_t base = 0;
     uint64_t matched = 0, gpu = 0;
@@ -1432,7 +1381,7 @@ START_TEST(real_phase1_correlation)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("decode");
     TCase *t = tcase_create("decode");
@@ -1471,15 +1420,4 @@ static Suite *suite(void)
     tcase_add_test(t, real_phase1_correlation);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

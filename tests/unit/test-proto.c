@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cuptimon-proto.h"
+#include "tests/unit/testlib.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -1585,7 +1586,7 @@ END_TEST
 
 /* ---- suite ------------------------------------------------------------ */
 
-static Suite *proto_suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("proto");
 
@@ -1654,13 +1655,4 @@ static Suite *proto_suite(void)
     tcase_add_test(t, test_control_no_server);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(proto_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

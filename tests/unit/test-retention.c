@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon/retention.h"
+#include "tests/unit/testlib.h"
 
 static char tmpdir[256], root[300], outside[300];
 static time_t now;
@@ -508,7 +509,7 @@ START_TEST(live_set)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("retention");
     TCase *t = tcase_create("retention");
@@ -525,13 +526,4 @@ static Suite *suite(void)
     tcase_add_test(t, live_set);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <json-c/json.h>
 
@@ -28,6 +27,7 @@
 #include "archive/strtab.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
+#include "tests/unit/testlib.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
 #define BASE 1796208557000000000ull
@@ -1146,35 +1146,6 @@ END_TEST
 
 /* ---- the real H200 buffers through the writer -------------------------------- */
 
-static uint8_t *load_real(const char *name, size_t *len)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    uint8_t *z, *out;
-    unsigned long long raw;
-    size_t got;
-
-    snprintf(path, sizeof(path), "%s/cupti-13.0-h200/%s", TEST_DATA_DIR, name);
-    f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    z = malloc((size_t)n);
-    ck_assert_uint_eq(fread(z, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    raw = ZSTD_getFrameContentSize(z, (size_t)n);
-    ck_assert(raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN);
-    ck_assert_uint_le(raw, 64u << 20);
-    out = malloc(raw);
-    got = ZSTD_decompress(out, raw, z, (size_t)n);
-    ck_assert(!ZSTD_isError(got) && got == raw);
-    free(z);
-    *len = got;
-    return out;
-}
-
 /* The three kernel name pointers of the dumps, told apart by grid size. */
 static void real_names(const uint8_t *buf, size_t len, struct cuptimon_strtab *st)
 {
@@ -1200,7 +1171,7 @@ START_TEST(real_buffer_trace)
 {
     struct membuf mb = {0};
     size_t len;
-    uint8_t *buf = load_real("phase1-buf4.bin.zst", &len);
+    uint8_t *buf = cuptimon__test_load_real("phase1-buf4.bin.zst", &len);
     struct cuptimon_strtab *st;
     struct cuptimon_demangler *dm;
     struct cuptimon_layout l;
@@ -1446,7 +1417,7 @@ static void make_session(const char *dir, unsigned pid, int rank, const char *fi
     struct cuptimon_buf sb = {0};
     char meta[1024], *err = NULL;
     size_t len;
-    uint8_t *buf = load_real(file, &len);
+    uint8_t *buf = cuptimon__test_load_real(file, &len);
     static const char *names[] = {"_Z5scaleILi2EEvPfi", "_Z5scaleILi3EEvPfi", "_ZN2ns7add_oneEPfi"};
 
     snprintf(meta, sizeof(meta), META_FMT, pid, cupti_version, rank, rank);
@@ -1672,7 +1643,7 @@ START_TEST(cli_decode_unknown_version)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("trace");
     TCase *t = tcase_create("trace");
@@ -1703,15 +1674,4 @@ static Suite *suite(void)
     tcase_add_test(c, cli_decode_unknown_version);
     suite_add_tcase(s, c);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1,0 +1,167 @@
+/*
+ * The live aggregates' internals, shared by the three files that hold them
+ * (aggregate.h is the interface): aggregate.c keeps the tables and feeds
+ * them, aggregate-query.c builds the JSON view that cuptimonctl top reads,
+ * aggregate-prom.c the Prometheus text.  Nothing outside those files may
+ * include it.
+ */
+#ifndef CUPTIMON_AGGREGATE_INT_H
+#define CUPTIMON_AGGREGATE_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aggregate.h"
+
+#define NS_PER_S UINT64_C(1000000000)
+
+/* Devices one session may report; records on more are counted, not kept. */
+#define SESSION_DEVICES 16u
+
+/* The busy ring: 64 one-second buckets cover the 60 s shown plus the lag. */
+#define RING 64u
+/* Kernel pieces a device collects before they are merged into the union. */
+#define PEND_MAX 4096u
+/* Buckets of the per-session admission sketch (GPU ns of kernels not in
+ * the full table, by hash). */
+#define CAND 256u
+
+/* Copy directions: CUpti_ActivityMemcpyKind 0..10 (Unknown .. PtoP). */
+#define NDIR 11u
+
+/* ---- histogram ------------------------------------------------------------ */
+
+struct hist {
+    uint64_t count, total, min, max;
+    uint32_t b[CUPTIMON_AGG_HIST_BUCKETS];
+};
+
+void cuptimon__agg_hist_init(struct hist *h);
+void cuptimon__agg_hist_merge(struct hist *into, const struct hist *from);
+/* The quantile pm/1000 (pm in per mille). */
+uint64_t cuptimon__agg_hist_pct(const struct hist *h, unsigned pm);
+
+/* ---- interned names --------------------------------------------------------- */
+
+struct name {
+    struct name *next;
+    uint64_t hash;
+    uint32_t refs;
+    uint32_t len;
+    char s[];
+};
+
+struct names {
+    pthread_mutex_t mu;
+    struct name **b;
+    size_t nb, n, bytes;
+};
+
+uint64_t cuptimon__agg_hash_str(const char *s, size_t len);
+
+/* ---- sessions ------------------------------------------------------------- */
+
+struct kent {
+    uint64_t ptr;
+    uint32_t dslot; /* index into the session's devs */
+    const char *name; /* interned mangled name, NULL until resolved */
+    struct hist h;
+};
+
+struct asess {
+    uint64_t id;
+    pthread_mutex_t mu;
+    int refs, dead; /* under a->mu */
+    int64_t ended_ns; /* under a->mu: when cuptimon__agg_end was called, 0 = live */
+    /* identity and the caller's counters: under a->mu */
+    int64_t pid;
+    uint32_t uid;
+    char job[128], rank[32], label[128], exe[256];
+    uint64_t dropped, lost;
+    /* the rest: under mu */
+    struct kent **k;
+    size_t nk, kcap;
+    int32_t *idx; /* open addressing over k[], -1 empty */
+    size_t icap;
+    struct kent *last;
+    uint32_t devs[SESSION_DEVICES];
+    struct kent *other[SESSION_DEVICES]; /* folded kernels, per device */
+    unsigned ndevs;
+    uint64_t epoch;
+    const struct cuptimon_strtab *seen_tab;
+    size_t unresolved;
+    uint64_t cand[CAND]; /* admission sketch: ns of kernels waiting outside the table */
+    uint64_t min_total;  /* the lightest kept kernel's ns, when min_valid */
+    size_t min_idx;
+    int min_valid;
+    uint64_t buffers, records, undecodable, folded, bad_times;
+    uint64_t kernels, kernel_ns;
+    uint64_t memcpys, memcpy_bytes, memcpy_ns, memsets, memset_bytes, memset_ns;
+    struct hist handoff;
+};
+
+/* ---- devices -------------------------------------------------------------- */
+
+struct bucket {
+    int64_t sec; /* the Unix second held, -1 none */
+    uint64_t busy_ns, unchecked_ns;
+    uint64_t copy_bytes[NDIR];
+    uint32_t copies[NDIR];
+    uint64_t memset_bytes;
+};
+
+struct iv {
+    uint64_t s, e;
+};
+
+struct adev {
+    uint32_t id;
+    int64_t newest; /* newest second with data, -1 none */
+    struct bucket ring[RING];
+    struct iv *iv; /* kept for the union: sorted, disjoint (not touching), unix ns */
+    size_t niv, ivcap;
+    struct iv pend[PEND_MAX]; /* pieces of this flush, each inside one second */
+    size_t npend;
+    uint64_t sealed; /* intervals ending at or before this were released */
+    uint64_t busy_total, unchecked_total, late_ns;
+    uint64_t kernels, kernel_ns;
+    uint64_t copy_bytes[NDIR], copies[NDIR];
+    uint64_t memset_bytes, memsets;
+};
+
+struct cuptimon_agg {
+    pthread_mutex_t mu;     /* sessions table, identities, output */
+    pthread_mutex_t dev_mu; /* devices */
+    unsigned top_n, max_sessions, max_devices;
+    int64_t future_ns;
+    int64_t keep_ended_ns;
+    struct asess **sess;
+    size_t nsess, sesscap;
+    struct adev **dev;
+    size_t ndev;
+    struct names names;
+    struct cuptimon_demangler *dm; /* output only, under mu */
+    /* counters: under mu */
+    uint64_t buffers, records, aggregated, not_aggregated, folded, bad_times;
+    uint64_t dev_not_aggregated, dev_bad_times; /* under dev_mu */
+};
+
+/* The daemon's clock (CLOCK_REALTIME), in Unix ns. */
+int64_t cuptimon__agg_now_ns(void);
+void cuptimon__agg_copy_str(char *dst, size_t n, const char *src);
+/* Under a->mu. */
+void cuptimon__agg_sess_expire(struct cuptimon_agg *a, int64_t now, int room_for_one);
+/* Under a->mu. */
+size_t cuptimon__agg_sess_live(const struct cuptimon_agg *a);
+
+/* ---- shared by the JSON view and the Prometheus text (aggregate-query.c) ---- */
+
+/* A kernel's demangled name, or its pointer when unresolved; free() it. */
+char *cuptimon__agg_display_name(struct cuptimon_agg *a, const struct kent *e);
+/* The end (exclusive, Unix s) of the window the busy ratios cover. */
+int64_t cuptimon__agg_window_end(const struct cuptimon_agg_query *q);
+/* Under dev_mu. */
+double cuptimon__agg_busy_ratio(const struct adev *d, int64_t end, unsigned w);
+
+#endif
