@@ -20,6 +20,7 @@
 #include <cupti_activity_deprecated.h>
 
 #include "archive/decode.h"
+#include "tests/unit/testlib.h"
 #include "cupti-future.h"
 #include "layouts.h"
 
@@ -448,7 +449,7 @@ START_TEST(sizes_of_another_release_are_refused)
 }
 END_TEST
 
-static Suite *layouts_suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("layouts");
     TCase *t = tcase_create("table");
@@ -463,15 +464,4 @@ static Suite *layouts_suite(void)
     tcase_add_test(t, sizes_of_another_release_are_refused);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *r = srunner_create(layouts_suite());
-    int failed;
-
-    srunner_run_all(r, CK_NORMAL);
-    failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "archive/json-get.h"
+#include "tests/unit/testlib.h"
 #include "proto/util.h"
 
 static char tmpdir[256];
@@ -266,7 +267,7 @@ START_TEST(json_get_int_is_strict)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("util");
     TCase *t = tcase_create("mkdir_p");
@@ -289,13 +290,4 @@ static Suite *suite(void)
     tcase_add_test(t, json_get_int_is_strict);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
