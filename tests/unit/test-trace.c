@@ -1649,7 +1649,7 @@ Suite *cuptimon__test_suite(void)
     TCase *t = tcase_create("trace");
     TCase *c = tcase_create("cli");
 
-    tcase_set_timeout(t, 300);
+    tcase_set_timeout(t, 900); /* the real buffers take ~300 s under ASan */
     tcase_add_test(t, json_escape_cases);
     tcase_add_test(t, json_escape_every_byte);
     tcase_add_test(t, format_us_exact);
@@ -1667,7 +1667,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, summary_counts_and_top);
     suite_add_tcase(s, t);
 
-    tcase_set_timeout(c, 300);
+    tcase_set_timeout(c, 900);
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_add_test(c, parse_time_forms);
     tcase_add_test(c, cli_decode_archive);
