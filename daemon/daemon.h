@@ -167,6 +167,7 @@ struct daemon {
     int activated;
     char archive_root[600];
     uint64_t refused_producers, refused_controls;
+    uint64_t silent_closed; /* connections closed for sending no hello */
     struct cuptimon_agg *agg; /* NULL when aggregation is off; set before the loop runs */
     uv_timer_t metrics_timer;
     int metrics_failing;
@@ -198,6 +199,10 @@ int64_t unix_ns_now(void); /* CLOCK_REALTIME in ns */
 void session_accept(struct daemon *d, int fd);
 void session_request_flush(struct session *s, uint64_t flush_id, int forced);
 void session_close_all(struct daemon *d);
+/* Out of descriptors: closes the oldest connection that has said no hello
+ * for a while.  Returns 1 if one was closed (its descriptor is free once
+ * the loop has run its close callback), 0 if none qualifies. */
+int session_evict_silent(struct daemon *d);
 size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -177,9 +178,19 @@ static void on_listen(uv_poll_t *p, int status, int events)
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                /* Out of descriptors: the connection stays queued and the
-                 * listener would fire again at once.  Stop listening for a
-                 * moment instead of spinning, and say so once a minute. */
+                /* Out of descriptors.  Connections that have said nothing
+                 * make room first (their descriptors are free once this
+                 * loop iteration has closed them, and the listener fires
+                 * again): a client that holds idle connections cannot keep
+                 * out a producer or the operator.  When there are none the
+                 * connection stays queued and the listener would fire again
+                 * at once: stop listening for a moment instead of
+                 * spinning, and say so once a minute. */
+                int made = 0;
+                while (made < 8 && session_evict_silent(d))
+                    made++;
+                if (made)
+                    return;
                 static int64_t last;
                 if (unix_ns_now() - last > 60000000000LL) {
                     log_err("listen", "accept on %s: %s; pausing new connections for 200 ms "
@@ -822,12 +833,33 @@ static int start_loop(struct daemon *d)
     return 0;
 }
 
+/* Each producer holds three descriptors (its socket, its pool, its archive
+ * segment) and systemd's default soft limit is 1024, so a node of a few
+ * hundred processes would run out: the soft limit goes up to the hard one
+ * (systemd's default hard limit is 524288), as systemd itself advises for
+ * services that need many.  A failure only costs headroom. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        log_warn("main", "cannot raise the descriptor limit from %llu to %llu: %s",
+                 (unsigned long long)old, (unsigned long long)rl.rlim_max, strerror(errno));
+    else
+        log_info("main", "descriptor limit raised from %llu to %llu", (unsigned long long)old,
+                 (unsigned long long)rl.rlim_cur);
+}
+
 /* Everything the daemon needs before the loop runs, in order; READY=1 is
  * sent only once the listeners exist.  Returns 0 or -errno after saying
  * why. */
 static int daemon_init(struct daemon *d)
 {
     int rc;
+    raise_fd_limit();
     if ((rc = resolve_paths(d)) < 0 || (rc = make_archive_dir(d)) < 0 ||
         (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0)
         return rc;

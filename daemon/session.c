@@ -27,6 +27,10 @@ static void start_work(struct session *s);
 static void on_flush_timer(uv_timer_t *t);
 static void on_hello_timeout(uv_timer_t *t);
 #define HELLO_TIMEOUT_MS 2000
+/* Out of descriptors, a connection silent this long makes room for a new
+ * one: a shim says hello as soon as it connects, so only a client that
+ * holds connections open loses them. */
+#define EVICT_MIN_AGE_MS 100
 
 int64_t unix_ns_now(void)
 {
@@ -662,17 +666,38 @@ static void session_maybe_free(struct session *s)
     free(s);
 }
 
+/* Closes a connection that has sent no hello in ms, saying so once per
+ * thousand; why is "" or what the room is for. */
+static void close_silent(struct session *s, int ms, const char *why)
+{
+    struct daemon *d = s->d;
+    if (d->silent_closed++ % 1000 == 0)
+        log_warn("session", "closed a connection from pid %d uid %u that sent no hello in %d ms%s "
+                 "(%" PRIu64 " so far)", (int)s->peer.pid, (unsigned)s->peer.uid, ms, why,
+                 d->silent_closed);
+    conn_close(s->conn);
+}
+
 static void on_hello_timeout(uv_timer_t *t)
 {
     struct session *s = t->data;
-    static uint64_t closed;
     if (s->hello || !s->conn)
         return;
-    if (closed++ % 1000 == 0)
-        log_warn("session", "closed a connection from pid %d uid %u that sent no hello in %d ms "
-                 "(%" PRIu64 " so far)", (int)s->peer.pid, (unsigned)s->peer.uid,
-                 HELLO_TIMEOUT_MS, closed);
-    conn_close(s->conn);
+    close_silent(s, HELLO_TIMEOUT_MS, "");
+}
+
+int session_evict_silent(struct daemon *d)
+{
+    /* The list is newest first: the last match is the oldest. */
+    struct session *oldest = NULL;
+    int64_t cutoff = unix_ns_now() - (int64_t)EVICT_MIN_AGE_MS * 1000000;
+    for (struct session *s = d->sessions; s; s = s->next)
+        if (s->conn && !s->hello && s->connected_unix_ns <= cutoff)
+            oldest = s;
+    if (!oldest)
+        return 0;
+    close_silent(oldest, EVICT_MIN_AGE_MS, ", out of descriptors: to make room for a new one");
+    return 1;
 }
 
 static void on_flush_timer(uv_timer_t *t)
