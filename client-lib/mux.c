@@ -263,13 +263,15 @@ void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
 }
 
 /* One sample of (CUPTI time, tool time): the tool's clock read between two
- * reads of CUPTI's, the tightest of three tries, paired with their
- * midpoint. */
-static void clock_sample(CUpti_TimestampCallbackFunc f, uint64_t *a, uint64_t *t)
+ * reads of CUPTI's, paired with their midpoint.  Up to three tries, the
+ * tightest kept; with good_ns set, the first whose bracket is at most
+ * good_ns ends the search (one try in the common case). */
+static void clock_sample(CUpti_TimestampCallbackFunc f, uint64_t *a, uint64_t *t,
+                         uint64_t good_ns)
 {
     uint64_t best = UINT64_MAX;
     *a = *t = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && best > good_ns; i++) {
         uint64_t x = cupti_now(), y = f(), z = cupti_now();
         if (z - x < best) {
             best = z - x;
@@ -286,9 +288,9 @@ static void clock_start(CUpti_TimestampCallbackFunc f)
     struct timespec pause = {0, 2000000};
     uint64_t a0 = 0, t0 = 0, a1 = 0, t1 = 0;
 
-    clock_sample(f, &a0, &t0);
+    clock_sample(f, &a0, &t0, 0);
     nanosleep(&pause, NULL);
-    clock_sample(f, &a1, &t1);
+    clock_sample(f, &a1, &t1, 0);
     pthread_mutex_lock(&tool.lock);
     tool.clk_a0 = a0, tool.clk_t0 = t0;
     tool.clk_a1 = a1, tool.clk_t1 = t1;
@@ -300,14 +302,18 @@ static void clock_start(CUpti_TimestampCallbackFunc f)
 /* The tool's clock now, for the records of one completed buffer, when the
  * tool registered a timestamp callback through the shim.  Each call takes
  * a fresh sample: the line runs from the first sample to it, so the rate
- * is measured over an ever longer span and the offset is current. */
+ * is measured over an ever longer span and the offset is current.  This
+ * runs at every completion, so a sample whose reads bracket the tool's
+ * within CLOCK_GOOD_NS is taken at once; the best of three is sought only
+ * for a sample that was interrupted. */
+#define CLOCK_GOOD_NS 250
 int cuptimon__mux_clock(struct cuptimon_tool_clock *c)
 {
     CUpti_TimestampCallbackFunc f = tool.timestamp;
     uint64_t a = 0, t = 0;
     if (!f || !tool.complete)
         return 0;
-    clock_sample(f, &a, &t);
+    clock_sample(f, &a, &t, CLOCK_GOOD_NS);
     pthread_mutex_lock(&tool.lock);
     if (tool.clk_n == 0 || a <= tool.clk_a0) {
         /* No fit yet (a callback registered before the shim could sample
