@@ -53,6 +53,14 @@ struct cuptimon_config {
     uint32_t shim_pool_slots;
     uint64_t shim_slot_size;
 
+    /* Fair shares, against one user (or a runaway job) holding the
+     * daemon: a producer's pool may be at most max_pool_bytes, and a user
+     * other than root may hold at most max_sessions_per_user sessions.
+     * Past either the producer is refused with the reason (its shim logs
+     * it and keeps the job running untraced). */
+    uint64_t max_pool_bytes;
+    uint64_t max_sessions_per_user; /* 0 = no cap */
+
     /* Live per-kernel aggregates, for `cuptimonctl top` and the metrics
      * file.  Read at startup only, like the paths. */
     int aggregate;               /* 1 = keep them (the default), 0 = off */

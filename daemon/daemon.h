@@ -3,6 +3,7 @@
 #define CUPTIMON_DAEMON_H
 
 #include <json-c/json.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -78,9 +79,12 @@ struct session {
     int64_t connected_unix_ns;
     int64_t disconnected_unix_ns;
 
-    /* the producer's pool, mapped read-only */
-    const uint8_t *pool;
+    /* the producer's pool: its memfd, read by pread on the workers (a
+     * mapping would let the producer fault the daemon: see read_slot) */
+    int pool_fd;
     size_t pool_size;
+    _Atomic uint64_t pool_holes; /* buffers that lay over punched-out pages */
+    uint64_t holes_logged;       /* pool_holes when last looked at, on the loop */
     uint32_t nslots;
     uint64_t slot_size;
     uint8_t *slot_held; /* 1 between BUFFER_READY and our BUFFER_RELEASE */
@@ -134,6 +138,8 @@ struct daemon_config {
     double flush_timeout_s;
     uint64_t window_max_events;
     long control_gid; /* members may control the daemon fully; -1: none */
+    uint64_t max_pool_bytes;
+    uint64_t max_sessions_per_user;
 };
 
 /* A configuration key given on the command line.  It is applied over the

@@ -279,6 +279,8 @@ static void use_config(struct daemon *d, const struct cuptimon_config *c)
     d->cfg.control_gid = c->has_control_gid ? (long)c->control_gid : -1;
     d->cfg.flush_timeout_s = c->flush_timeout_s;
     d->cfg.window_max_events = c->window_max_events;
+    d->cfg.max_pool_bytes = c->max_pool_bytes;
+    d->cfg.max_sessions_per_user = c->max_sessions_per_user;
     d->archive_max_bytes = c->archive_max_bytes;
     d->archive_max_age_s = c->archive_max_age_s;
     d->retention_period_s = c->retention_period_s;

@@ -1,8 +1,10 @@
 /*
- * Producer sessions: one per process running the shim.  A session maps
- * the producer's pool read-only, archives each BUFFER_READY's bytes on a
- * worker thread, then releases the slot.  Every length, index and offset a
- * producer sends is checked: producers are untrusted.
+ * Producer sessions: one per process running the shim.  A session keeps
+ * the producer's pool memfd, reads each BUFFER_READY's bytes from it and
+ * archives them on a worker thread, then releases the slot.  Every length,
+ * index and offset a producer sends is checked, and the pool itself is
+ * read so that nothing its owner does to it can fault the daemon:
+ * producers are untrusted.
  */
 #include "config.h"
 
@@ -12,8 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,11 +73,56 @@ static int64_t jint(json_object *o, const char *key, int64_t def)
 
 /* ---- archive work (worker threads) ------------------------------------- */
 
+/* Each worker's copy of the slot it is reading, grown to the largest slot
+ * it has read; kept between batches only up to SLOT_COPY_KEEP. */
+#define SLOT_COPY_KEEP (16u << 20)
+static _Thread_local struct {
+    uint8_t *p;
+    size_t cap;
+} slot_copy;
+
+/* The valid bytes of a slot, copied out of the producer's memfd with
+ * pread.  The daemon does not map pools: a producer can punch pages out of
+ * its memfd (or, on a node short of memory, have a fault on it fail), and a
+ * read through a mapping would then kill the daemon with SIGBUS or charge
+ * it the memory of every hole it touched.  pread of a hole reads zeros and
+ * allocates nothing.  A hole inside the valid part (CUPTI wrote there, so
+ * an honest producer has none) is counted as a sign of a hostile
+ * producer.  Returns the bytes or NULL with errno set. */
+static const uint8_t *read_slot(struct session *s, const struct cuptimon_buffer_ready *m)
+{
+    off_t off = (off_t)m->slot * (off_t)s->slot_size;
+    size_t len = (size_t)m->valid_size, done = 0;
+    if (len > slot_copy.cap) {
+        uint8_t *p = realloc(slot_copy.p, len);
+        if (!p)
+            return NULL;
+        slot_copy.p = p;
+        slot_copy.cap = len;
+    }
+    off_t hole = len ? lseek(s->pool_fd, off, SEEK_HOLE) : -1;
+    if (hole >= 0 && hole < off + (off_t)len)
+        atomic_fetch_add(&s->pool_holes, 1);
+    while (done < len) {
+        ssize_t n = pread(s->pool_fd, slot_copy.p + done, len - done, off + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return NULL;
+        if (n == 0) { /* cannot happen: the memfd is sealed against shrinking */
+            errno = EIO;
+            return NULL;
+        }
+        done += (size_t)n;
+    }
+    return slot_copy.p;
+}
+
 /* Live aggregates, on the worker: a STRINGS batch fills the session's
  * table (only this session's worker touches it, one batch at a time, in
  * the order the producer sent strings and chunks), a chunk is walked once
  * more into the aggregates right after it was written. */
-static void agg_item(struct session *s, const struct aw_item *it)
+static void agg_item(struct session *s, const struct aw_item *it, const uint8_t *data)
 {
     if (it->is_strings) {
         struct cuptimon_strings_iter iter;
@@ -89,46 +137,57 @@ static void agg_item(struct session *s, const struct aw_item *it)
     }
     const struct cuptimon_buffer_ready *m = &it->ready;
     struct cuptimon_clock clk = {.cupti_ts = m->cupti_ts, .unix_ns = m->realtime_ns};
-    cuptimon__agg_add_buffer(s->d->agg, s->id, &s->layout, s->names,
-                             s->pool + (size_t)m->slot * s->slot_size, m->valid_size, &clk);
+    cuptimon__agg_add_buffer(s->d->agg, s->id, &s->layout, s->names, data, m->valid_size, &clk);
 }
 
+/* Each item of the batch in turn: a STRINGS batch into the archive (and
+ * the aggregates' table), a buffer copied out of the pool, written, then
+ * walked into the aggregates while the copy is at hand. */
 static void work_cb(uv_work_t *w)
 {
     struct session *s = w->data;
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
-        if (s->d->agg && it->is_strings)
-            agg_item(s, it); /* the chunks after the writes, below */
-        if (!s->aw) {
-            it->result = -ENOENT; /* no archive: it could not be created */
-            continue;
-        }
         if (it->is_strings) {
-            it->result = cuptimon__aw_strings(s->aw, it->strings, it->strings_len);
+            if (s->d->agg)
+                agg_item(s, it, NULL);
+            it->result = s->aw ? cuptimon__aw_strings(s->aw, it->strings, it->strings_len)
+                               : -ENOENT; /* no archive: it could not be created */
             continue;
         }
         const struct cuptimon_buffer_ready *m = &it->ready;
-        struct cuptimon_chunk_hdr h = {
-            .index = m->seq,
-            .stream_id = m->stream_id,
-            .context = m->context,
-            .cupti_ts = m->cupti_ts,
-            .unix_ns = m->realtime_ns,
-            .raw_size = m->valid_size,
-            .dropped = m->dropped,
-            .records = m->records,
-        };
-        it->result = cuptimon__aw_chunk(s->aw, &h, s->pool + (size_t)m->slot * s->slot_size);
-        if (it->result == 0)
-            it->strings_len = h.stored_size; /* reported back to the loop */
+        const uint8_t *data = read_slot(s, m);
+        if (!data) {
+            it->result = -errno;
+            continue;
+        }
+        if (!s->aw) {
+            it->result = -ENOENT;
+        } else {
+            struct cuptimon_chunk_hdr h = {
+                .index = m->seq,
+                .stream_id = m->stream_id,
+                .context = m->context,
+                .cupti_ts = m->cupti_ts,
+                .unix_ns = m->realtime_ns,
+                .raw_size = m->valid_size,
+                .dropped = m->dropped,
+                .records = m->records,
+            };
+            it->result = cuptimon__aw_chunk(s->aw, &h, data);
+            if (it->result == 0)
+                it->strings_len = h.stored_size; /* reported back to the loop */
+        }
+        if (s->d->agg)
+            agg_item(s, it, data);
     }
-    /* The chunks into the aggregates, once all of the batch is written
-     * (the writes do not wait for them; the slots' release, in
-     * after_work_cb, does: about 40 ns per record). */
-    for (size_t i = 0; s->d->agg && i < s->work_len; i++)
-        if (!s->work_items[i].is_strings)
-            agg_item(s, &s->work_items[i]);
+    /* A copy larger than an ordinary slot is not kept: a producer with
+     * huge slots must not leave each worker holding one. */
+    if (slot_copy.cap > SLOT_COPY_KEEP) {
+        free(slot_copy.p);
+        slot_copy.p = NULL;
+        slot_copy.cap = 0;
+    }
 }
 
 static void release_slot(struct session *s, const struct cuptimon_buffer_ready *m, int status)
@@ -188,6 +247,13 @@ static void after_work_cb(uv_work_t *w, int status)
         s->items_done++;
     }
     s->work_len = 0;
+    uint64_t holes = atomic_load(&s->pool_holes);
+    if (holes && s->holes_logged == 0)
+        log_warn("session", "session %" PRIu64 " (pid %d uid %u): a buffer it announced lies over "
+                 "pages punched out of its pool, which an honest shim never does; they read as "
+                 "zeros (status counts them as pool_holes)",
+                 s->id, (int)s->peer.pid, (unsigned)s->peer.uid);
+    s->holes_logged = holes;
     agg_counters(s);
     if (s->conn)
         flush_progress(s->d, s, 0, 0);
@@ -247,9 +313,14 @@ static void protocol_error(struct session *s, const char *what)
                                            : "");
 }
 
-static int map_pool(struct session *s, int fd, char *why, size_t whylen)
+/* Takes the pool fd when it is what a shim sends: a memfd on shmem (not
+ * hugetlbfs, whose pages can run out under a reader; not a file or a
+ * device), sealed against shrinking and growing, of the size the hello
+ * gives.  Returns 0 (the session owns fd) or -errno with why filled. */
+static int take_pool(struct session *s, int fd, char *why, size_t whylen)
 {
     struct stat sb;
+    struct statfs fs;
     int seals = fcntl(fd, F_GET_SEALS);
     int need = F_SEAL_SHRINK | F_SEAL_GROW;
     if (seals < 0 || (seals & need) != need) {
@@ -259,17 +330,21 @@ static int map_pool(struct session *s, int fd, char *why, size_t whylen)
                  seals < 0 ? 0 : seals);
         return -EPERM;
     }
-    if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != (uint64_t)s->nslots * s->slot_size) {
+    if (fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC) {
+        snprintf(why, whylen,
+                 "the pool fd is not on shmem (filesystem type 0x%lx%s); only an ordinary "
+                 "memfd is accepted",
+                 (unsigned long)fs.f_type,
+                 (unsigned long)fs.f_type == (unsigned long)HUGETLBFS_MAGIC ? ", hugetlbfs" : "");
+        return -EPERM;
+    }
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+        (uint64_t)sb.st_size != (uint64_t)s->nslots * s->slot_size) {
         snprintf(why, whylen, "the pool is %lld bytes, but the hello says %u slots x %" PRIu64,
                  (long long)sb.st_size, s->nslots, s->slot_size);
         return -EINVAL;
     }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        snprintf(why, whylen, "cannot map the pool: %s", strerror(errno));
-        return -errno;
-    }
-    s->pool = p;
+    s->pool_fd = fd;
     s->pool_size = (size_t)sb.st_size;
     return 0;
 }
@@ -319,6 +394,26 @@ static char *meta_json(struct session *s)
     return txt;
 }
 
+/* A user other than root and the daemon's own may hold at most
+ * max_sessions_per_user sessions at once: past that, one user's runaway
+ * (or hostile) processes would take the descriptors of everyone's.
+ * Returns 1 with why filled when s is one too many. */
+static int over_user_cap(const struct session *s, char *why, size_t whylen)
+{
+    const struct daemon *d = s->d;
+    uint64_t cap = d->cfg.max_sessions_per_user, n = 0;
+    if (cap == 0 || s->peer.uid == 0 || s->peer.uid == geteuid())
+        return 0;
+    for (const struct session *o = d->sessions; o; o = o->next)
+        if (o != s && o->conn && o->hello && o->peer.uid == s->peer.uid)
+            n++;
+    if (n < cap)
+        return 0;
+    snprintf(why, whylen, "uid %u already has %" PRIu64 " sessions, as many as "
+             "max_sessions_per_user allows", (unsigned)s->peer.uid, n);
+    return 1;
+}
+
 static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
 {
     struct daemon *d = s->d;
@@ -348,11 +443,17 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  "(1..4096 slots of 4 KiB..256 MiB)", slots, slot_size);
         goto refuse;
     }
+    if ((uint64_t)slots * (uint64_t)slot_size > d->cfg.max_pool_bytes) {
+        snprintf(why, sizeof why, "a pool of %" PRId64 " x %" PRId64 " bytes is more than "
+                 "max_pool_bytes (%" PRIu64 ") allows", slots, slot_size, d->cfg.max_pool_bytes);
+        goto refuse;
+    }
+    if (over_user_cap(s, why, sizeof why))
+        goto refuse;
     s->nslots = (uint32_t)slots;
     s->slot_size = (uint64_t)slot_size;
-    if (map_pool(s, fd, why, sizeof why) < 0)
+    if (take_pool(s, fd, why, sizeof why) < 0)
         goto refuse;
-    close(fd);
     fd = -1;
     s->slot_held = calloc(s->nslots, 1);
     s->hello = o;
@@ -652,8 +753,8 @@ static void session_maybe_free(struct session *s)
     }
     if (s->archive_dir[0])
         cuptimon__live_set_remove(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
-    if (s->pool)
-        munmap((void *)s->pool, s->pool_size);
+    if (s->pool_fd >= 0)
+        close(s->pool_fd);
     /* Shown as ended for a while (a short job is seen by top and by a
      * scrape), then dropped by the aggregate itself. */
     if (d->agg)
@@ -724,6 +825,7 @@ void session_accept(struct daemon *d, int fd)
         return;
     }
     s->d = d;
+    s->pool_fd = -1;
     s->id = ++d->next_session_id;
     s->connected_unix_ns = unix_ns_now();
     if (cuptimon__peer_cred(fd, &s->peer) < 0) {
@@ -779,6 +881,9 @@ json_object *session_status(const struct session *s)
                            json_object_new_string(s->layout.release ? s->layout.release->cuda
                                                                     : "unknown"));
     json_object_object_add(o, "buffers_received", json_object_new_int64((int64_t)s->buffers_received));
+    /* Buffers that lay over pages punched out of the pool: the producer
+     * is broken or hostile (never 0 after one). */
+    json_object_object_add(o, "pool_holes", json_object_new_int64((int64_t)atomic_load(&s->pool_holes)));
     json_object_object_add(o, "bytes_received", json_object_new_int64((int64_t)s->bytes_received));
     json_object_object_add(o, "records", json_object_new_int64((int64_t)s->records));
     json_object_object_add(o, "chunks_written", json_object_new_int64((int64_t)s->chunks_written));

@@ -492,6 +492,25 @@ static int check_counter(int64_t id, const char *key, int64_t want)
     return 0;
 }
 
+/* A field of the daemon's /proc/PID/status in KiB (its pid from status),
+ * or -1. */
+static long daemon_kb(const char *field)
+{
+    json_object *root = status_root(), *dm;
+    long pid = root && json_object_object_get_ex(root, "daemon", &dm) ? (long)jint(dm, "pid") : -1;
+    json_object_put(root);
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, strlen(field)) == 0)
+            kb = strtol(line + strlen(field), NULL, 10);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 /* The read end sees EOF once every copy of the write end is closed: this is
  * how we see that the daemon closed an fd we passed it. */
 static int wait_closed_elsewhere(int rfd, int ms)
@@ -658,14 +677,14 @@ static int case_hello_geometry(void)
     expect_log("pool geometry 4 x 4100 is out of range");
     expect_log("pool geometry 4 x 1099511627776 is out of range");
     /* In range, but 4096 slots of 256 MiB is a 1 TiB pool: the size check
-     * must not overflow, and a 16 KiB memfd is not that. */
+     * must not overflow, and it is more than max_pool_bytes (1 GiB by
+     * default) allows, whatever the memfd. */
     if (rc == 0) {
         pool_hello(4096, 256u << 20, hello, sizeof hello);
         int fd = good_pool(NSLOTS, SLOT);
         CHECK(fd >= 0, "memfd: %s", strerror(-fd));
-        expect_log("the pool is %u bytes, but the hello says 4096 slots x 268435456",
-                   NSLOTS * SLOT);
-        rc = refused_hello(hello, fd, "4096 slots x 268435456");
+        expect_log("a pool of 4096 x 268435456 bytes is more than max_pool_bytes");
+        rc = refused_hello(hello, fd, "4096 x 268435456 bytes is more than max_pool_bytes");
         close(fd);
     }
     return rc;
@@ -700,6 +719,76 @@ static int case_hello_regular_file(void)
     rc = refused_hello(hello, fd, "not a memfd");
     close(fd);
     return rc;
+}
+
+/* A sealed memfd on hugetlbfs: its pages can be exhausted or punched out
+ * under a reader that maps it, which then dies of SIGBUS.  The daemon
+ * accepts only shmem. */
+static int case_hello_hugetlb(void)
+{
+    char hello[1024];
+    int fd = (int)syscall(SYS_memfd_create, "hostile-huge",
+                          MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+    if (fd < 0) {
+        note("no hugetlb memfd on this kernel (%s): nothing to try", strerror(errno));
+        return 0;
+    }
+    if (ftruncate(fd, 2 << 20) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+        note("cannot size and seal a hugetlb memfd (%s): nothing to try", strerror(errno));
+        close(fd);
+        return 0;
+    }
+    pool_hello(1, 2 << 20, hello, sizeof hello);
+    expect_log("the pool fd is not on shmem");
+    int rc = refused_hello(hello, fd, "hugetlbfs");
+    close(fd);
+    return rc;
+}
+
+/* Buffers announced over pages punched out of the pool (fallocate
+ * PUNCH_HOLE): read through a mapping, a hole costs the daemon a page of
+ * its own memory (and, on hugetlbfs or a node short of memory, a SIGBUS).
+ * Every buffer must still be archived and released, and status must count
+ * the holes.  Then a sparse pool as large as max_pool_bytes allows, every
+ * byte announced: the daemon must not grow by its size. */
+static int case_pool_holes(void)
+{
+    struct session s;
+    int rc = open_session(&s);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < NSLOTS * SLOT; i++)
+        s.pool[i] = (uint8_t)(i * 7);
+    /* Our fd went with the hello; punch through the mapping instead. */
+    CHECK(madvise(s.pool + SLOT, SLOT, MADV_REMOVE) == 0, "madvise(MADV_REMOVE): %s",
+          strerror(errno));
+    CHECK(send_ready(&s, 0, SLOT, 0) == 0 && send_ready(&s, 1, SLOT, 1) == 0, "send");
+    if ((rc = expect_release(&s, 0, 0)) || (rc = expect_release(&s, 1, 1)))
+        return rc;
+    expect_log("pages punched out of its pool");
+    if ((rc = check_counter(s.id, "pool_holes", 1)))
+        return rc;
+    close_session(&s);
+
+    /* 16 slots of 64 MiB, all holes, every byte announced. */
+    long hwm0 = daemon_kb("VmHWM:");
+    const uint32_t n = 16;
+    const uint64_t size = 64ull << 20;
+    if ((rc = open_session_as(&s, n, size, (long)getpid())))
+        return rc;
+    for (uint32_t i = 0; i < n; i++)
+        CHECK(send_ready(&s, i, size, i) == 0, "send");
+    for (uint32_t i = 0; i < n; i++)
+        if ((rc = expect_release(&s, i, i)))
+            return rc;
+    long hwm1 = daemon_kb("VmHWM:");
+    note("a sparse %u x %" PRIu64 " MiB pool, all announced: daemon peak RSS %ld -> %ld KiB", n,
+         size >> 20, hwm0, hwm1);
+    CHECK(hwm0 > 0 && hwm1 - hwm0 < 320 * 1024, "the daemon's peak RSS grew by %ld KiB for a "
+          "sparse pool of %u MiB (it must not grow by the pool's size)", hwm1 - hwm0,
+          (unsigned)((n * size) >> 20));
+    close_session(&s);
+    return 0;
 }
 
 /* The daemon must keep the pid the kernel vouches for, not the one we say. */
@@ -1407,6 +1496,8 @@ static const struct {
     {"hello-unsealed", case_hello_unsealed, "unsealed / half-sealed memfd"},
     {"hello-short-pool", case_hello_short_pool, "sealed memfd smaller than slots x slot_size"},
     {"hello-geometry", case_hello_geometry, "absurd pool geometry"},
+    {"hello-hugetlb", case_hello_hugetlb, "a sealed hugetlbfs memfd as the pool"},
+    {"pool-holes", case_pool_holes, "buffers over punched-out pages; a sparse 1 GiB pool"},
     {"hello-pipe", case_hello_pipe, "a pipe as the pool"},
     {"hello-regular-file", case_hello_regular_file, "a regular file / device as the pool"},
     {"hello-extra-fds", case_hello_extra_fds, "several fds on the hello"},

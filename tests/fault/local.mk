@@ -14,6 +14,7 @@ FAULT_TESTS = \
 	tests/fault/hostile.sh \
 	tests/fault/hostile-log-flood.sh \
 	tests/fault/conn-flood.sh \
+	tests/fault/user-caps.sh \
 	tests/fault/disk-full.sh \
 	tests/fault/xfsz.sh \
 	tests/fault/readonly-output.sh \
