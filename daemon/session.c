@@ -24,6 +24,8 @@
 #include "archive/strtab.h"
 
 #define QUEUE_MAX 65536u
+/* The most a counter a producer reports may claim (see claim()). */
+#define CLAIM_MAX ((uint64_t)1 << 40)
 
 static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
@@ -463,8 +465,9 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     snprintf(s->exe, sizeof s->exe, "%s", jstr(o, "exe") ? jstr(o, "exe") : "");
     json_object *job, *cnt;
     if (json_object_object_get_ex(o, "counters", &cnt)) {
-        s->shim_lost = (uint64_t)jint(cnt, "buffers_lost", 0);
-        s->shim_declined = (uint64_t)jint(cnt, "requests_declined", 0);
+        int64_t lost = jint(cnt, "buffers_lost", 0), declined = jint(cnt, "requests_declined", 0);
+        s->shim_lost = lost > 0 && (uint64_t)lost <= CLAIM_MAX ? (uint64_t)lost : 0;
+        s->shim_declined = declined > 0 && (uint64_t)declined <= CLAIM_MAX ? (uint64_t)declined : 0;
     }
     if (json_object_object_get_ex(o, "job", &job) && jstr(job, "label"))
         snprintf(s->label, sizeof s->label, "%s", jstr(job, "label"));
@@ -548,6 +551,27 @@ refuse:
         conn_close(s->conn);
 }
 
+/* Counters are the producer's word: each claim is checked for range before
+ * it is shown (status, top) or stored (meta.json), so that a lie cannot
+ * print as a negative count or a quadrillion records.  A claim past max
+ * is refused (0 is used) with a protocol error naming it. */
+static uint64_t claim(struct session *s, const char *what, uint64_t v, uint64_t max)
+{
+    if (v <= max)
+        return v;
+    char why[160];
+    snprintf(why, sizeof why, "%s %" PRIu64 " is implausible (more than %" PRIu64 "); ignored",
+             what, v, max);
+    protocol_error(s, why);
+    return 0;
+}
+
+/* a + b, held at INT64_MAX: every counter is shown as a signed JSON int. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return b > (uint64_t)INT64_MAX - a ? (uint64_t)INT64_MAX : a + b;
+}
+
 static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
 {
     struct cuptimon_buffer_ready m;
@@ -573,8 +597,10 @@ static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
         s->seq_next = m.seq + 1;
     s->buffers_received++;
     s->bytes_received += m.valid_size;
-    s->records += m.records;
-    s->dropped_records += m.dropped;
+    /* A record is at least 8 bytes (its kind and 8-byte alignment). */
+    s->records += claim(s, "BUFFER_READY records", m.records, m.valid_size / 8);
+    s->dropped_records = sat_add(s->dropped_records, claim(s, "BUFFER_READY dropped", m.dropped,
+                                                           CLAIM_MAX));
     struct aw_item it = {.ready = m};
     int rc = enqueue(s, &it);
     if (rc < 0) {
@@ -616,9 +642,9 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
         return;
     }
     s->last_flush_unix_ns = unix_ns_now();
-    s->shim_lost = f.buffers_lost;
-    s->shim_declined = f.requests_declined;
-    s->shim_foreign = f.foreign_buffers;
+    s->shim_lost = claim(s, "FLUSH_DONE buffers_lost", f.buffers_lost, CLAIM_MAX);
+    s->shim_declined = claim(s, "FLUSH_DONE requests_declined", f.requests_declined, CLAIM_MAX);
+    s->shim_foreign = claim(s, "FLUSH_DONE foreign_buffers", f.foreign_buffers, CLAIM_MAX);
     if ((f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) && !s->cupti_taken)
         log_warn("session", "session %" PRIu64 " (pid %d): another CUPTI client took the activity "
                  "callbacks; the process is no longer traced (preload the shim to share CUPTI)",
@@ -647,13 +673,18 @@ static void on_bye(struct session *s, const uint8_t *body, size_t len)
     }
     int64_t v;
     if ((v = jint(o, "dropped_records", -1)) > 0)
-        s->dropped_records += (uint64_t)v;
+        s->dropped_records =
+            sat_add(s->dropped_records, claim(s, "BYE dropped_records", (uint64_t)v, CLAIM_MAX));
     if ((v = jint(o, "requests_declined", -1)) >= 0)
-        s->shim_declined = (uint64_t)v;
+        s->shim_declined = claim(s, "BYE requests_declined", (uint64_t)v, CLAIM_MAX);
     if ((v = jint(o, "buffers_lost", -1)) >= 0)
-        s->shim_lost = (uint64_t)v;
-    s->completion_p99_ns = (uint64_t)(jint(o, "completion_p99_ns_max", 0) > 0 ? jint(o, "completion_p99_ns_max", 0) : 0);
-    s->completion_longest_ns = (uint64_t)(jint(o, "completion_longest_ns", 0) > 0 ? jint(o, "completion_longest_ns", 0) : 0);
+        s->shim_lost = claim(s, "BYE buffers_lost", (uint64_t)v, CLAIM_MAX);
+    /* Nanoseconds: an hour is past any completion callback's. */
+    const uint64_t hour_ns = 3600ull * 1000000000;
+    if ((v = jint(o, "completion_p99_ns_max", 0)) > 0)
+        s->completion_p99_ns = claim(s, "BYE completion_p99_ns_max", (uint64_t)v, hour_ns);
+    if ((v = jint(o, "completion_longest_ns", 0)) > 0)
+        s->completion_longest_ns = claim(s, "BYE completion_longest_ns", (uint64_t)v, hour_ns);
     json_object_put(o);
 }
 

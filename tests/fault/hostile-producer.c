@@ -791,6 +791,36 @@ static int case_pool_holes(void)
     return 0;
 }
 
+/* Counters that lie: a buffer of one 16-byte slot claiming 10^15+1
+ * records and UINT64_MAX drops, a BYE claiming INT64_MAX drops.  Status
+ * must show neither a negative count nor the claims, and say why. */
+static int case_counters_lie(void)
+{
+    struct session s;
+    int rc = open_session(&s);
+    if (rc)
+        return rc;
+    struct cuptimon_buffer_ready m = {.slot = 0, .valid_size = 16, .seq = 0,
+                                      .records = 1000000000000001ull, .dropped = UINT64_MAX};
+    uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
+    cuptimon__buffer_ready_encode(body, &m);
+    CHECK(send_msg(&s.c, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, NULL, 0) == 0, "send");
+    if ((rc = expect_release(&s, 0, 0)))
+        return rc;
+    m = (struct cuptimon_buffer_ready){.slot = 1, .valid_size = 16, .seq = 1, .records = 1,
+                                       .dropped = 5};
+    cuptimon__buffer_ready_encode(body, &m);
+    CHECK(send_msg(&s.c, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, NULL, 0) == 0, "send");
+    if ((rc = expect_release(&s, 1, 1)))
+        return rc;
+    expect_log("BUFFER_READY records 1000000000000001 is implausible");
+    expect_log("BUFFER_READY dropped 18446744073709551615 is implausible");
+    if ((rc = check_counter(s.id, "records", 1)) || (rc = check_counter(s.id, "dropped_records", 5)))
+        return rc;
+    close_session(&s);
+    return 0;
+}
+
 /* The daemon must keep the pid the kernel vouches for, not the one we say. */
 static int case_pid_lie(void)
 {
@@ -1501,6 +1531,7 @@ static const struct {
     {"hello-pipe", case_hello_pipe, "a pipe as the pool"},
     {"hello-regular-file", case_hello_regular_file, "a regular file / device as the pool"},
     {"hello-extra-fds", case_hello_extra_fds, "several fds on the hello"},
+    {"counters-lie", case_counters_lie, "BUFFER_READY counters past any real buffer's"},
     {"pid-lie", case_pid_lie, "a pid in the hello that is not the peer's"},
     {"fd-after-hello", case_fd_after_hello, "fds on later messages, a second HELLO"},
     {"hello-then-close", case_hello_then_close, "a producer gone before the hello's reply"},
