@@ -19,8 +19,8 @@ archive_libcuptimon_archive_la_SOURCES = \
 	archive/summary.c archive/summary.h \
 	archive/utf8.c archive/utf8.h
 nodist_archive_libcuptimon_archive_la_SOURCES = archive/cbid-names.c
-archive_libcuptimon_archive_la_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS) $(ZSTD_CFLAGS)
-archive_libcuptimon_archive_la_LIBADD = $(JSONC_LIBS) $(IBERTY_LIBS) $(ZSTD_LIBS)
+archive_libcuptimon_archive_la_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS) $(ZSTD_CFLAGS) $(ZLIB_CFLAGS)
+archive_libcuptimon_archive_la_LIBADD = $(JSONC_LIBS) $(IBERTY_LIBS) $(ZSTD_LIBS) $(ZLIB_LIBS)
 if FUZZING
 # The fuzz targets (tests/fuzz) want coverage instrumentation in the code
 # they exercise.
@@ -31,7 +31,7 @@ endif
 # libraries are listed here, in link order, rather than in each other's LIBADD,
 # which would copy proto's objects into every library above it).
 ARCHIVE_LIBS = archive/libcuptimon-archive.la proto/libcuptimon-proto.la \
-	$(JSONC_LIBS) $(ZSTD_LIBS) $(IBERTY_LIBS)
+	$(JSONC_LIBS) $(ZSTD_LIBS) $(ZLIB_LIBS) $(IBERTY_LIBS)
 
 # Runtime and driver API names by callback id, generated from the CUPTI
 # headers that configure found (the -I directories of CUDA_CFLAGS, then

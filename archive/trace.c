@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <zlib.h>
 
 #include "cbid.h"
 #include "demangle.h"
@@ -44,6 +45,8 @@
 #define TRACKS_MAX 65536u
 
 /* ---- per-process state ------------------------------------------------ */
+
+#define DRV_PENDING 8
 
 struct nent {     /* resolved kernel name */
     uint64_t ptr; /* 0: empty */
@@ -91,6 +94,15 @@ struct tproc {
     struct extent (*ext_tab)[2];
     struct markent *mark_tab;
 
+    /* Driver launches held back until the next API call of their thread:
+     * one that a runtime call of the same correlation follows was made
+     * inside it and is not written (Kineto shows the launch once). */
+    struct drvpend {
+        struct cuptimon_ev ev;
+        int64_t ts, dur;
+    } drv[DRV_PENDING];
+    int ndrv;
+
     int ended;   /* cuptimon__trace_end_process was called */
     int pending; /* a marker held back for the marker data that may follow */
     struct cuptimon_ev pend_ev;
@@ -115,6 +127,7 @@ struct cuptimon_trace {
     char *tmp; /* NAME_JSON_MAX bytes, for names not cached */
     FILE *f;
     int fd;
+    struct gz_sink *gz; /* gzip output, or NULL */
 };
 
 /* ---- output buffer ---------------------------------------------------- */
@@ -374,6 +387,49 @@ static int fd_write(void *ud, const void *buf, size_t len)
     return 0;
 }
 
+/* gzip (opts.gzip_level): the text goes through deflate to the fd.  A trace
+ * of a PyTorch step is about 14x smaller at level 1, and tools read
+ * .json.gz directly (HTA, Perfetto, chrome://tracing). */
+struct gz_sink {
+    z_stream z;
+    int fd;
+    unsigned char out[1 << 16];
+};
+
+static int gz_pump(struct gz_sink *g, int flush)
+{
+    int zr;
+    do {
+        g->z.next_out = g->out;
+        g->z.avail_out = sizeof g->out;
+        zr = deflate(&g->z, flush);
+        if (zr == Z_STREAM_ERROR)
+            return -EIO;
+        size_t have = sizeof g->out - g->z.avail_out;
+        int rc = have ? fd_write(&g->fd, g->out, have) : 0;
+        if (rc < 0)
+            return rc;
+    } while (g->z.avail_out == 0 || (flush == Z_FINISH && zr != Z_STREAM_END));
+    return 0;
+}
+
+static int gz_write(void *ud, const void *buf, size_t len)
+{
+    struct gz_sink *g = ud;
+    const unsigned char *p = buf;
+    while (len > 0) {
+        uInt n = len > (1u << 30) ? 1u << 30 : (uInt)len;
+        g->z.next_in = (unsigned char *)p;
+        g->z.avail_in = n;
+        int rc = gz_pump(g, Z_NO_FLUSH);
+        if (rc < 0)
+            return rc;
+        p += n;
+        len -= n;
+    }
+    return 0;
+}
+
 int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,
                         struct cuptimon_trace **out)
 {
@@ -417,7 +473,8 @@ int cuptimon__trace_new_file(const struct cuptimon_trace_opts *o, FILE *f,
 int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd, struct cuptimon_trace **out)
 {
     struct cuptimon_trace *t;
-    int rc = cuptimon__trace_new(o, fd_write, NULL, &t);
+    int level = o ? o->gzip_level : 0;
+    int rc = cuptimon__trace_new(o, level > 0 ? gz_write : fd_write, NULL, &t);
 
     if (rc < 0) {
         *out = NULL;
@@ -425,20 +482,45 @@ int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd, struct c
     }
     t->fd = fd;
     t->ud = &t->fd;
+    if (level > 0) {
+        struct gz_sink *g = calloc(1, sizeof *g);
+        /* windowBits 15 + 16: a gzip header and trailer, not zlib's */
+        if (g == NULL || deflateInit2(&g->z, level > 9 ? 9 : level, Z_DEFLATED, 15 + 16, 8,
+                                      Z_DEFAULT_STRATEGY) != Z_OK) {
+            free(g);
+            cuptimon__trace_free(t);
+            *out = NULL;
+            return -ENOMEM;
+        }
+        g->fd = fd;
+        t->gz = g;
+        t->ud = g;
+    }
     *out = t;
     return 0;
+}
+
+/* The top of the file, Kineto's way: its schema version and the time base
+ * (ts is microseconds since baseTimeNanoseconds, Unix time) before the
+ * events, as torch.profiler writes them, so that tools that read the
+ * first lines find them.  Returns p past it. */
+static char *header(struct cuptimon_trace *t, char *p)
+{
+    p = LIT(p, "{\"schemaVersion\": 1,\n\"baseTimeNanoseconds\": ");
+    p = u64d(p, t->o.base_ns);
+    p = LIT(p, ",\n\"traceEvents\":[\n");
+    t->started = 1;
+    return p;
 }
 
 /* Starts an event: writes the header or separator; returns where the
  * event text goes, with room for n bytes. */
 static inline char *ev_open(struct cuptimon_trace *t, size_t n)
 {
-    char *p = reserve(t, n + 32);
+    char *p = reserve(t, n + 96);
 
-    if (!t->started) {
-        p = LIT(p, "{\"traceEvents\":[\n");
-        t->started = 1;
-    }
+    if (!t->started)
+        p = header(t, p);
     if (t->nev++)
         p = LIT(p, ",\n");
     t->st.events++;
@@ -871,7 +953,7 @@ static char *ext_args(char *p, const struct tproc *P, uint32_t corr)
         const char *kn;
         if (e[w].corr != corr)
             break;
-        p = w ? LIT(p, ",\"external id 2\":") : LIT(p, ",\"external id\":");
+        p = w ? LIT(p, ",\"external id 2\":") : LIT(p, ",\"External id\":"); /* Kineto's key */
         p = u64d(p, e[w].id);
         p = w ? LIT(p, ",\"external kind 2\":") : LIT(p, ",\"external kind\":");
         kn = cuptimon__external_kind_name(e[w].kind);
@@ -1082,6 +1164,20 @@ static char *kind_str(char *p, const char *s, unsigned v)
     return u64d(p, v);
 }
 
+/* ,"memory bandwidth (GB/s)":B as Kineto writes it for copies and memsets:
+ * bytes per nanosecond, here with three decimals (0 for a zero duration). */
+static char *bandwidth(char *p, uint64_t bytes, int64_t dur)
+{
+    uint64_t milli = dur > 0 && bytes <= (UINT64_MAX / 1000) ? bytes * 1000 / (uint64_t)dur : 0;
+    p = LIT(p, ",\"memory bandwidth (GB/s)\":");
+    p = u64d(p, milli / 1000);
+    *p++ = '.';
+    *p++ = (char)('0' + milli / 100 % 10);
+    *p++ = (char)('0' + milli / 10 % 10);
+    *p++ = (char)('0' + milli % 10);
+    return p;
+}
+
 static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
                      int64_t ts, int64_t dur)
 {
@@ -1100,6 +1196,7 @@ static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = ptsd(p, P->pid, tid, ts, dur);
     p = gpu_common_args(p, P, ev);
     FIELD_U(p, "bytes", ev->u.memcpy.bytes);
+    p = bandwidth(p, ev->u.memcpy.bytes, dur);
     FIELD_U(p, "copy kind", ev->u.memcpy.copy_kind);
     FIELD_U(p, "src kind", ev->u.memcpy.src_kind);
     FIELD_U(p, "dst kind", ev->u.memcpy.dst_kind);
@@ -1132,6 +1229,7 @@ static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = ptsd(p, P->pid, tid, ts, dur);
     p = gpu_common_args(p, P, ev);
     FIELD_U(p, "bytes", ev->u.memset.bytes);
+    p = bandwidth(p, ev->u.memset.bytes, dur);
     FIELD_U(p, "value", ev->u.memset.value);
     FIELD_U(p, "memory kind", ev->u.memset.memory_kind);
     FIELD_U(p, "flags", ev->u.memset.flags);
@@ -1141,8 +1239,8 @@ static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cup
     flow_gpu(t, P, ev->correlation_id, tid, ts);
 }
 
-static void w_api(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
-                  int64_t ts, int64_t dur)
+static void api_write(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
+                      int64_t ts, int64_t dur)
 {
     int rt = ev->type == CUPTIMON_EV_RUNTIME;
     const char *nm = rt ? cuptimon__cbid_runtime_name(ev->u.api.cbid)
@@ -1172,6 +1270,70 @@ static void w_api(struct cuptimon_trace *t, struct tproc *P, const struct cuptim
     p = LIT(p, "}}");
     commit(t, p);
     flow_api(t, P, ev->correlation_id, tid, ts);
+}
+
+/* The driver calls Kineto shows: those that launch GPU work (cbids of
+ * cupti_driver_cbid.h, stable across releases).  The others (the runtime's
+ * and libraries' cuKernelGetName, cuFuncGetAttribute, ...: most of the
+ * driver records of a PyTorch step) are counted, not written. */
+static int driver_launch(uint32_t cbid)
+{
+    switch (cbid) {
+    case 307: /* cuLaunchKernel */
+    case 442: /* cuLaunchKernel_ptsz */
+    case 477: /* cuLaunchCooperativeKernel */
+    case 478: /* cuLaunchCooperativeKernel_ptsz */
+    case 514: /* cuGraphLaunch */
+    case 515: /* cuGraphLaunch_ptsz */
+    case 652: /* cuLaunchKernelEx */
+    case 653: /* cuLaunchKernelEx_ptsz */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Writes the held-back driver launches of thread tid (of every thread when
+ * all is set), except one of correlation drop, which a runtime call made. */
+static void drv_release(struct cuptimon_trace *t, struct tproc *P, int all, uint32_t tid,
+                        uint32_t drop)
+{
+    int kept = 0;
+    for (int i = 0; i < P->ndrv; i++) {
+        struct drvpend *d = &P->drv[i];
+        if (!all && d->ev.u.api.thread_id != tid) {
+            P->drv[kept++] = *d;
+        } else if (drop && d->ev.correlation_id == drop) {
+            t->st.driver_nested++;
+        } else {
+            api_write(t, P, &d->ev, d->ts, d->dur);
+        }
+    }
+    P->ndrv = kept;
+}
+
+/* A runtime or driver call, in Kineto's way: a driver call that is not a
+ * launch is left out, and a driver launch inside a runtime call (CUPTI
+ * records both with one correlation id where the runtime's own driver
+ * calls are traced; the nested one ends first, so it comes first) is left
+ * out for the runtime call, so that each launch is one event. */
+static void w_api(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
+                  int64_t ts, int64_t dur)
+{
+    uint32_t tid = ev->u.api.thread_id;
+    if (ev->type == CUPTIMON_EV_RUNTIME) {
+        drv_release(t, P, 0, tid, ev->correlation_id);
+        api_write(t, P, ev, ts, dur);
+        return;
+    }
+    if (!driver_launch(ev->u.api.cbid)) {
+        t->st.driver_hidden++;
+        return;
+    }
+    drv_release(t, P, 0, tid, 0);
+    if (P->ndrv == DRV_PENDING)
+        drv_release(t, P, 1, 0, 0);
+    P->drv[P->ndrv++] = (struct drvpend){*ev, ts, dur};
 }
 
 static char *objid_args(char *p, uint32_t kind, const struct cuptimon_objid *o)
@@ -1455,6 +1617,7 @@ int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc)
         return -EINVAL;
     P = t->procs[proc];
     marker_flush(t, P);
+    drv_release(t, P, 1, 0, 0);
     if (P->nc != NULL)
         for (size_t i = 0; i < P->nc_cap; i++)
             free(P->nc[i].json);
@@ -1533,14 +1696,16 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
 
     if (t->finished)
         return -EINVAL;
-    for (size_t i = 0; i < t->nprocs; i++)
+    for (size_t i = 0; i < t->nprocs; i++) {
         marker_flush(t, t->procs[i]);
+        if (!t->procs[i]->ended)
+            drv_release(t, t->procs[i], 1, 0, 0);
+    }
     t->finished = 1;
     if (!t->started) {
-        char *p = reserve(t, 32);
-        p = LIT(p, "{\"traceEvents\":[\n");
+        char *p = reserve(t, 96);
+        p = header(t, p);
         commit(t, p);
-        t->started = 1;
     }
 
     di = json_object_new_object();
@@ -1619,6 +1784,10 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
                                    json_object_new_uint64(t->st.marker_data_orphans));
             json_object_object_add(w, "unknown_kernel_names",
                                    json_object_new_uint64(t->st.unknown_names));
+            json_object_object_add(w, "driver_calls_not_shown",
+                                   json_object_new_uint64(t->st.driver_hidden));
+            json_object_object_add(w, "nested_driver_launches",
+                                   json_object_new_uint64(t->st.driver_nested));
             json_object_object_add(od, "writer", w);
         }
     }
@@ -1629,11 +1798,21 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
         }
     }
 
-    PUT_LIT(t, "\n],\"displayTimeUnit\":\"ns\",\"distributedInfo\":");
-    text =
-        json_object_to_json_string_ext(di, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    /* distributedInfo with a space after each colon, as Kineto writes it:
+     * HTA finds the rank with a pattern that needs one. */
+    PUT_LIT(t, "\n],\n\"displayTimeUnit\": \"ms\",\n");
+    if (t->o.trace_name) {
+        PUT_LIT(t, "\"traceName\": ");
+        char *p = reserve(t, 6 * strlen(t->o.trace_name) + 16);
+        p += cuptimon__json_escape(p, t->o.trace_name, strlen(t->o.trace_name));
+        p = LIT(p, ",\n");
+        commit(t, p);
+    }
+    PUT_LIT(t, "\"distributedInfo\": ");
+    text = json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED |
+                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
     put_text(t, text, strlen(text));
-    PUT_LIT(t, ",\"otherData\":");
+    PUT_LIT(t, ",\n\"otherData\":");
     text =
         json_object_to_json_string_ext(od, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     put_text(t, text, strlen(text));
@@ -1641,6 +1820,11 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
     json_object_put(di);
     json_object_put(od);
     flush_out(t);
+    if (t->gz != NULL && t->err == 0) {
+        t->gz->z.next_in = NULL;
+        t->gz->z.avail_in = 0;
+        t->err = gz_pump(t->gz, Z_FINISH);
+    }
     if (t->f != NULL && t->err == 0 && fflush(t->f) != 0)
         t->err = errno ? -errno : -EIO;
     return t->err;
@@ -1660,5 +1844,9 @@ void cuptimon__trace_free(struct cuptimon_trace *t)
     free(t->procs);
     free(t->buf);
     free(t->tmp);
+    if (t->gz != NULL) {
+        deflateEnd(&t->gz->z);
+        free(t->gz);
+    }
     free(t);
 }

@@ -75,6 +75,8 @@ struct cuptimon_trace_opts {
     uint64_t base_ns; /* Unix ns that ts 0 stands for */
     int no_flows;     /* 1: no launch -> GPU flow arrows */
     size_t buf_size;  /* output buffer bytes; 0: 256 KiB */
+    int gzip_level;   /* cuptimon__trace_new_fd: 1..9 writes gzip; 0: plain JSON */
+    const char *trace_name; /* Kineto's traceName (the path), NULL: none; must outlive t */
 };
 
 /* Writes all of buf or fails: 0 or -errno. */
@@ -88,6 +90,8 @@ struct cuptimon_trace_stats {
     uint64_t untimed;             /* records with no start time, not written */
     uint64_t marker_data_orphans; /* marker data with no marker just before */
     uint64_t unknown_names;       /* kernels whose name pointer was not in the table */
+    uint64_t driver_hidden;       /* driver calls that launch nothing, not written (Kineto's way) */
+    uint64_t driver_nested;       /* driver launches inside a runtime call, not written */
     uint64_t bytes;               /* bytes handed to the sink */
 };
 

@@ -43,7 +43,8 @@ static void usage(FILE *f)
           "\n"
           "  -o, --output=FILE      write the trace to FILE (default: standard output);\n"
           "                         a regular FILE appears complete or not at all;\n"
-          "                         a device or FIFO (/dev/null) is written in place\n"
+          "                         a device or FIFO (/dev/null) is written in place;\n"
+          "                         a FILE ending in .gz is written gzipped\n"
           "      --from=T           keep only events that end at or after T\n"
           "      --to=T             keep only events that start before T\n"
           "      --summary          print the summary JSON (counts by kind, top kernels by\n"
@@ -396,6 +397,14 @@ static int decode_main(int argc, char **argv)
 
     memset(&topts, 0, sizeof(topts));
     topts.no_flows = no_flows;
+    /* FILE.gz (FILE.json.gz) is written gzipped, at level 1: a trace shrinks
+     * about 14x and the tools read it as is. */
+    if (out_path && strcmp(out_path, "-") != 0) {
+        size_t n = strlen(out_path);
+        topts.trace_name = out_path;
+        if (n > 3 && strcmp(out_path + n - 3, ".gz") == 0)
+            topts.gzip_level = 1;
+    }
     if (have_from) {
         topts.base_ns = from;
     } else {

@@ -28,16 +28,55 @@ static void usage(FILE *f)
 "Merge Chrome/Perfetto traces written by cuptimon (window traces or decoded\n"
 "archives, typically one per node from the same 'begin-window --at T') into\n"
 "one trace.  Timestamps are moved onto the earliest input's base\n"
-"(otherData.base_unix_ns), and a pid seen in more than one input is renumbered\n"
-"in the later ones (the process name keeps the host and the real pid).\n"
+"(baseTimeNanoseconds), and a pid seen in more than one input is renumbered\n"
+"in the later ones (the process name keeps the host and the real pid).  The\n"
+"merged distributedInfo has the lowest rank, the largest world size and every\n"
+"rank of the inputs (\"ranks\").\n"
 "\n"
 "  -o, --output=FILE   the merged trace (written beside FILE, then renamed over it)\n"
 "  -h, --help          show this help\n");
 }
 
+/* The input's time base: Kineto's baseTimeNanoseconds, or (traces written
+ * before cuptimon wrote it) otherData.base_unix_ns. */
 static int64_t base_of(json_object *t)
 {
-    return cuptimon__json_int(cuptimon__json_get(t, "otherData"), "base_unix_ns", 0);
+    int64_t b = cuptimon__json_int(t, "baseTimeNanoseconds", 0);
+    return b ? b : cuptimon__json_int(cuptimon__json_get(t, "otherData"), "base_unix_ns", 0);
+}
+
+/* Adds an input's distributedInfo to the merged one: the lowest rank, the
+ * largest world size, and every rank seen in "ranks" (a merged multi-rank
+ * trace says which ranks it holds). */
+static void merge_ranks(json_object *di, json_object *t)
+{
+    json_object *in = cuptimon__json_get(t, "distributedInfo"), *ranks, *more;
+    if (!in)
+        return;
+    int64_t r = cuptimon__json_int(in, "rank", -1), w = cuptimon__json_int(in, "world_size", -1);
+    if (!json_object_object_get_ex(di, "ranks", &ranks)) {
+        ranks = json_object_new_array();
+        json_object_object_add(di, "ranks", ranks);
+    }
+    json_object *list = json_object_new_array();
+    if (json_object_object_get_ex(in, "ranks", &more) && json_object_is_type(more, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(more); i++)
+            json_object_array_add(list, json_object_new_int64(
+                                            json_object_get_int64(json_object_array_get_idx(more, i))));
+    else if (r >= 0)
+        json_object_array_add(list, json_object_new_int64(r));
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        int64_t v = json_object_get_int64(json_object_array_get_idx(list, i)), seen = 0;
+        for (size_t k = 0; k < json_object_array_length(ranks); k++)
+            seen |= json_object_get_int64(json_object_array_get_idx(ranks, k)) == v;
+        if (!seen)
+            json_object_array_add(ranks, json_object_new_int64(v));
+        if (cuptimon__json_int(di, "rank", -1) < 0 || v < cuptimon__json_int(di, "rank", -1))
+            json_object_object_add(di, "rank", json_object_new_int64(v));
+    }
+    json_object_put(list);
+    if (w > cuptimon__json_int(di, "world_size", -1))
+        json_object_object_add(di, "world_size", json_object_new_int64(w));
 }
 
 int cuptimon__cli_merge(int argc, char **argv)
@@ -100,8 +139,10 @@ int cuptimon__cli_merge(int argc, char **argv)
         free(bases);
         return 1;
     }
-    fputs("{\"traceEvents\":[\n", f);
+    fprintf(f, "{\"schemaVersion\": 1,\n\"baseTimeNanoseconds\": %" PRId64 ",\n\"traceEvents\":[\n",
+            base);
     json_object *sources = json_object_new_array(), *used = json_object_new_object();
+    json_object *di = json_object_new_object();
     int first = 1, rc = 0;
     uint64_t events = 0;
     for (int i = 0; i < n; i++) {
@@ -160,14 +201,24 @@ int cuptimon__cli_merge(int argc, char **argv)
         json_object_object_add(src, "base_unix_ns", json_object_new_int64(bases[i]));
         json_object_object_add(src, "pids", remap);
         json_object_array_add(sources, src);
+        merge_ranks(di, t);
         json_object_put(t);
     }
     json_object *other = json_object_new_object();
     json_object_object_add(other, "base_unix_ns", json_object_new_int64(base));
     json_object_object_add(other, "merged_from", sources);
-    fprintf(f, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":%s}\n",
+    if (cuptimon__json_int(di, "rank", -1) < 0)
+        json_object_object_add(di, "rank", json_object_new_int64(0));
+    if (cuptimon__json_int(di, "world_size", -1) < 0)
+        json_object_object_add(di, "world_size", json_object_new_int64(1));
+    /* distributedInfo as Kineto writes it (a space after each colon: HTA's
+     * rank pattern needs one). */
+    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"distributedInfo\": %s,\n",
+            json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
+    fprintf(f, "\"otherData\":%s}\n",
             json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(other);
+    json_object_put(di);
     json_object_put(used);
     free(bases);
     int werr = fclose(f) != 0 ? errno : 0;

@@ -273,16 +273,17 @@ def mark_enclosing(events: List[Dict[str, Any]], ranges: Iterable[Any], base_ns:
 def annotations_of(events: Iterable[Dict[str, Any]]) -> Dict[int, str]:
     """``{external_id: name}`` of the user annotations (cuptimon_push_annotation,
     CUPTI external correlation kind CUSTOM1) that trace events carry in
-    their args ("external id", "external kind": "custom1", "annotation")."""
+    their args ("External id" as Kineto spells it, "external kind": "custom1",
+    "annotation"; a second external correlation as "external id 2")."""
     out: Dict[int, str] = {}
     for e in events:
         a = e.get("args") if isinstance(e, dict) else None
         if not a or "annotation" not in a:
             continue
-        for suffix in ("", " 2"):
-            if a.get("external kind" + suffix) == "custom1" and ("external id" + suffix) in a:
+        for kind, key in (("external kind", "External id"), ("external kind 2", "external id 2")):
+            if a.get(kind) == "custom1" and key in a:
                 try:
-                    out[int(a["external id" + suffix])] = str(a["annotation"])
+                    out[int(a[key])] = str(a["annotation"])
                 except (TypeError, ValueError):
                     pass
                 break

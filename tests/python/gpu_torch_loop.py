@@ -143,7 +143,7 @@ check("other threads' kernels exist (autograd's device thread)", len(others) > 0
 fwd = collections.defaultdict(list)
 for e in kern:
     if e["args"].get("annotation") == "forward":
-        fwd[e["args"]["external id"]].append(e)
+        fwd[e["args"]["External id"]].append(e)
 sizes = sorted(len(v) for v in fwd.values())
 report["forward_ranges"] = sizes
 check(f"{STEPS} forward ranges of equal size", len(fwd) == STEPS and len(set(sizes)) == 1, sizes)
@@ -161,7 +161,7 @@ for k, v in fwd.items():
     s = v[0]["args"].get("stream")
     lo, hi = min(ts(e) for e in v), max(ts(e) + float(e["dur"]) for e in v)
     bad += sum(1 for e in kern if e["args"].get("stream") == s and lo <= ts(e) < hi
-               and e["args"].get("external id") != k)
+               and e["args"].get("External id") != k)
 check("no other kernel runs inside a forward range on its stream", bad == 0, bad)
 names = collections.defaultdict(collections.Counter)
 for e in kern:

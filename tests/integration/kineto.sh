@@ -1,0 +1,81 @@
+#!/bin/bash
+# Kineto's dialect (issue 18): a window over two processes on ranks 0 and 1
+# (runtime and driver kinds on, annotations pushed and popped, two
+# launching threads), and the offline decode of their archives, checked by
+# kineto-check.py against torch.profiler's own trace of PyTorch steps on
+# the H200 (tests/data/kineto-ref/): top level, categories, arg keys,
+# flows, one event per launch, bandwidths.  decode -o FILE.json.gz writes
+# gzip that holds the same trace.  The checker must also fail on the trace
+# cuptimon wrote on the H200 before the dialect (cuptimon-h200-before), so
+# that a checker which passes everything cannot pass for green.
+. "$top_srcdir/tests/integration/lib.sh"
+REF=$top_srcdir/tests/data/kineto-ref/torch-2.11-h200.json.gz
+CHECK=$top_srcdir/tests/integration/kineto-check.py
+
+if python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-before.json.gz" \
+    >"$T/before.out" 2>&1; then
+    cat "$T/before.out"
+    fail "kineto-check.py passes the trace written before the dialect"
+fi
+grep -q "baseTimeNanoseconds" "$T/before.out" || fail "kineto-check.py failed the old trace for another reason: $(cat "$T/before.out")"
+
+start_daemon --flush-period 0.3
+for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 40000 --rate 20000 --threads 2 \
+        --annotate 500 --report "$T/r$r.json" --quiet &
+    eval "p$r=\$!"
+done
+two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
+wait_for 100 two || fail "the two ranks did not connect"
+sleep 0.3
+ctl begin-window --label kineto --activities kernel,memcpy,memset,runtime,driver,external_correlation \
+    --json >"$T/begin.json" || fail "begin-window failed"
+sleep 0.6
+ctl end-window --json >"$T/end.json" || fail "end-window failed"
+trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
+python3 "$CHECK" "$REF" "$trace" --ranks 2 || fail "the window trace is not in Kineto's dialect"
+# The test double records the cuLaunchKernel inside each cudaLaunchKernel
+# (same correlation id): none is written, each is counted.
+python3 - "$trace" <<'PY' || fail "nested driver launches were not recognised"
+import json, sys
+t = json.load(open(sys.argv[1]))
+w = t["otherData"]["writer"]
+assert w["nested_driver_launches"] > 1000, w
+assert not any(e.get("cat") == "cuda_driver" for e in t["traceEvents"]), "a nested driver call was written"
+print("window: %d nested driver launches not written" % w["nested_driver_launches"])
+PY
+wait "$p0" && wait "$p1" || fail "a workload failed"
+stop_daemon
+
+"$CTL" decode "$T/out" -o "$T/all.json" 2>"$T/decode.err" || fail "decode failed: $(cat "$T/decode.err")"
+"$CTL" decode "$T/out" -o "$T/all.json.gz" 2>>"$T/decode.err" || fail "decode to .json.gz failed"
+gzip -t "$T/all.json.gz" || fail "decode -o all.json.gz did not write gzip"
+python3 - "$T/all.json" "$T/all.json.gz" <<'PY' || fail "the gzipped trace differs from the plain one"
+import gzip, json, os, sys
+a = json.load(open(sys.argv[1]))
+b = json.load(gzip.open(sys.argv[2]))
+a["otherData"].pop("traceName", None); b["otherData"].pop("traceName", None)
+a.pop("traceName"); b.pop("traceName")
+assert a == b, "the traces differ"
+print("decode: %d events; gzip %d bytes for %d (%.1fx)" % (len(a["traceEvents"]), os.path.getsize(sys.argv[2]),
+      os.path.getsize(sys.argv[1]), os.path.getsize(sys.argv[1]) / os.path.getsize(sys.argv[2])))
+PY
+python3 "$CHECK" "$REF" "$T/all.json.gz" --ranks 2 || fail "the decoded trace is not in Kineto's dialect"
+
+# One trace per rank, merged: the merge keeps distributedInfo, with both ranks.
+i=0
+for d in "$T"/out/archive/*/; do
+    "$CTL" decode "$d" -o "$T/rank$i.json" 2>>"$T/decode.err" || fail "decode of $d failed"
+    i=$((i + 1))
+done
+[ "$i" = 2 ] || fail "expected 2 archive sessions, found $i"
+"$CTL" merge -o "$T/merged.json" "$T/rank0.json" "$T/rank1.json" || fail "merge failed"
+python3 "$CHECK" "$REF" "$T/merged.json" || fail "the merged trace is not in Kineto's dialect"
+python3 - "$T/merged.json" <<'PY' || fail "merge lost distributedInfo"
+import json, sys
+t = json.load(open(sys.argv[1]))
+di = t["distributedInfo"]
+assert di["world_size"] == 2 and sorted(di["ranks"]) == [0, 1] and di["rank"] == 0, di
+print("merge: distributedInfo", di)
+PY
+echo ok
