@@ -95,41 +95,29 @@ static const struct cuptimon_rec_layout *layout_of(uint32_t kind, size_t size)
     return l && l->size == size ? l : NULL;
 }
 
-/* The timestamp fields of each record type, as field indices. */
-static unsigned time_fields(const struct cuptimon_rec_layout *l, unsigned f[5])
+/* Each record type's timestamp fields, its start first (a table, so that
+ * a type with times cannot be left out by a missing case). */
+struct time_fields {
+    unsigned n;
+    unsigned f[5];
+};
+
+static const struct time_fields time_fields_of[CUPTIMON_REC_TYPES] = {
+    [CUPTIMON_REC_KERNEL] = {5, {CUPTIMON_FK_start, CUPTIMON_FK_end, CUPTIMON_FK_completed,
+                                 CUPTIMON_FK_queued, CUPTIMON_FK_submitted}},
+    [CUPTIMON_REC_MEMCPY] = {2, {CUPTIMON_FMC_start, CUPTIMON_FMC_end}},
+    [CUPTIMON_REC_P2P] = {2, {CUPTIMON_FP2P_start, CUPTIMON_FP2P_end}},
+    [CUPTIMON_REC_MEMSET] = {2, {CUPTIMON_FMS_start, CUPTIMON_FMS_end}},
+    [CUPTIMON_REC_API] = {2, {CUPTIMON_FAPI_start, CUPTIMON_FAPI_end}},
+    [CUPTIMON_REC_OVERHEAD] = {2, {CUPTIMON_FOVH_start, CUPTIMON_FOVH_end}},
+    [CUPTIMON_REC_SYNC] = {2, {CUPTIMON_FSYNC_start, CUPTIMON_FSYNC_end}},
+    [CUPTIMON_REC_CUDA_EVENT] = {1, {CUPTIMON_FEV_deviceTimestamp}},
+    [CUPTIMON_REC_MARKER] = {1, {CUPTIMON_FMK_timestamp}},
+};
+
+static const struct time_fields *time_fields(const struct cuptimon_rec_layout *l)
 {
-    switch (l->type) {
-    case CUPTIMON_REC_KERNEL:
-        f[0] = CUPTIMON_FK_start, f[1] = CUPTIMON_FK_end, f[2] = CUPTIMON_FK_completed;
-        f[3] = CUPTIMON_FK_queued, f[4] = CUPTIMON_FK_submitted;
-        return 5;
-    case CUPTIMON_REC_MEMCPY:
-        f[0] = CUPTIMON_FMC_start, f[1] = CUPTIMON_FMC_end;
-        return 2;
-    case CUPTIMON_REC_P2P:
-        f[0] = CUPTIMON_FP2P_start, f[1] = CUPTIMON_FP2P_end;
-        return 2;
-    case CUPTIMON_REC_MEMSET:
-        f[0] = CUPTIMON_FMS_start, f[1] = CUPTIMON_FMS_end;
-        return 2;
-    case CUPTIMON_REC_API:
-        f[0] = CUPTIMON_FAPI_start, f[1] = CUPTIMON_FAPI_end;
-        return 2;
-    case CUPTIMON_REC_OVERHEAD:
-        f[0] = CUPTIMON_FOVH_start, f[1] = CUPTIMON_FOVH_end;
-        return 2;
-    case CUPTIMON_REC_SYNC:
-        f[0] = CUPTIMON_FSYNC_start, f[1] = CUPTIMON_FSYNC_end;
-        return 2;
-    case CUPTIMON_REC_CUDA_EVENT:
-        f[0] = CUPTIMON_FEV_deviceTimestamp;
-        return 1;
-    case CUPTIMON_REC_MARKER:
-        f[0] = CUPTIMON_FMK_timestamp;
-        return 1;
-    default:
-        return 0;
-    }
+    return (unsigned)l->type < CUPTIMON_REC_TYPES ? &time_fields_of[l->type] : &time_fields_of[0];
 }
 
 /* The record's start time (its first timestamp field), 0 when it has
@@ -137,10 +125,10 @@ static unsigned time_fields(const struct cuptimon_rec_layout *l, unsigned f[5])
 static uint64_t rec_start(const CUpti_Activity *rec, size_t size)
 {
     const struct cuptimon_rec_layout *l = layout_of(rec->kind, size);
-    unsigned f[5];
-    if (!l || time_fields(l, f) == 0)
+    const struct time_fields *tf = l ? time_fields(l) : NULL;
+    if (!tf || tf->n == 0)
         return 0;
-    return cuptimon__rec_get(l, (const uint8_t *)rec, f[0]);
+    return cuptimon__rec_get(l, (const uint8_t *)rec, tf->f[0]);
 }
 
 void cuptimon__mux_note_ours(uint32_t kind, int on)
@@ -180,9 +168,9 @@ static uint64_t to_tool(const struct cuptimon_tool_clock *c, uint64_t v)
 static void convert(uint8_t *rec, const struct cuptimon_rec_layout *l,
                     const struct cuptimon_tool_clock *c)
 {
-    unsigned f[5], n = time_fields(l, f);
-    for (unsigned i = 0; i < n; i++) {
-        const struct cuptimon_field *fl = &l->f[f[i]];
+    const struct time_fields *tf = time_fields(l);
+    for (unsigned i = 0; i < tf->n; i++) {
+        const struct cuptimon_field *fl = &l->f[tf->f[i]];
         uint64_t v;
         if (fl->width != 8)
             continue;
