@@ -32,8 +32,9 @@
 #include "layouts.h"
 
 /* CUPTI activity kinds are small numbers (54 in CUDA 13.0); a kind at or
- * above this is unknown whatever the producer announces. */
-#define CUPTIMON_KIND_SLOTS 64u
+ * above this is unknown whatever the producer announces.  The layout
+ * table's bound: one number for both. */
+#define CUPTIMON_KIND_SLOTS CUPTIMON_LAYOUT_KINDS
 /* The largest record size a producer may announce; anything bigger, not a
  * multiple of 8, or smaller than 8 is absurd and ignored. */
 #define CUPTIMON_RECORD_MAX 4096u
