@@ -114,6 +114,13 @@ static int parent_dir(const char *path, char *out, size_t len)
     return 0;
 }
 
+/* The listen queue.  While the daemon is stopped, swapped out or behind,
+ * the kernel queues connections up to this many and refuses the rest
+ * (EAGAIN): at 128, a burst of short jobs during a stall of a few seconds
+ * overflowed it, and jobs that exit gave up after their exit bound.  The
+ * kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4). */
+#define LISTEN_BACKLOG 4096
+
 /* Binds a listening socket at path.  A stale socket file (nobody accepts on
  * it) is replaced; a live one means another daemon runs: that is fatal. */
 static int listen_at(const char *path, mode_t mode)
@@ -144,7 +151,7 @@ static int listen_at(const char *path, mode_t mode)
     mode_t old = umask(0777 & ~mode);
     rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc < 0 || listen(fd, 128) < 0) {
+    if (rc < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
         rc = -errno;
         fprintf(stderr, "cuptimond: cannot listen on %s: %s\n", path, strerror(-rc));
         close(fd);
