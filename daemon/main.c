@@ -868,7 +868,8 @@ static int daemon_init(struct daemon *d)
     int rc;
     raise_fd_limit();
     if ((rc = resolve_paths(d)) < 0 || (rc = make_archive_dir(d)) < 0 ||
-        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0)
+        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0 ||
+        (rc = lossreport_start(d)) < 0)
         return rc;
     log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s%s",
                PACKAGE_VERSION, d->cfg.socket_path, d->cfg.control_path, d->archive_root,
@@ -887,6 +888,7 @@ static int daemon_done(struct daemon *d)
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);
     cuptimon__live_set_destroy(&d->live);
+    lossreport_free(d);
     if (rc != 0)
         log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
     cuptimon__agg_free(d->agg);

@@ -24,6 +24,7 @@ FAULT_TESTS = \
 	tests/fault/hello-close.sh \
 	tests/fault/exit-unconnected.sh \
 	tests/fault/short-jobs-lag.sh \
+	tests/fault/loss-report-hostile.sh \
 	tests/fault/close-unread.sh \
 	tests/fault/soak.sh \
 	tests/fault/cppcheck.sh \
