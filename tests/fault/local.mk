@@ -33,7 +33,7 @@ TESTS += $(FAULT_TESTS)
 
 # Tests of product bugs not yet fixed (docs/FAULTS.md, "Bugs found"); each
 # line goes with its fix (the test then XPASSes).  None open now.
-XFAIL_TESTS = tests/fault/short-jobs-lag.sh
+XFAIL_TESTS =
 
 # What the scripts need at run time: the compiler and flags of this build
 # (tsan.sh compiles the shim itself) and the soak's size.
