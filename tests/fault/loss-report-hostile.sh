@@ -13,6 +13,7 @@
 command -v setpriv >/dev/null || skip "no setpriv"
 chmod 755 "$T"
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+as_nobody test -x "$CTL" || skip "the build tree is not readable by nobody"
 
 start_daemon
 L=$T/lost
