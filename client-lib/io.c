@@ -37,6 +37,11 @@ struct io {
     int stop;
     int refused_logged;
     uint64_t session;
+    /* Bytes of this connection's stream that the socket took: a slot's
+     * BUFFER_READY reached the daemon's socket once this passes its
+     * frame_end (struct shim_slot_info). */
+    uint64_t sent_pos;
+    int stopped_connected; /* connected when the IO thread stopped */
 };
 
 static struct io io_state;
@@ -161,23 +166,34 @@ static void disconnect(struct io *io, const char *why)
         s->slot_used[i] = 0;
         atomic_fetch_sub(&s->in_flight, 1);
         atomic_fetch_add(&s->buffers_lost, 1);
+        /* Until a hello tells the next daemon, only the shim knows. */
+        atomic_fetch_add(&s->unreported_buffers, 1);
+        atomic_fetch_add(&s->unreported_records, s->slot_info[i].records);
         cuptimon__slot_free(s, i);
     }
     s->strings_sent = 0;
     pthread_cond_broadcast(&s->drained);
     pthread_mutex_unlock(&s->qlock);
+    io->sent_pos = 0;
     io->next_attempt = mono_ms() + io->backoff_ms;
 }
 
 static int try_connect(struct io *io)
 {
     struct shim *s = io->s;
-    int fd = -1, busy = 0;
+    int fd = -1, busy = 0, err = 0;
     for (int i = 0; i < s->nsockets && fd < 0; i++) {
         fd = cuptimon__connect(s->sockets[i], 1);
         busy |= fd == -EAGAIN;
+        /* A daemon answered there (took the connection, or is there with
+         * its queue full): a loss report at exit goes beside it. */
+        if (fd >= 0 || fd == -EAGAIN)
+            atomic_store(&s->daemon_seen, i + 1);
+        if (fd < 0 && (!err || fd == -EAGAIN))
+            err = -fd;
     }
     atomic_store(&s->daemon_busy, fd < 0 && busy);
+    atomic_store(&s->connect_errno, fd < 0 ? (busy ? EAGAIN : err) : 0);
     if (fd < 0) {
         io->next_attempt = mono_ms() + io->backoff_ms;
         io->backoff_ms = io->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : io->backoff_ms * 2;
@@ -190,10 +206,13 @@ static int try_connect(struct io *io)
     free(hello);
     if (rc == 0) {
         ssize_t n = cuptimon__send_fd(fd, b.data, b.len, s->pool_fd);
-        rc = n == (ssize_t)b.len ? 0 : -EIO;
+        /* ETOOMANYREFS: this user has more descriptors in flight than its
+         * limit (many jobs queued to a stopped daemon). */
+        rc = n == (ssize_t)b.len ? 0 : n < 0 ? (int)n : -EIO;
     }
     cuptimon__buf_free(&b);
     if (rc < 0) {
+        atomic_store(&s->connect_errno, -rc);
         close(fd);
         io->next_attempt = mono_ms() + io->backoff_ms;
         atomic_store(&s->connect_tried, 1);
@@ -201,6 +220,11 @@ static int try_connect(struct io *io)
     }
     io->fd = fd;
     io->backoff_ms = BACKOFF_MIN_MS;
+    io->sent_pos = 0;
+    /* The hello carried the losses of earlier connections. */
+    atomic_store(&s->unreported_buffers, 0);
+    atomic_store(&s->unreported_records, 0);
+    atomic_store(&s->refused, 0);
     atomic_store(&s->connected, 1);
     atomic_store(&s->connect_tried, 1);
     atomic_fetch_add(&s->connects, 1);
@@ -267,7 +291,11 @@ static void collect(struct io *io)
         pthread_mutex_lock(&s->qlock);
         frame_strings_locked(io);
         pthread_mutex_unlock(&s->qlock);
-        cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body);
+        int rc = cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body);
+        s->slot_info[m.slot] = (struct shim_slot_info){
+            .records = m.records,
+            .dropped = m.dropped,
+            .frame_end = rc == 0 ? io->sent_pos + io->out.len : UINT64_MAX};
         atomic_fetch_add(&s->buffers_sent, 1);
     }
 }
@@ -284,6 +312,7 @@ static int flush_out(struct io *io)
             return -errno;
         }
         cuptimon__buf_consume(&io->out, (size_t)n);
+        io->sent_pos += (uint64_t)n;
     }
     return 0;
 }
@@ -361,6 +390,7 @@ static void on_error(struct io *io, const uint8_t *body, size_t len)
         io->refused_logged = 1;
     }
     disconnect(io, "refused");
+    atomic_store(&io->s->refused, 1);
     io->backoff_ms = BACKOFF_MAX_MS * 6;
     io->next_attempt = mono_ms() + io->backoff_ms;
 }
@@ -576,7 +606,10 @@ void cuptimon__io_stop(struct shim *s)
     cuptimon__io_wake(s);
     pthread_join(s->io_thread, NULL);
     s->io_running = 0;
-    if (io->fd >= 0) {
+    io->stopped_connected = io->fd >= 0;
+    /* What the socket takes now is handed off too; a frame cut in half
+     * would make the BYE after it unreadable, so then there is none. */
+    if (io->fd >= 0 && flush_out(io) == 0 && io->out.len == 0) {
         /* The last word carries the totals no later message would: what
          * CUPTI dropped since its last completed buffer, declined requests,
          * lost buffers. */
@@ -609,8 +642,66 @@ void cuptimon__io_stop(struct shim *s)
         if (n > 0 && cuptimon__frame_append(&b, CUPTIMON_MSG_BYE, body, (size_t)n) == 0)
             send(io->fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
         cuptimon__buf_free(&b);
-        close(io->fd);
-        io->fd = -1;
     }
+    if (io->fd >= 0)
+        close(io->fd);
+    io->fd = -1;
     atomic_store(&s->connected, 0);
+}
+
+/* Counts the records of a completed slot without touching anything else
+ * (the names no longer matter: the slot is going nowhere). */
+static uint64_t count_records(struct shim *s, uint32_t idx, uint64_t valid)
+{
+    uint8_t *buffer = s->pool + (size_t)idx * s->slot_size;
+    CUpti_Activity *rec = NULL;
+    uint64_t n = 0;
+    while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+        n++;
+    return n;
+}
+
+void cuptimon__io_exit_loss(struct shim *s, struct shim_loss *l)
+{
+    struct io *io = &io_state;
+    int connected = io->stopped_connected;
+    memset(l, 0, sizeof *l);
+    pthread_mutex_lock(&s->qlock);
+    /* Completed but never framed: queued for a connection that never came. */
+    for (uint32_t k = 0; k < s->ring_len; k++) {
+        const struct cuptimon_buffer_ready *m = &s->ring[(s->ring_head + k) % s->nslots].msg;
+        l->buffers++;
+        l->records += count_records(s, m->slot, m->valid_size);
+        l->dropped += m->dropped;
+    }
+    /* Framed, but its frame did not reach the socket of a live
+     * connection.  One that did is the daemon's: it reads its socket to
+     * the end and archives what was announced, after the job is gone. */
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        if (atomic_load(&s->slot_state[i]) != SLOT_SENT)
+            continue;
+        if (connected && s->slot_info[i].frame_end <= io->sent_pos)
+            continue;
+        l->buffers++;
+        l->records += s->slot_info[i].records;
+        l->dropped += s->slot_info[i].dropped;
+    }
+    pthread_mutex_unlock(&s->qlock);
+    l->buffers += atomic_load(&s->unreported_buffers);
+    l->records += atomic_load(&s->unreported_records);
+    if (!connected) {
+        /* No BYE told a daemon of CUPTI's last drops either. */
+        size_t late = 0;
+        if (s->cupti.GetNumDroppedRecords(NULL, 0, &late) == CUPTI_SUCCESS)
+            l->dropped += late;
+    }
+    l->err = atomic_load(&s->connect_errno);
+    if (atomic_load(&s->refused))
+        l->reason = SHIM_LOSS_REFUSED;
+    else if (!connected && atomic_load(&s->daemon_busy))
+        l->reason = SHIM_LOSS_QUEUE_FULL;
+    else if (!connected)
+        l->reason = SHIM_LOSS_DISCONNECTED;
+    else
+        l->reason = SHIM_LOSS_UNSENT;
 }

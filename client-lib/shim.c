@@ -33,6 +33,10 @@ static int forked_child; /* set in a fork child: the shim is inert there */
 static _Atomic int annotations_on; /* a window has external correlation on */
 
 #define DEFAULT_SLOTS 16u
+/* The exit hand-off's bound: how long, at most, a job's exit waits for the
+ * daemon to take what is left (doc/libcuptimon.7). */
+#define DEFAULT_EXIT_TIMEOUT_MS 1000
+#define MAX_EXIT_TIMEOUT_MS 60000
 #define DEFAULT_SLOT_SIZE (4ull << 20)
 #define INTERN_CAP (1u << 16)
 
@@ -132,6 +136,17 @@ static int read_config(struct shim *s)
                           "using 4M", v);
         else
             s->slot_size = n;
+    }
+    s->exit_timeout_ms = DEFAULT_EXIT_TIMEOUT_MS;
+    if ((v = getenv("CUPTIMON_EXIT_TIMEOUT_MS")) && *v) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || n > MAX_EXIT_TIMEOUT_MS)
+            cuptimon__log("CUPTIMON_EXIT_TIMEOUT_MS='%s' is not a number of ms in 0..%d; using %d",
+                          v, MAX_EXIT_TIMEOUT_MS, DEFAULT_EXIT_TIMEOUT_MS);
+        else
+            s->exit_timeout_ms = (int)n;
     }
     if (parse_kinds(s, (v = getenv("CUPTIMON_ACTIVITIES")) && *v ? v : "kernel,memcpy,memset") <
         0)
@@ -322,10 +337,12 @@ static int pool_create(struct shim *s)
     s->slot_state = calloc(s->nslots, sizeof *s->slot_state);
     s->slot_used = calloc(s->nslots, sizeof *s->slot_used);
     s->slot_gen = calloc(s->nslots, sizeof *s->slot_gen);
+    s->slot_info = calloc(s->nslots, sizeof *s->slot_info);
     s->ring = calloc(s->nslots, sizeof *s->ring);
     s->intern = calloc(INTERN_CAP, sizeof *s->intern);
     s->intern_cap = INTERN_CAP;
-    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->ring || !s->intern)
+    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->slot_info || !s->ring ||
+        !s->intern)
         return -ENOMEM;
     for (uint32_t i = s->nslots; i-- > 0;)
         cuptimon__slot_free(s, i);
@@ -676,7 +693,7 @@ void cuptimon__retake(struct shim *s, const char *why)
 
 static void at_exit(void)
 {
-    cuptimon_shutdown(1000);
+    cuptimon_shutdown(cuptimon__shim.exit_timeout_ms);
 }
 
 static void in_child(void)
@@ -770,6 +787,12 @@ CUPTIMON_API void cuptimon_shutdown(int timeout_ms)
     s->cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     cuptimon__io_drain(s, timeout_ms);
     cuptimon__io_stop(s);
+    /* What did not reach a daemon within the bound is still counted: on
+     * stderr, and in a report that the daemon shows in its status. */
+    struct shim_loss loss;
+    cuptimon__io_exit_loss(s, &loss);
+    if (loss.buffers > 0)
+        cuptimon__loss_report(s, &loss);
 }
 
 CUPTIMON_API int cuptimon_flush(int forced)

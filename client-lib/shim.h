@@ -48,6 +48,30 @@ struct shim_ready {
     struct cuptimon_buffer_ready msg;
 };
 
+/* What the IO thread knows of a slot it framed: its records (from the
+ * walk), CUPTI's drop count that its BUFFER_READY carries, and where that
+ * frame ends in the connection's byte stream (so that at exit the shim
+ * knows whether it reached the socket). */
+struct shim_slot_info {
+    uint64_t records, dropped, frame_end;
+};
+
+/* Records the exit hand-off could not pass to a daemon (io.c works it out
+ * once the IO thread has stopped; lost.c reports it). */
+enum shim_loss_reason {
+    SHIM_LOSS_NONE = 0,
+    SHIM_LOSS_QUEUE_FULL,   /* the daemon's listen queue stayed full */
+    SHIM_LOSS_REFUSED,      /* the daemon refused this process */
+    SHIM_LOSS_UNSENT,       /* connected, but the socket did not take it all */
+    SHIM_LOSS_DISCONNECTED, /* no connection at the end (daemon gone, hello failed) */
+};
+
+struct shim_loss {
+    uint64_t records, buffers, dropped;
+    enum shim_loss_reason reason;
+    int err; /* the last connection attempt's errno, for the message */
+};
+
 struct shim {
     /* configuration, fixed after start */
     uint32_t nslots;
@@ -57,6 +81,7 @@ struct shim {
     uint32_t kinds[32];
     int nkinds;
     int debug;
+    int exit_timeout_ms; /* the exit hand-off's bound (CUPTIMON_EXIT_TIMEOUT_MS) */
 
     struct shim_cupti cupti;
 
@@ -103,6 +128,15 @@ struct shim {
      * trying within its hand-off bound; with no daemon it leaves at once. */
     _Atomic int daemon_busy;
     _Atomic int connect_tried; /* the IO thread made its first attempt */
+    /* 1 + the index in sockets[] where a daemon last answered (connected,
+     * or its queue was full); 0 while none has.  Loss reports go beside it. */
+    _Atomic int daemon_seen;
+    _Atomic int connect_errno; /* why the last attempt failed (0: it did not) */
+    /* Buffers taken back from a daemon that went away, and their records,
+     * that no later hello has told a daemon of yet. */
+    _Atomic uint64_t unreported_buffers, unreported_records;
+    _Atomic int refused; /* the daemon's last word was a refusal */
+    struct shim_slot_info *slot_info; /* nslots entries; the IO thread's */
     _Atomic int exiting;
     pthread_cond_t drained; /* signalled when queue and in-flight both empty */
 
@@ -126,6 +160,12 @@ void cuptimon__io_wake(struct shim *s);
  * timeout_ms passed, or no daemon is connected.  Returns 0 when drained. */
 int cuptimon__io_drain(struct shim *s, int timeout_ms);
 void cuptimon__io_stop(struct shim *s);
+/* After cuptimon__io_stop: what did not reach a daemon. */
+void cuptimon__io_exit_loss(struct shim *s, struct shim_loss *l);
+
+/* lost.c: says what the exit hand-off lost, on stderr and in a loss report
+ * the daemon picks up (when a daemon was there). */
+void cuptimon__loss_report(struct shim *s, const struct shim_loss *l);
 
 /* mux.c: sharing CUPTI with another tool (when preloaded) */
 int cuptimon__mux_tool_wants(uint32_t kind);

@@ -70,6 +70,7 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
      * for a new one when the daemon ran out of descriptors). */
     json_object_object_add(dm, "silent_connections_closed",
                            json_object_new_int64((int64_t)d->silent_closed));
+    json_object_object_add(dm, "losses", lossreport_status(d, conn));
     json_object_object_add(o, "daemon", dm);
     /* Oldest first: the list is kept newest first. */
     size_t n = session_count(d), i = 0;

@@ -175,6 +175,7 @@ struct daemon {
     uint64_t refused_producers, refused_controls;
     uint64_t silent_closed; /* connections closed for sending no hello */
     struct cuptimon_agg *agg; /* NULL when aggregation is off; set before the loop runs */
+    struct lossreport *loss;  /* lossreport.c */
     uv_timer_t metrics_timer;
     int metrics_failing;
 
@@ -212,6 +213,14 @@ int session_evict_silent(struct daemon *d);
 size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);
+
+/* lossreport.c: the loss reports that exiting shims leave beside the
+ * producer socket, and refusals, counted per user for status. */
+struct lossreport;
+int lossreport_start(struct daemon *d); /* never fatal: reports are then off */
+void lossreport_refused(struct daemon *d, uid_t uid);
+json_object *lossreport_status(const struct daemon *d, const struct conn *conn);
+void lossreport_free(struct daemon *d); /* after the loop is closed */
 
 /* control.c: the control socket (cuptimonctl's requests). */
 void control_accept(struct daemon *d, int fd);

@@ -114,6 +114,13 @@ static int parent_dir(const char *path, char *out, size_t len)
     return 0;
 }
 
+/* The listen queue.  While the daemon is stopped, swapped out or behind,
+ * the kernel queues connections up to this many and refuses the rest
+ * (EAGAIN): at 128, a burst of short jobs during a stall of a few seconds
+ * overflowed it, and jobs that exit gave up after their exit bound.  The
+ * kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4). */
+#define LISTEN_BACKLOG 4096
+
 /* Binds a listening socket at path.  A stale socket file (nobody accepts on
  * it) is replaced; a live one means another daemon runs: that is fatal. */
 static int listen_at(const char *path, mode_t mode)
@@ -144,7 +151,7 @@ static int listen_at(const char *path, mode_t mode)
     mode_t old = umask(0777 & ~mode);
     rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc < 0 || listen(fd, 128) < 0) {
+    if (rc < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
         rc = -errno;
         fprintf(stderr, "cuptimond: cannot listen on %s: %s\n", path, strerror(-rc));
         close(fd);
@@ -863,7 +870,8 @@ static int daemon_init(struct daemon *d)
     int rc;
     raise_fd_limit();
     if ((rc = resolve_paths(d)) < 0 || (rc = make_archive_dir(d)) < 0 ||
-        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0)
+        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0 ||
+        (rc = lossreport_start(d)) < 0)
         return rc;
     log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s%s",
                PACKAGE_VERSION, d->cfg.socket_path, d->cfg.control_path, d->archive_root,
@@ -882,6 +890,7 @@ static int daemon_done(struct daemon *d)
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);
     cuptimon__live_set_destroy(&d->live);
+    lossreport_free(d);
     if (rc != 0)
         log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
     cuptimon__agg_free(d->agg);

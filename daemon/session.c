@@ -545,6 +545,7 @@ refuse:
     log_warn("session", "refused a producer, pid %d uid %u: %s", (int)s->peer.pid,
              (unsigned)s->peer.uid, why);
     s->d->refused_producers++;
+    lossreport_refused(s->d, s->peer.uid);
     if (s->conn)
         conn_send_error(s->conn, "EINVAL", "%s", why);
     if (s->conn)

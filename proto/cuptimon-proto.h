@@ -134,6 +134,18 @@ struct cuptimon_flush_done {
 #define CUPTIMON_CONTROL_SOCKET_NAME "control.sock"
 #define CUPTIMON_SYSTEM_RUNTIME_DIR "/run/cuptimon"
 
+/* Loss reports.  A shim whose exit hand-off ran out of time with buffers no
+ * daemon took leaves one small file in this directory beside the producer
+ * socket (the daemon makes it, mode 1733); the daemon reads, counts and
+ * deletes each one.  The file is one JSON object of at most
+ * CUPTIMON_LOSS_REPORT_MAX bytes: {"report": 1, "pid", "records_lost",
+ * "buffers_lost", "dropped_records", "reason" (one of the words below),
+ * "exit_timeout_ms", "label"}.  Its owner, not its content, says whose it
+ * is.  Names starting with '.' are being written (renamed when complete). */
+#define CUPTIMON_LOSS_DIR_NAME "lost"
+#define CUPTIMON_LOSS_REPORT_MAX 1024u
+#define CUPTIMON_LOSS_REASONS "queue_full", "refused", "unsent", "disconnected"
+
 /* ---- activity kinds by name (kinds.c) ------------------------------------ */
 
 /* "kernel", "memcpy", ... or a CUpti_ActivityKind number: 0 with *kind set,

@@ -49,6 +49,17 @@ spawn_tracked() {
     track "$SPAWNED"
 }
 
+# queue_fill_count: how many connections fill the daemon's listen queue and
+# then some: its backlog (4096, daemon/main.c) as the kernel caps it
+# (net.core.somaxconn), plus 64.  The caller's fd limit is raised to fit.
+queue_fill_count() {
+    local b
+    b=$(cat /proc/sys/net/core/somaxconn 2>/dev/null || echo 4096)
+    [ "$b" -gt 4096 ] && b=4096
+    ulimit -n $((b + 256)) 2>/dev/null || true
+    echo $((b + 64))
+}
+
 fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # maps_matching PID TEXT: how many of the process's mappings name TEXT.

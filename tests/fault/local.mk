@@ -24,6 +24,8 @@ FAULT_TESTS = \
 	tests/fault/drop-report.sh \
 	tests/fault/hello-close.sh \
 	tests/fault/exit-unconnected.sh \
+	tests/fault/short-jobs-lag.sh \
+	tests/fault/loss-report-hostile.sh \
 	tests/fault/close-unread.sh \
 	tests/fault/soak.sh \
 	tests/fault/cppcheck.sh \
@@ -45,11 +47,14 @@ EXTRA_DIST += $(FAULT_TESTS) tests/fault/fault-lib.sh tests/fault/check-recorded
 	tests/fault/cppcheck.supp
 
 # The long soak (issue 6: minutes, 64 producers): make soak [SOAK_SECONDS=N]
-# [SOAK_PRODUCERS=N].  `make check` runs the short version (5 s).
+# [SOAK_PRODUCERS=N] [SOAK_CHURN=1].  `make check` runs the short version
+# (5 s).  SOAK_CHURN=1 is issue 21's churn: `make soak SOAK_CHURN=1
+# SOAK_SECONDS=120`.
 SOAK_SECONDS ?= 20
 SOAK_PRODUCERS ?= 64
+SOAK_CHURN ?= 0
 soak: all $(check_PROGRAMS) $(check_LTLIBRARIES)
 	$(AM_V_at)top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
-	  SOAK_SECONDS='$(SOAK_SECONDS)' SOAK_PRODUCERS='$(SOAK_PRODUCERS)' \
+	  SOAK_SECONDS='$(SOAK_SECONDS)' SOAK_PRODUCERS='$(SOAK_PRODUCERS)' SOAK_CHURN='$(SOAK_CHURN)' \
 	  $(SHELL) $(abs_top_srcdir)/tests/fault/soak.sh
 .PHONY: soak
