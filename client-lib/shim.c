@@ -266,6 +266,7 @@ static int load_cupti(struct shim *s)
 #undef SYM
     *(void **)&c->EnableRuntimeApi = dlsym(c->handle, "cuptiActivityEnableRuntimeApi");
     *(void **)&c->EnableDriverApi = dlsym(c->handle, "cuptiActivityEnableDriverApi");
+    *(void **)&c->SetThreadIdType = dlsym(c->handle, "cuptiSetThreadIdType");
     if (c->GetVersion(&c->version) != CUPTI_SUCCESS)
         c->version = 0;
     c->release = cuptimon__cupti_release(c->version);
@@ -616,6 +617,13 @@ static void cupti_attributes(struct shim *s)
     if (s->cupti.SetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one) !=
         CUPTI_SUCCESS)
         shim_debug(s, "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not supported");
+    /* System thread ids (gettid) in API records, as Kineto sets them: the
+     * tids then match the process's threads (/proc, py-spy, nsys) and
+     * torch.profiler's, and do not change when torch.profiler starts
+     * (it sets the same).  CUPTI's default is pthread_self(). */
+    if (s->cupti.SetThreadIdType &&
+        s->cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
+        shim_debug(s, "cuptiSetThreadIdType(SYSTEM) not supported; thread ids are pthread_self()");
 }
 
 /* A forced flush returns every buffer CUPTI holds.  A slot CUPTI got

@@ -42,6 +42,7 @@ struct shim_cupti {
     /* optional (NULL when this libcupti lacks them) */
     CUptiResult (*EnableRuntimeApi)(CUpti_CallbackId, uint8_t);
     CUptiResult (*EnableDriverApi)(CUpti_CallbackId, uint8_t);
+    CUptiResult (*SetThreadIdType)(CUpti_ActivityThreadIdType);
 };
 
 struct shim_ready {

@@ -43,6 +43,15 @@ w = t["otherData"]["writer"]
 assert w["nested_driver_launches"] > 1000, w
 assert not any(e.get("cat") == "cuda_driver" for e in t["traceEvents"]), "a nested driver call was written"
 print("window: %d nested driver launches not written" % w["nested_driver_launches"])
+# Threads are the system's (gettid, as Kineto sets CUPTI up), not
+# pthread_self() values: at most pid_max's limit, two per process here.
+tids = {}
+for e in t["traceEvents"]:
+    if e.get("cat") == "cuda_runtime":
+        tids.setdefault(e["pid"], set()).add(e["tid"])
+assert len(tids) == 2 and all(len(v) == 2 for v in tids.values()), tids
+assert all(0 < x <= 4194304 for v in tids.values() for x in v), tids
+print("window: launching threads by system tid:", {p: sorted(v) for p, v in tids.items()})
 PY
 wait "$p0" && wait "$p1" || fail "a workload failed"
 stop_daemon
