@@ -36,7 +36,7 @@ trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"
 python3 "$CHECK" "$REF" "$trace" --ranks 2 || fail "the window trace is not in Kineto's dialect"
 # The test double records the cuLaunchKernel inside each cudaLaunchKernel
 # (same correlation id): none is written, each is counted.
-python3 - "$trace" <<'PY' || fail "nested driver launches were not recognised"
+python3 - "$trace" <<'PY' || fail "the window trace has a nested driver launch, or thread ids not the system's"
 import json, sys
 t = json.load(open(sys.argv[1]))
 w = t["otherData"]["writer"]
