@@ -748,6 +748,23 @@ static uint32_t gpu_track(struct cuptimon_trace *t, struct tproc *P, uint32_t de
     return tid;
 }
 
+/* A CPU thread's track, named the first time it is seen when the shim
+ * sent the thread's name (its comm), sorted by tid as Kineto does. */
+static uint32_t cpu_track(struct cuptimon_trace *t, struct tproc *P, uint32_t tid)
+{
+    size_t n;
+    const char *nm;
+    if (tid & 0x80000000u || !track_seen(P, tid))
+        return tid;
+    if (P->names && (nm = cuptimon__strtab_get(P->names, CUPTIMON_THREAD_NAME_KEY(tid), &n))) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 48 ? n : 48), nm);
+        meta_string(t, P->pid, 1, tid, "thread_name", "name", name);
+    }
+    meta_int(t, P->pid, 1, tid, "thread_sort_index", (int64_t)tid);
+    return tid;
+}
+
 static uint32_t sync_track(struct cuptimon_trace *t, struct tproc *P, uint32_t ctx, uint32_t stream)
 {
     uint32_t tid = synth_tid(ctx, stream, 3);
@@ -1245,7 +1262,7 @@ static void api_write(struct cuptimon_trace *t, struct tproc *P, const struct cu
     int rt = ev->type == CUPTIMON_EV_RUNTIME;
     const char *nm = rt ? cuptimon__cbid_runtime_name(ev->u.api.cbid)
                         : cuptimon__cbid_driver_name(ev->u.api.cbid);
-    uint32_t tid = ev->u.api.thread_id;
+    uint32_t tid = cpu_track(t, P, ev->u.api.thread_id); /* before the event is opened */
     char *p = ev_open(t, EVENT_FIXED_MAX);
 
     p = rt ? LIT(p, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"")
@@ -1364,7 +1381,7 @@ static uint32_t object_track(struct cuptimon_trace *t, struct tproc *P, uint32_t
     switch (kind) {
     case 1:
     case 2:
-        return o->b ? o->b : P->pid;
+        return cpu_track(t, P, o->b ? o->b : P->pid);
     case 3:
     case 4:
         return gpu_track(t, P, o->a, UINT32_MAX);

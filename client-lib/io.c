@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -28,6 +29,8 @@
 #define EXIT_RETRY_MS 20
 #define STRINGS_BATCH_MAX (512u << 10)
 
+#define THREAD_NAMES_MAX 512
+
 struct io {
     struct shim *s;
     int fd;
@@ -42,6 +45,12 @@ struct io {
      * frame_end (struct shim_slot_info). */
     uint64_t sent_pos;
     int stopped_connected; /* connected when the IO thread stopped */
+    /* Thread names already sent in this session: tid and a hash of comm. */
+    struct {
+        uint32_t tid, hash;
+    } named[THREAD_NAMES_MAX];
+    unsigned nnamed;
+    uint64_t named_session;
 };
 
 static struct io io_state;
@@ -340,12 +349,63 @@ static void on_release(struct io *io, const uint8_t *body, size_t len)
     pthread_mutex_unlock(&s->qlock);
 }
 
+/* The process's thread names (comm), for the daemon's traces to name CPU
+ * tracks as Kineto and nsys do: sent as strings keyed by tid before a
+ * forced flush (a window's), only those not yet sent in this session or
+ * renamed since.  A few hundred small /proc reads on the IO thread, never
+ * on the job's threads. */
+static void report_thread_names(struct io *io)
+{
+    if (io->named_session != io->session) {
+        io->nnamed = 0;
+        io->named_session = io->session;
+    }
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *de;
+    while (dir && (de = readdir(dir)) != NULL) {
+        char *end, path[64], comm[32];
+        unsigned long tid = strtoul(de->d_name, &end, 10);
+        if (*end || tid == 0 || tid > UINT32_MAX)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%lu/comm", tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, comm, sizeof comm - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n <= 0)
+            continue;
+        while (n > 0 && comm[n - 1] == '\n')
+            n--;
+        comm[n] = '\0';
+        uint32_t h = 2166136261u;
+        for (ssize_t i = 0; i < n; i++)
+            h = (h ^ (uint8_t)comm[i]) * 16777619u;
+        unsigned i = 0;
+        while (i < io->nnamed && io->named[i].tid != (uint32_t)tid)
+            i++;
+        if (i < io->nnamed && io->named[i].hash == h)
+            continue;
+        if (i == io->nnamed) {
+            if (io->nnamed == THREAD_NAMES_MAX)
+                continue;
+            io->nnamed++;
+        }
+        io->named[i].tid = (uint32_t)tid;
+        io->named[i].hash = h;
+        cuptimon__add_string(io->s, CUPTIMON_THREAD_NAME_KEY(tid), comm);
+    }
+    if (dir)
+        closedir(dir);
+}
+
 static void on_flush(struct io *io, const uint8_t *body, size_t len)
 {
     struct shim *s = io->s;
     struct cuptimon_flush f;
     if (cuptimon__flush_decode(body, len, &f) < 0)
         return;
+    if (f.forced)
+        report_thread_names(io);
     uint64_t before = atomic_load(&s->buffers_completed);
     uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
     /* cuptiActivityFlushAll delivers the buffers through the completion

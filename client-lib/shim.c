@@ -819,7 +819,7 @@ CUPTIMON_API int cuptimon_flush(int forced)
 static _Atomic uint64_t next_annotation = 1;
 static __thread int annotation_depth;
 
-static void add_string(struct shim *s, uint64_t key, const char *name)
+void cuptimon__add_string(struct shim *s, uint64_t key, const char *name)
 {
     size_t len = strnlen(name, 256);
     pthread_mutex_lock(&s->qlock);
@@ -837,7 +837,7 @@ CUPTIMON_API int cuptimon_push_annotation(const char *name)
     if (!atomic_load_explicit(&annotations_on, memory_order_relaxed) || !name || forked_child)
         return 0;
     uint64_t id = atomic_fetch_add(&next_annotation, 1);
-    add_string(s, CUPTIMON_ANNOTATION_KEY(id), name);
+    cuptimon__add_string(s, CUPTIMON_ANNOTATION_KEY(id), name);
     if (s->cupti.PushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id) !=
         CUPTI_SUCCESS)
         return -EIO;
@@ -865,7 +865,7 @@ CUPTIMON_API int cuptimon_label_graph_node(uint64_t graph_node_id, const char *n
     struct shim *s = &cuptimon__shim;
     if (!name || forked_child || cuptimon_init() < 0)
         return -ENODEV;
-    add_string(s, CUPTIMON_GRAPH_LABEL_KEY(graph_node_id), name);
+    cuptimon__add_string(s, CUPTIMON_GRAPH_LABEL_KEY(graph_node_id), name);
     return 0;
 }
 

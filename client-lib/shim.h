@@ -168,6 +168,10 @@ void cuptimon__io_exit_loss(struct shim *s, struct shim_loss *l);
  * the daemon picks up (when a daemon was there). */
 void cuptimon__loss_report(struct shim *s, const struct shim_loss *l);
 
+/* Queues one string (key -> name, at most 256 bytes) for the daemon's
+ * table: user annotations, graph labels, thread names.  Any thread. */
+void cuptimon__add_string(struct shim *s, uint64_t key, const char *name);
+
 /* mux.c: sharing CUPTI with another tool (when preloaded) */
 int cuptimon__mux_tool_wants(uint32_t kind);
 int cuptimon__mux_needed(uint32_t kind);

@@ -125,6 +125,9 @@ struct cuptimon_flush_done {
  * CUDA graph node `node`. */
 #define CUPTIMON_ANNOTATION_KEY(id) (0x8000000000000000ull | (uint64_t)(id))
 #define CUPTIMON_GRAPH_LABEL_KEY(node) (0x4000000000000000ull | ((uint64_t)(node) & 0x3fffffffffffffffull))
+/* The name (comm) of thread `tid` (a system thread id), as the shim read
+ * it from /proc/self/task/TID/comm: both high bits set. */
+#define CUPTIMON_THREAD_NAME_KEY(tid) (0xc000000000000000ull | (uint64_t)(uint32_t)(tid))
 #define CUPTIMON_STRINGS_HDR_SIZE 8u
 #define CUPTIMON_STRING_ENTRY_HDR 12u
 #define CUPTIMON_STRING_MAX_LEN 65535u

@@ -36,8 +36,8 @@ trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"
 python3 "$CHECK" "$REF" "$trace" --ranks 2 || fail "the window trace is not in Kineto's dialect"
 # The test double records the cuLaunchKernel inside each cudaLaunchKernel
 # (same correlation id): none is written, each is counted.
-python3 - "$trace" <<'PY' || fail "the window trace has a nested driver launch, or thread ids not the system's"
-import json, sys
+python3 - "$trace" "$WORKLOAD" <<'PY' || fail "the window trace has a nested driver launch, or thread ids not the system's, or unnamed threads"
+import json, os, sys
 t = json.load(open(sys.argv[1]))
 w = t["otherData"]["writer"]
 assert w["nested_driver_launches"] > 1000, w
@@ -52,6 +52,14 @@ for e in t["traceEvents"]:
 assert len(tids) == 2 and all(len(v) == 2 for v in tids.values()), tids
 assert all(0 < x <= 4194304 for v in tids.values() for x in v), tids
 print("window: launching threads by system tid:", {p: sorted(v) for p, v in tids.items()})
+# Each is named after its comm, which the shim sent: the workload's name
+# cut to 15 bytes (the kernel's TASK_COMM_LEN), as /proc shows it.
+comm = os.path.basename(sys.argv[2])[:15]
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in t["traceEvents"]
+         if e.get("ph") == "M" and e.get("name") == "thread_name"}
+unnamed = [(p, x) for p, v in tids.items() for x in v if names.get((p, x)) != comm]
+assert not unnamed, ("threads not named %r" % comm, unnamed, names)
+print("window: every launching thread named", repr(comm))
 PY
 wait "$p0" && wait "$p1" || fail "a workload failed"
 stop_daemon
