@@ -66,10 +66,9 @@ struct cuptimon_outpath {
 };
 
 /*
- * Opens a temporary file for path (checked as cuptimon__outpath_check
+ * Opens a temporary file for path (checked again as cuptimon__outpath_check
  * does, and the directory must still be id when id is not NULL), given to
- * r with mode.  Returns 0, or -errno with why.  The requester's groups are
- * not needed here (only the directory check reads them).
+ * r with mode.  Returns 0, or -errno with why.
  */
 int cuptimon__outpath_open(struct cuptimon_outpath *o, const char *path,
                            const struct cuptimon_requester *r, int user_dir,

@@ -61,7 +61,7 @@ struct window {
     struct daemon *d;
     uint64_t id;
     int64_t owner_uid; /* -1: an operator's window */
-    struct cuptimon_requester req; /* who asked: the trace is theirs (no groups kept) */
+    struct cuptimon_requester req; /* who asked: the trace is theirs; groups malloc'd */
     int user_dir;                  /* req chose the trace's directory (--output) */
     struct cuptimon_outdir_id dirid; /* the directory checked at prepare */
     int state;
@@ -630,7 +630,8 @@ static void windows_dir(struct daemon *d, uid_t for_uid, char *dir, size_t len)
 }
 
 /* Checks w->output for w->req by window-output.h's rules, with the user's
- * groups from the user database (as login would give them). */
+ * groups from the user database (as login would give them), which the
+ * window keeps for the check again when the trace is written. */
 static int check_output(struct window *w, char *why, size_t wl)
 {
     gid_t groups[256];
@@ -642,10 +643,17 @@ static int check_output(struct window *w, char *why, size_t wl)
         if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
             n = 0; /* more than 256: only the primary groups count */
     }
-    struct cuptimon_requester r = w->req;
-    r.groups = groups;
-    r.ngroups = (size_t)n;
-    return cuptimon__outpath_check(w->output, &r, w->user_dir, &w->dirid, why, wl);
+    if (n > 0) {
+        gid_t *keep = malloc((size_t)n * sizeof *keep);
+        if (!keep) {
+            snprintf(why, wl, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(keep, groups, (size_t)n * sizeof *keep);
+        w->req.groups = keep;
+        w->req.ngroups = (size_t)n;
+    }
+    return cuptimon__outpath_check(w->output, &w->req, w->user_dir, &w->dirid, why, wl);
 }
 
 static void prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
@@ -791,6 +799,7 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         send_err(conn, orc == -EACCES ? "EACCES" : orc == -EEXIST || orc == -EISDIR ? "EEXIST"
                                                                                     : "EINVAL",
                  "%s", why);
+        free((void *)w->req.groups);
         free(w);
         return;
     }
@@ -810,8 +819,12 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         return;
     }
     if (w->at_ns) {
-        /* Aligned start: reply now; the start happens at the given time. */
-        int64_t delay = (w->at_ns - unix_ns_now()) / 1000000;
+        /* Aligned start: reply now; the start happens at the given time,
+         * never before it: the delay is rounded up to the timer's
+         * milliseconds and counted from now, not from the loop's cached
+         * time (windows.sh saw a start 0.3 ms before --at). */
+        int64_t delay = (w->at_ns - unix_ns_now() + 999999) / 1000000;
+        uv_update_time(d->loop);
         w->timer_on = 1;
         uv_timer_start(&w->timer, on_timer, delay > 0 ? (uint64_t)delay : 0, 0);
         json_object *o = window_json(w);
@@ -927,6 +940,7 @@ static void on_window_timer_closed(uv_handle_t *h)
     free(w->error);
     free(w->werr);
     free(w->m);
+    free((void *)w->req.groups);
     free(w);
 }
 
