@@ -2,10 +2,9 @@
 # shell scripts, with the libcupti test double standing in for CUPTI.
 INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/integration/multi-producer.sh tests/integration/versions.sh \
 	tests/integration/no-daemon.sh tests/integration/preload.sh \
+	tests/integration/authz-windows.sh \
 	tests/integration/daemon-killed.sh tests/integration/producer-killed.sh \
 	tests/integration/windows.sh tests/integration/coexist.sh tests/integration/authz.sh \
 	tests/integration/service.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py
-# Trace windows across users (issue 21, item 7).
-INTEGRATION_TESTS += tests/integration/authz-windows.sh
