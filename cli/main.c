@@ -36,7 +36,9 @@ static void usage(FILE *f)
 "                         partly filled buffers\n"
 "  begin-window [SELECTOR] [--activities=LIST] [--duration=S] [--at=T] [--output=FILE]\n"
 "                         open a trace window over the selected processes\n"
-"                         (--all, --pid, --uid, --job, --rank, --label) and start it\n"
+"                         (--all, --pid, --uid, --job, --rank, --label, --all-users)\n"
+"                         and start it; see begin-window --help for who may\n"
+"                         trace what\n"
 "  prepare-window ...     the same, enabling the kinds without starting yet\n"
 "  start-window [ID]      start a prepared window\n"
 "  end-window [ID]        end a window; prints the trace path and a summary\n"
@@ -270,6 +272,8 @@ static void window_usage(FILE *f, const char *cmd)
 "      --job=J           SLURM_JOB_ID or TORCHELASTIC_RUN_ID J\n"
 "      --rank=R          RANK R\n"
 "      --label=L         CUPTIMON_LABEL L\n"
+"      --all-users       let --job, --rank or --label take sessions of several\n"
+"                        users (see below)\n"
 "Options:\n"
 "      --activities=LIST kinds to trace (default: kernel,memcpy,memset,runtime,\n"
 "                        driver,external_correlation,overhead,cuda_event,\n"
@@ -279,10 +283,23 @@ static void window_usage(FILE *f, const char *cmd)
 "                        or ns): the same command sent to many nodes gives\n"
 "                        windows that line up\n"
 "      --output=FILE     where the daemon writes the trace (default:\n"
-"                        OUTPUT_DIR/windows/window-ID-TIME.json)\n"
+"                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only\n"
 "      --json            print the daemon's answer as JSON\n"
 "Processes that start during the window and match are included.  End it with\n"
-"'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n",
+"'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
+"\n"
+"Who may trace what (cuptimond(8), AUTHORIZATION):\n"
+"  A user who is not an operator (root, the daemon's user, its control_group)\n"
+"  traces their own processes only, whatever the selector says.\n"
+"  A job id, rank or label is what a process says of itself, so a selector\n"
+"  made only of them takes one user's sessions: the user whose sessions it\n"
+"  matches when the window opens (processes of other users that start later\n"
+"  with the same label stay out).  Where it matches several users' sessions\n"
+"  the window is refused, naming them: add --uid=U, or --all-users.\n"
+"  The trace belongs to the user who asked, and --output may name only a\n"
+"  path that user could write: a new file in a directory they may write, or\n"
+"  a regular file of their own (never another user's file, a link's target,\n"
+"  a device or a FIFO).  The answer lists the uids of the processes taken.\n",
             cmd);
 }
 
@@ -308,6 +325,10 @@ static void print_window(json_object *w)
     printf("window %" PRId64 ": %s, %zu process(es) %s\n", cuptimon__json_int(w, "window", 0),
            cuptimon__json_str(w, "state", ""), pids ? json_object_array_length(pids) : 0,
            pids ? json_object_to_json_string_ext(pids, JSON_C_TO_STRING_PLAIN) : "[]");
+    /* A label says nothing of whose a process is: the kernel's uids do. */
+    json_object *uids = cuptimon__json_get(w, "uids");
+    if (uids && json_object_array_length(uids) > 0)
+        printf("  of uid(s) %s\n", json_object_to_json_string_ext(uids, JSON_C_TO_STRING_PLAIN));
     if (start)
         printf("  started %.3f", (double)start / 1e9);
     if (end)
@@ -346,7 +367,7 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         {"activities", required_argument, NULL, 'k'}, {"duration", required_argument, NULL, 'd'},
         {"at", required_argument, NULL, 'T'},     {"output", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'J'},         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"all-users", no_argument, NULL, 'U'},    {NULL, 0, NULL, 0}};
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
@@ -355,6 +376,7 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         char *end;
         switch (opt) {
         case 'a': break;
+        case 'U': json_object_object_add(req, "all_users", json_object_new_boolean(1)); break;
         case 'p': {
             json_object *a = json_object_new_array();
             char buf[1024];

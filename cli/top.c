@@ -398,15 +398,20 @@ static size_t draw_header(struct out *o, const struct view *v, json_object *t, c
     fmt_bytes(mb, sizeof(mb), (double)cuptimon__json_uint(node, "memcpy_bytes", 0), "");
     fmt_bytes(ms, sizeof(ms), (double)cuptimon__json_uint(node, "memset_bytes", 0), "");
     {
-        char line[512], ended[32] = "";
+        char line[512], ended[32] = "", whose[48] = "";
         if (cuptimon__json_uint(node, "sessions_ended", 0) > 0)
             snprintf(ended, sizeof(ended), " (+%" PRIu64 " ended)",
                      cuptimon__json_uint(node, "sessions_ended", 0));
+        /* The daemon shows a user who is not an operator their own
+         * processes only: the totals are theirs, not the node's. */
+        if (cuptimon__json_get(t, "only_uid") != NULL)
+            snprintf(whose, sizeof(whose), " of uid %" PRIu64,
+                     cuptimon__json_uint(t, "only_uid", 0));
         snprintf(line, sizeof(line),
-                 "cuptimon top - %s %s  sessions %" PRIu64 "%s  kernels %s (%s GPU)  memcpy %s  "
+                 "cuptimon top - %s %s  sessions%s %" PRIu64 "%s  kernels %s (%s GPU)  memcpy %s  "
                  "memset %s  dropped %" PRIu64 "  lost %" PRIu64,
-                 host, when, cuptimon__json_uint(node, "sessions", 0), ended, kc, kt, mb, ms,
-                 cuptimon__json_uint(node, "dropped_records", 0),
+                 host, when, whose, cuptimon__json_uint(node, "sessions", 0), ended, kc, kt, mb,
+                 ms, cuptimon__json_uint(node, "dropped_records", 0),
                  cuptimon__json_uint(node, "lost_buffers", 0));
         out_line(o, line, v->width);
         out_printf(o, "%s", nl);
@@ -845,7 +850,9 @@ static void top_usage(FILE *f)
 "                       [--label=L] [-n ROWS] [--once] [--json] [-c SOCKET]\n"
 "Show the GPU work of the node's processes, as the daemon aggregates it:\n"
 "a header with the node's totals and a busy bar per GPU, then a table by\n"
-"process, by kernel name or by device.\n"
+"process, by kernel name or by device.  A user who is not an operator (root,\n"
+"the daemon's user, its control_group) sees their own processes only, and\n"
+"totals over them; the GPU lines stay the node's.\n"
 "\n"
 "On a terminal it is full screen and refreshes every S seconds (default 2);\n"
 "keys: p k d group by process, kernel, device; t c 9 sort by GPU time,\n"
@@ -1018,7 +1025,9 @@ int cuptimon__cli_metrics(const struct cuptimon_ctl *ctl, int argc, char **argv)
         } else if (opt == 'h') {
             printf("Usage: cuptimonctl metrics [-c SOCKET]\n"
                    "Print the daemon's live aggregates in the Prometheus text exposition\n"
-                   "format (cuptimon_kernel_seconds_total, cuptimon_gpu_busy_ratio, ...).  For\n"
+                   "format (cuptimon_kernel_seconds_total, cuptimon_gpu_busy_ratio, ...).\n"
+                   "A user who is not an operator gets the series of their own processes\n"
+                   "and the node's per-GPU series.  For\n"
                    "node_exporter's textfile collector, start cuptimond with --metrics-file (or set metrics_file in cuptimond.conf).\n");
             return 0;
         } else {

@@ -235,10 +235,22 @@ static int session_series(struct cuptimon_agg *a, const struct asess *s, unsigne
     return 0;
 }
 
+/* Whether session s is in the text for uid (< 0: every user); under a->mu. */
+static int shown_to(const struct asess *s, int64_t uid)
+{
+    return uid < 0 || (int64_t)s->uid == uid;
+}
+
 char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
+{
+    return cuptimon__agg_prometheus_of(a, -1);
+}
+
+char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
 {
     struct sb b = {0};
     int64_t end = cuptimon__agg_window_end(NULL);
+    size_t live = 0;
 
     pthread_mutex_lock(&a->mu);
     cuptimon__agg_sess_expire(a, cuptimon__agg_now_ns(), 0);
@@ -253,6 +265,9 @@ char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
               "process and device, the rest as kernel=\"other\").");
     for (size_t i = 0; i < a->nsess; i++) {
         struct asess *s = a->sess[i];
+        if (!shown_to(s, uid))
+            continue;
+        live += s->ended_ns == 0;
         pthread_mutex_lock(&s->mu);
         for (unsigned d = 0; d < s->ndevs; d++) {
             struct pk *v;
@@ -288,6 +303,8 @@ char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
     sb_family(&b, "cuptimon_dropped_records_total", "counter",
               "Activity records CUPTI dropped in the process (its buffers were full).");
     for (size_t i = 0; i < a->nsess; i++) {
+        if (!shown_to(a->sess[i], uid))
+            continue;
         sb_printf(&b, "cuptimon_dropped_records_total{");
         sb_ident(&b, a->sess[i]);
         sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->dropped);
@@ -296,6 +313,8 @@ char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
               "Activity buffers of the process that were lost (a daemon went away, or a "
               "write failed).");
     for (size_t i = 0; i < a->nsess; i++) {
+        if (!shown_to(a->sess[i], uid))
+            continue;
         sb_printf(&b, "cuptimon_lost_buffers_total{");
         sb_ident(&b, a->sess[i]);
         sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->lost);
@@ -305,6 +324,8 @@ char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
               "daemon, after the archive write.");
     for (size_t i = 0; i < a->nsess; i++) {
         struct asess *s = a->sess[i];
+        if (!shown_to(s, uid))
+            continue;
         pthread_mutex_lock(&s->mu);
         if (s->handoff.count > 0) {
             static const unsigned qs[] = {500, 990};
@@ -327,7 +348,7 @@ char *cuptimon__agg_prometheus(struct cuptimon_agg *a)
         pthread_mutex_unlock(&s->mu);
     }
     sb_family(&b, "cuptimon_sessions", "gauge", "Processes whose activity is aggregated now.");
-    sb_printf(&b, "cuptimon_sessions %zu\n", cuptimon__agg_sess_live(a));
+    sb_printf(&b, "cuptimon_sessions %zu\n", live);
 
     pthread_mutex_lock(&a->dev_mu);
     sb_family(&b, "cuptimon_gpu_busy_ratio", "gauge",

@@ -376,7 +376,7 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
                 *devs = json_object_new_array(), *rows = json_object_new_array();
     struct rowset rs = {0};
     uint64_t kernels = 0, kernel_ns = 0, mcb = 0, mcn = 0, msb = 0, msn = 0, recs = 0, drop = 0,
-             lost = 0, shown = 0;
+             lost = 0, shown = 0, live = 0, ended = 0;
     unsigned n, by, sort;
     int64_t end;
     int fail = 0;
@@ -409,6 +409,12 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
     for (size_t i = 0; i < a->nsess; i++) {
         struct asess *s = a->sess[i];
         int m = matches(s, q);
+        /* Another user's session is not there for this caller: not in
+         * the rows, not in the totals, not in the counts. */
+        if (q->one_uid && s->uid != q->uid)
+            continue;
+        live += s->ended_ns == 0;
+        ended += s->ended_ns != 0;
         pthread_mutex_lock(&s->mu);
         kernels += s->kernels;
         kernel_ns += s->kernel_ns;
@@ -463,8 +469,8 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
         if (fail)
             break;
     }
-    json_object_object_add(node, "sessions", u64j(cuptimon__agg_sess_live(a)));
-    json_object_object_add(node, "sessions_ended", u64j(a->nsess - cuptimon__agg_sess_live(a)));
+    json_object_object_add(node, "sessions", u64j(live));
+    json_object_object_add(node, "sessions_ended", u64j(ended));
     json_object_object_add(node, "sessions_shown", u64j(shown));
     json_object_object_add(node, "kernels", u64j(kernels));
     json_object_object_add(node, "kernel_ns", u64j(kernel_ns));

@@ -177,6 +177,13 @@ struct cuptimon_agg_query {
     char job[128];  /* "": any */
     char rank[32];  /* "": any */
     char label[128]; /* "": any */
+    /* Only the sessions of one user: the caller's, for a control client
+     * that is not an operator (daemon/control.c sets it; no request key
+     * does).  It narrows the rows and the node totals alike; the devices
+     * stay the node's, as a GPU's busy time is one union that names no
+     * process. */
+    int one_uid;    /* 0: every user's sessions */
+    uint32_t uid;   /* the user, when one_uid */
     unsigned n;     /* rows; 0: 20; at most 1000 */
     /* The busy windows end lag_s seconds before now (data reaches the
      * daemon when the shim hands a buffer over; the default flush period
@@ -199,6 +206,8 @@ int cuptimon__agg_query_from_json(struct json_object *req, struct cuptimon_agg_q
  * The view as JSON (the caller puts it), or NULL on allocation failure:
  *   {"now_unix_ns": T, "window_end_unix_ns": E, "by": "kernel", "sort": "time",
  *    "node": {"sessions": S (live), "sessions_ended": E, "sessions_shown": M,
+ *             (these and the sums below over q->uid's sessions only, when
+ *             q->one_uid; not_aggregated_records is always the node's),
  *             "kernels": K, "kernel_ns": T,
  *             "memcpy_bytes": B, "memcpys": C, "memset_bytes": B, "memsets": C,
  *             "records": R, "dropped_records": D, "lost_buffers": L,
@@ -249,6 +258,11 @@ struct json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cupt
  * Label values are escaped (\\, \", \n) and made valid UTF-8.
  */
 char *cuptimon__agg_prometheus(struct cuptimon_agg *a);
+/* The same, limited to the sessions of user uid (uid < 0: every user's):
+ * the per-session families and cuptimon_sessions count only that user's
+ * processes; the per-device families stay the node's (they name no
+ * process). */
+char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid);
 
 /* Writes cuptimon__agg_prometheus() to path atomically for node_exporter's
  * textfile collector: into path.tmp in the same directory (a name the

@@ -7,8 +7,10 @@
  * operators (root, the daemon's own user, members of control_group) see
  * and steer every session; any other user sees and steers only sessions
  * and windows of its own uid, and may not call the operators' ops (reload).
- * top and metrics are the exception: they show the whole node to anyone.
- * See is_operator() and enum ctl_who.
+ * That holds for every listing, top and metrics included, and for the
+ * text of an error (an unmatched selector lists only the caller's own
+ * sessions).  See is_operator() and enum ctl_who; the rules are written
+ * down in cuptimond(8), AUTHORIZATION.
  */
 #include "config.h"
 
@@ -184,11 +186,17 @@ static void op_top(struct daemon *d, struct conn *conn, json_object *req)
         free(err);
         return;
     }
+    /* A user who is not an operator sees the aggregates of their own
+     * processes only; the reply says so, for the header. */
+    q.one_uid = conn->restricted;
+    q.uid = conn->peer.uid;
     r = cuptimon__agg_json(d->agg, &q);
     if (!r) {
         conn_send_error(conn, "ENOMEM", "cannot build the top view");
         return;
     }
+    if (conn->restricted)
+        json_object_object_add(r, "only_uid", json_object_new_int64(conn->peer.uid));
     if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
         conn_send_error(conn, "EFBIG", "the top view does not fit a reply; ask for fewer rows");
     json_object_put(r);
@@ -204,7 +212,7 @@ static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
                         "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
         return;
     }
-    text = cuptimon__agg_prometheus(d->agg);
+    text = cuptimon__agg_prometheus_of(d->agg, conn->restricted ? (int64_t)conn->peer.uid : -1);
     if (!text) {
         conn_send_error(conn, "ENOMEM", "cannot build the metrics");
         return;
@@ -243,8 +251,8 @@ enum ctl_who {
      * the handler limits what it shows and touches to the caller's own
      * uid: status lists, and flush asks, only their sessions; the window
      * ops open windows over their processes only and find, end and list
-     * only their windows.  top and metrics show the whole node to anyone,
-     * as they always have: the aggregates have no per-user filter. */
+     * only their windows; top and metrics show the aggregates of their
+     * processes only (and the node's devices, which name no process). */
     CTL_ANYONE,
     /* Operators only (root, the daemon's own user, members of
      * control_group): what the op changes is the whole daemon's. */

@@ -23,3 +23,5 @@ daemon_cuptimond_SOURCES = daemon/main.c daemon/conn.c daemon/session.c daemon/c
 	daemon/lossreport.c
 daemon_cuptimond_CFLAGS = $(AM_CFLAGS) $(LIBUV_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS)
 daemon_cuptimond_LDADD = $(DAEMON_CORE_LIBS) $(LIBUV_LIBS) $(SYSTEMD_LIBS)
+# Where a window's trace may go, and writing it for the user who asked.
+daemon_cuptimond_SOURCES += daemon/window-output.c daemon/window-output.h

@@ -199,7 +199,8 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
 
 int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **summary, char **err)
 {
-    struct cuptimon_outfile of = {.fd = -1};
+    struct cuptimon_outpath of = {.fd = -1, .dfd = -1};
+    char why[1024] = "";
     struct cuptimon_trace *tr = NULL;
     struct cuptimon_summary *sum = NULL;
     struct cuptimon_demangler *dm = NULL;
@@ -210,8 +211,9 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     *err = NULL;
     if (!ss)
         return -ENOMEM;
-    if ((rc = cuptimon__outfile_open(&of, w->output, 0640)) < 0) {
-        if (asprintf(err, "cannot write %s: %s", w->output, strerror(-rc)) < 0)
+    if ((rc = cuptimon__outpath_open(&of, w->output, w->owner, w->user_dir, w->dir, 0640, why,
+                                     sizeof why)) < 0) {
+        if (asprintf(err, "%s", why) < 0)
             *err = NULL;
         goto out;
     }
@@ -255,17 +257,32 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     json_object_object_add(extra, "window", json_object_new_int64((int64_t)w->id));
     json_object_object_add(extra, "window_start_unix_ns", json_object_new_int64((int64_t)w->start_ns));
     json_object_object_add(extra, "window_end_unix_ns", json_object_new_int64((int64_t)w->end_ns));
+    /* Who asked, and whose processes are in it: labels and job ids are
+     * what a process says of itself, the uid is the kernel's word. */
+    json_object_object_add(extra, "window_requested_by_uid", json_object_new_int64(w->owner->uid));
+    json_object *wp = json_object_new_array();
+    for (size_t i = 0; i < w->nsrc; i++) {
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "pid", json_object_new_int64(w->src[i].pid));
+        json_object_object_add(p, "uid", json_object_new_int64(w->src[i].uid));
+        json_object_array_add(wp, p);
+    }
+    json_object_object_add(extra, "window_processes", wp);
     rc = cuptimon__trace_finish(tr, extra);
     json_object_put(extra);
     if (rc < 0)
         goto out;
     fd = -1;
-    if ((rc = cuptimon__outfile_commit(&of, 1, 1)) < 0)
+    if ((rc = cuptimon__outpath_commit(&of, 1, why, sizeof why)) < 0) {
+        if (asprintf(err, "%s", why) < 0)
+            *err = NULL;
         goto out;
+    }
     json_object *res = cuptimon__summary_json(sum, 20), *procs = json_object_new_array();
     for (size_t i = 0; i < w->nsrc; i++) {
         json_object *p = json_object_new_object();
         json_object_object_add(p, "pid", json_object_new_int64(ss[i].as.info.pid));
+        json_object_object_add(p, "uid", json_object_new_int64(w->src[i].uid));
         json_object_object_add(p, "archive", json_object_new_string(w->src[i].archive_dir));
         json_object_object_add(p, "events", json_object_new_int64((int64_t)ss[i].events));
         json_object_object_add(p, "kernels", json_object_new_int64((int64_t)ss[i].kernels));
@@ -282,7 +299,7 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
 out:
     if (rc < 0 && !*err && asprintf(err, "%s", strerror(-rc)) < 0)
         *err = NULL;
-    cuptimon__outfile_commit(&of, 0, 0); /* after a failure: removes what was written */
+    cuptimon__outpath_commit(&of, 0, NULL, 0); /* after a failure: removes what was written */
     cuptimon__trace_free(tr);
     cuptimon__summary_free(sum);
     cuptimon__demangler_free(dm);

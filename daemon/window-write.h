@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "window-output.h"
+
 struct json_object;
 
 struct cuptimon_window_source {
@@ -36,6 +38,8 @@ struct cuptimon_window_source {
     uint64_t last_chunk;     /* ... and <= this (UINT64_MAX: to the end) */
     int late;                /* the session's final flush did not finish in time */
     int joined;              /* the process joined during the window (see below) */
+    int64_t pid;             /* the process and its user, as the kernel named them */
+    uint32_t uid;
 };
 
 struct cuptimon_window_spec {
@@ -46,13 +50,22 @@ struct cuptimon_window_spec {
     size_t nsrc;
     const char *output;  /* trace path: written to a temporary name, then renamed */
     uint64_t max_events; /* stop writing past this many events (0: no cap); the summary says so */
+    /* Whose trace it is, and where it may go, by window-output.h's rules:
+     * user_dir when the user chose the directory (--output); dir, when
+     * not NULL, the directory that was checked when the window opened. */
+    const struct cuptimon_requester *owner;
+    int user_dir;
+    const struct cuptimon_outdir_id *dir;
 };
 
 /*
  * Writes the trace and returns 0 with *summary set (a json-c object the
- * caller puts: per process events by kind, dropped, late, plus the totals
- * and "truncated": true when max_events was reached), or -errno with *err
- * set to a malloc'd message naming what failed.
+ * caller puts: per process its pid, uid, events by kind, dropped, late,
+ * plus the totals and "truncated": true when max_events was reached), or
+ * -errno with *err set to a malloc'd message naming what failed.  The
+ * trace's otherData names the window, its requester's uid
+ * (window_requested_by_uid) and the pid and uid of every process
+ * (window_processes).
  */
 int cuptimon__window_write(const struct cuptimon_window_spec *w, struct json_object **summary,
                            char **err);

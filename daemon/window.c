@@ -14,6 +14,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@ static const char *const wstate_names[] = {"prepared", "starting", "active", "en
 struct member {
     uint64_t session;
     pid_t pid;
+    uid_t uid;
     char dir[700];
     uint64_t first_chunk, last_chunk;
     uint32_t extra[MAX_KINDS]; /* kinds this window enabled (not always-on) */
@@ -47,6 +50,7 @@ struct member {
 
 struct selector {
     int all;
+    int all_users; /* a label, job or rank selector may take several users' sessions */
     int64_t pids[64];
     int npids;
     int64_t uid;
@@ -57,6 +61,9 @@ struct window {
     struct daemon *d;
     uint64_t id;
     int64_t owner_uid; /* -1: an operator's window */
+    struct cuptimon_requester req; /* who asked: the trace is theirs; groups malloc'd */
+    int user_dir;                  /* req chose the trace's directory (--output) */
+    struct cuptimon_outdir_id dirid; /* the directory checked at prepare */
     int state;
     struct selector sel;
     uint32_t kinds[MAX_KINDS];
@@ -144,6 +151,14 @@ static int parse_selector(json_object *req, struct selector *sel, char *why, siz
         snprintf(sel->label, sizeof sel->label, "%s", s);
         any = 1;
     }
+    if (json_object_object_get_ex(req, "all_users", &v) && json_object_get_boolean(v)) {
+        if (sel->uid >= 0) {
+            snprintf(why, wl, "--all-users and --uid %" PRId64 " contradict each other; give "
+                     "one of them", sel->uid);
+            return -EINVAL;
+        }
+        sel->all_users = 1;
+    }
     sel->all = !any;
     return 0;
 }
@@ -177,13 +192,15 @@ static int matches(const struct selector *sel, const struct session *s)
     return 1;
 }
 
-static void describe_sessions(struct daemon *d, char *out, size_t len)
+/* The connected sessions that conn may steer, for an error's text: a user
+ * who is not an operator is told of their own processes only. */
+static void describe_sessions(struct daemon *d, const struct conn *conn, char *out, size_t len)
 {
     size_t o = 0;
     int n = 0;
     out[0] = '\0';
     for (struct session *s = d->sessions; s && o < len; s = s->next) {
-        if (!s->conn || !s->hello)
+        if (!s->conn || !s->hello || (conn->restricted && s->peer.uid != conn->peer.uid))
             continue;
         json_object *job = NULL;
         json_object_object_get_ex(s->hello, "job", &job);
@@ -196,7 +213,54 @@ static void describe_sessions(struct daemon *d, char *out, size_t len)
         o += (size_t)w;
     }
     if (!n)
-        snprintf(out, len, "no sessions are connected");
+        snprintf(out, len, "%s", conn->restricted ? "none of yours is connected"
+                                                  : "no sessions are connected");
+}
+
+/*
+ * Labels, job ids and ranks are what a process says of itself (its
+ * environment): anyone can start a process labelled like someone else's
+ * job.  So an operator's selector made only of them takes the sessions of
+ * one user: the one whose connected sessions it matches now, fixed for the
+ * window's life (a process of another user that joins later with the same
+ * label stays out).  When it matches sessions of several users, the
+ * request is refused with their uids, to be narrowed with --uid or widened
+ * on purpose with --all-users.  --pid and --uid are the kernel's word and
+ * are taken as given.  (A user who is not an operator is pinned to their
+ * own uid before this.)  cuptimond(8), AUTHORIZATION, says the same.
+ */
+static int pin_user(struct daemon *d, struct selector *sel, char *why, size_t wl)
+{
+    uid_t uids[8];
+    size_t nu = 0, more = 0;
+    if (sel->all || sel->all_users || sel->npids || sel->uid >= 0)
+        return 0;
+    for (struct session *s = d->sessions; s; s = s->next) {
+        if (!matches(sel, s))
+            continue;
+        size_t k;
+        for (k = 0; k < nu && uids[k] != s->peer.uid; k++)
+            ;
+        if (k < nu)
+            continue;
+        if (nu < sizeof uids / sizeof uids[0])
+            uids[nu++] = s->peer.uid;
+        else
+            more++;
+    }
+    if (nu == 1)
+        sel->uid = uids[0];
+    if (nu <= 1)
+        return 0; /* none: the caller says what exists */
+    size_t o = (size_t)snprintf(why, wl, "the selector matches sessions of %zu users (uids",
+                                nu + more);
+    for (size_t k = 0; k < nu && o < wl; k++)
+        o += (size_t)snprintf(why + o, wl - o, "%s %u", k ? "," : "", (unsigned)uids[k]);
+    if (o < wl)
+        snprintf(why + o, wl - o, "%s), and labels, job ids and ranks are what a process says "
+                 "of itself: add --uid U to take one user's sessions, or --all-users to take "
+                 "every user's", more ? ", ..." : "");
+    return -EINVAL;
 }
 
 /* ---- kinds -------------------------------------------------------------- */
@@ -283,6 +347,7 @@ static int add_member(struct window *w, struct session *s)
     memset(m, 0, sizeof *m);
     m->session = s->id;
     m->pid = s->peer.pid;
+    m->uid = s->peer.uid;
     snprintf(m->dir, sizeof m->dir, "%s", s->archive_dir);
     m->first_chunk = s->seq_next;
     m->last_chunk = UINT64_MAX;
@@ -326,6 +391,18 @@ static json_object *window_json(const struct window *w)
     for (size_t i = 0; i < w->nm; i++)
         json_object_array_add(p, json_object_new_int64(w->m[i].pid));
     json_object_object_add(o, "pids", p);
+    /* Whose processes joined (each uid once, in the order they joined),
+     * and who asked: a label says nothing of a process's user. */
+    json_object *u = json_object_new_array();
+    for (size_t i = 0; i < w->nm; i++) {
+        size_t k;
+        for (k = 0; k < i && w->m[k].uid != w->m[i].uid; k++)
+            ;
+        if (k == i)
+            json_object_array_add(u, json_object_new_int64(w->m[i].uid));
+    }
+    json_object_object_add(o, "uids", u);
+    json_object_object_add(o, "requested_by_uid", json_object_new_int64(w->req.uid));
     json_object *k = json_object_new_array();
     for (int i = 0; i < w->nkinds; i++)
         json_object_array_add(k, json_object_new_int64(w->kinds[i]));
@@ -361,7 +438,10 @@ static void write_cb(uv_work_t *req)
                                         .src = w->src,
                                         .nsrc = w->nm,
                                         .output = w->output,
-                                        .max_events = w->d->cfg.window_max_events};
+                                        .max_events = w->d->cfg.window_max_events,
+                                        .owner = &w->req,
+                                        .user_dir = w->user_dir,
+                                        .dir = &w->dirid};
     w->wrc = cuptimon__window_write(&spec, &w->summary, &w->werr);
 }
 
@@ -413,7 +493,9 @@ static void ended(struct daemon *d, void *ud, json_object *result)
                                                     .first_chunk = m->first_chunk,
                                                     .last_chunk = s ? m->last_chunk : UINT64_MAX,
                                                     .late = m->late,
-                                                    .joined = m->joined};
+                                                    .joined = m->joined,
+                                                    .pid = m->pid,
+                                                    .uid = m->uid};
     }
     w->state = W_WRITING;
     w->work.data = w;
@@ -527,6 +609,53 @@ static struct window *find_window(struct daemon *d, const struct conn *conn, jso
     return NULL;
 }
 
+/* OUTPUT_DIR/windows, where traces go by default, into dir.  A trace
+ * written for a user other than the daemon's is theirs (window-output.h),
+ * and they reach it by its name: the directory and OUTPUT_DIR get search
+ * permission for everyone (never read: no one lists another's traces).
+ * Only what the daemon owns is changed; a failure shows in the check. */
+static void windows_dir(struct daemon *d, uid_t for_uid, char *dir, size_t len)
+{
+    struct stat st;
+    snprintf(dir, len, "%s/windows", d->cfg.output_dir);
+    (void)cuptimon__mkdir_p(dir, 0711);
+    if (for_uid == geteuid())
+        return;
+    const char *paths[] = {d->cfg.output_dir, dir};
+    for (size_t i = 0; i < 2; i++)
+        if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+            (st.st_mode & 0111) != 0111 && chmod(paths[i], (st.st_mode & 07777) | 0111) < 0)
+            log_warn("window", "cannot make %s searchable for the user of a trace: %s",
+                     paths[i], strerror(errno));
+}
+
+/* Checks w->output for w->req by window-output.h's rules, with the user's
+ * groups from the user database (as login would give them), which the
+ * window keeps for the check again when the trace is written. */
+static int check_output(struct window *w, char *why, size_t wl)
+{
+    gid_t groups[256];
+    int n = 0;
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (w->user_dir && getpwuid_r(w->req.uid, &pw, buf, sizeof buf, &res) == 0 && res) {
+        n = 256;
+        if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+            n = 0; /* more than 256: only the primary groups count */
+    }
+    if (n > 0) {
+        gid_t *keep = malloc((size_t)n * sizeof *keep);
+        if (!keep) {
+            snprintf(why, wl, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(keep, groups, (size_t)n * sizeof *keep);
+        w->req.groups = keep;
+        w->req.ngroups = (size_t)n;
+    }
+    return cuptimon__outpath_check(w->output, &w->req, w->user_dir, &w->dirid, why, wl);
+}
+
 static void prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
 {
     char why[2048];
@@ -546,6 +675,12 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
     if (conn->restricted) {
         /* Any user may open a window over their own processes only. */
         uid_t me = conn->peer.uid;
+        if (w->sel.all_users) {
+            send_err(conn, "EACCES", "uid %u may open windows over its own processes only, "
+                     "not --all-users", (unsigned)me);
+            free(w);
+            return;
+        }
         if (w->sel.uid >= 0 && (uid_t)w->sel.uid != me) {
             log_warn("window", "refused: uid %u pid %d asked for a window over uid %" PRId64,
                      (unsigned)me, (int)conn->peer.pid, w->sel.uid);
@@ -590,12 +725,23 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
             return;
         }
     }
+    if (pin_user(d, &w->sel, why, sizeof why) < 0) {
+        send_err(conn, "EINVAL", "%s", why);
+        free(w);
+        return;
+    }
     /* Match first: an empty selection says what exists; an overlap says
      * which window holds the session. */
     size_t n = 0;
     for (struct session *s = d->sessions; s; s = s->next) {
         if (!matches(&w->sel, s))
             continue;
+        if (s->window && is_open(s->window) && !may_see(conn, s->window)) {
+            send_err(conn, "EBUSY", "pid %d is already in an operator's open window, which "
+                     "only an operator can end", (int)s->peer.pid);
+            free(w);
+            return;
+        }
         if (s->window && is_open(s->window)) {
             send_err(conn, "EBUSY", "pid %d is already in open window %" PRIu64
                      "; end it first (cuptimonctl end-window %" PRIu64 ")",
@@ -607,7 +753,7 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
     }
     if (n == 0 && !w->sel.all) {
         char have[1500];
-        describe_sessions(d, have, sizeof have);
+        describe_sessions(d, conn, have, sizeof have);
         send_err(conn, "ENOENT", "the selector matches no session; sessions: %s", have);
         free(w);
         return;
@@ -632,18 +778,30 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         free(w);
         return;
     }
+    w->req = (struct cuptimon_requester){.uid = conn->peer.uid, .gid = conn->peer.gid};
     if (out && *out) {
         snprintf(w->output, sizeof w->output, "%s", out);
+        w->user_dir = 1;
     } else {
         char dir[620];
         time_t secs = (time_t)(w->prepared_ns / 1000000000);
         struct tm tm;
         gmtime_r(&secs, &tm);
-        snprintf(dir, sizeof dir, "%s/windows", d->cfg.output_dir);
-        (void)cuptimon__mkdir_p(dir, 0750); /* a failure shows when the trace is written */
+        windows_dir(d, w->req.uid, dir, sizeof dir);
         snprintf(w->output, sizeof w->output, "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json",
                  dir, w->id, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                  tm.tm_sec);
+    }
+    int orc = check_output(w, why, sizeof why);
+    if (orc < 0) {
+        log_warn("window", "refused: uid %u pid %d: %s", (unsigned)conn->peer.uid,
+                 (int)conn->peer.pid, why);
+        send_err(conn, orc == -EACCES ? "EACCES" : orc == -EEXIST || orc == -EISDIR ? "EEXIST"
+                                                                                    : "EINVAL",
+                 "%s", why);
+        free((void *)w->req.groups);
+        free(w);
+        return;
     }
     uv_timer_init(d->loop, &w->timer);
     w->timer.data = w;
@@ -661,8 +819,12 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         return;
     }
     if (w->at_ns) {
-        /* Aligned start: reply now; the start happens at the given time. */
-        int64_t delay = (w->at_ns - unix_ns_now()) / 1000000;
+        /* Aligned start: reply now; the start happens at the given time,
+         * never before it: the delay is rounded up to the timer's
+         * milliseconds and counted from now, not from the loop's cached
+         * time (windows.sh saw a start 0.3 ms before --at). */
+        int64_t delay = (w->at_ns - unix_ns_now() + 999999) / 1000000;
+        uv_update_time(d->loop);
         w->timer_on = 1;
         uv_timer_start(&w->timer, on_timer, delay > 0 ? (uint64_t)delay : 0, 0);
         json_object *o = window_json(w);
@@ -778,6 +940,7 @@ static void on_window_timer_closed(uv_handle_t *h)
     free(w->error);
     free(w->werr);
     free(w->m);
+    free((void *)w->req.groups);
     free(w);
 }
 

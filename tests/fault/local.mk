@@ -18,6 +18,7 @@ FAULT_TESTS = \
 	tests/fault/disk-full.sh \
 	tests/fault/xfsz.sh \
 	tests/fault/readonly-output.sh \
+	tests/fault/window-output.sh \
 	tests/fault/unarchived-count.sh \
 	tests/fault/slow-daemon.sh \
 	tests/fault/stalled-exit.sh \

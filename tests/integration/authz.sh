@@ -12,7 +12,10 @@ as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 as_nobody test -r "$SHIM" -a -x "$WORKLOAD" || { echo "SKIP: the build tree is not readable by nobody"; exit 77; }
 
 start_daemon
-spawn_workload --kernels 60000 --rate 20000 --report "$T/root.json"
+# Root's process has a label and a kernel name of its own: neither may reach
+# nobody through any listing.
+CUPTIMON_LABEL=rootjob spawn_workload --kernels 60000 --rate 20000 --names _Z10rootsecretPfi \
+    --report "$T/root.json"
 rootpid=$SPAWNED
 setpriv --reuid=65534 --regid=65534 --clear-groups env CUPTIMON_SOCKET="$CUPTIMON_SOCKET" \
     CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" --kernels 60000 --rate 20000 &
@@ -59,6 +62,14 @@ set +e
 out=$(nctl begin-window --uid 0 2>&1); rc=$?
 set -e
 [ $rc -eq 1 ] && echo "$out" | grep -q "own processes only" || fail "a window over uid 0 was not refused: $rc $out"
+# A selector that matches nothing says what nobody could have chosen:
+# nobody's own sessions, never root's (its pid, uid or label).
+set +e
+out=$(nctl begin-window --label nosuch 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && echo "$out" | grep -q "matches no session" || fail "an unmatched selector was not refused: $rc $out"
+echo "$out" | grep -q "pid $nobodypid" || fail "nobody is not told of its own session: $out"
+! echo "$out" | grep -qE "pid $rootpid|uid 0|rootjob" || fail "nobody is told of root's session: $out"
 # The daemon writes a trace with its own rights: nobody may not say where.
 set +e
 out=$(nctl begin-window --all --output /tmp/cuptimon-authz-$$.json 2>&1); rc=$?
@@ -80,5 +91,32 @@ set -e
 nctl end-window --json > "$T/nend.json" || fail "nobody cannot end its own window"
 ctl end-window "$rid" --json > /dev/null || fail "root cannot end its window"
 wait "$nobodypid"; wait "$rootpid"
+# top and metrics: nobody sees the aggregates of its own process only (the
+# sessions that ended stay in them for a minute).  Root's label, pid and
+# kernel name appear nowhere, and nobody's totals are its own.
+ctl flush --forced >/dev/null || true
+ctl top --json > "$T/rtop.json" || fail "root cannot ask for top"
+nctl top --json > "$T/ntop.json" || fail "nobody cannot ask for top"
+nctl top --json --by kernel > "$T/ntopk.json" || fail "nobody cannot ask for top --by kernel"
+nctl metrics > "$T/nmetrics.txt" || fail "nobody cannot ask for metrics"
+python3 - "$T/rtop.json" "$T/ntop.json" "$T/ntopk.json" "$nobodypid" <<'PY' || fail "nobody's top shows other users' processes"
+import json, sys
+r, n, k = (json.load(open(p)) for p in sys.argv[1:4])
+me = int(sys.argv[4])
+assert len(r["rows"]) == 2, ("root should see both processes", r["rows"])
+assert [x["pid"] for x in n["rows"]] == [me], n["rows"]
+assert all(x["uid"] == 65534 for x in n["rows"]), n["rows"]
+mine = n["rows"][0]["kernels"]
+assert n["node"]["sessions"] + n["node"]["sessions_ended"] == 1, n["node"]
+assert n["node"]["kernels"] == mine, (n["node"], mine)
+names = [x["name"] for x in k["rows"]]
+assert not any("rootsecret" in x for x in names), names
+assert sum(x["count"] for x in k["rows"]) + k["rest"]["count"] == mine, (k["rows"], mine)
+assert "rootjob" not in json.dumps([n, k]), "root's label reaches nobody"
+PY
+! grep -qE "pid=\"$rootpid\"|rootjob|rootsecret" "$T/nmetrics.txt" ||
+    fail "nobody's metrics show root's process: $(grep -E "pid=\"$rootpid\"|rootjob|rootsecret" "$T/nmetrics.txt" | head -3)"
+grep -q "pid=\"$nobodypid\"" "$T/nmetrics.txt" || fail "nobody's metrics do not show its own process"
+ctl metrics | grep -q "pid=\"$rootpid\"" || fail "root's metrics do not show root's process"
 stop_daemon
 echo "ok"

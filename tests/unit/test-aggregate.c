@@ -1236,6 +1236,76 @@ START_TEST(prometheus_text)
 }
 END_TEST
 
+/* A caller limited to one user (a control client that is not an operator,
+ * issue 21): another user's process, label and kernel names are in no
+ * row, total or series; the devices stay the node's. */
+START_TEST(one_user_only)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a = new_agg(0);
+    struct cuptimon_strtab *t = names3();
+    struct tbuf b = {0}, c = {0};
+    uint64_t s0 = (base_sec() + 95) * S_NS;
+    struct cuptimon_agg_ident root = {.pid = 10, .uid = 0, .label = "rootjob"};
+    struct cuptimon_agg_ident user = {.pid = 20, .uid = 1000, .label = "mine"};
+    struct cuptimon_agg_query q;
+    json_object *o, *rows;
+    char *text;
+
+    layout_13(&l);
+    ck_assert_int_eq(cuptimon__agg_session(a, 1, &root, 0, 0), 0);
+    ck_assert_int_eq(cuptimon__agg_session(a, 2, &user, 0, 0), 0);
+    add_kernel(&b, 0x1000, 0, s0, s0 + 1000);
+    add_kernel(&b, 0x1000, 0, s0 + 2000, s0 + 3000);
+    add_kernel(&c, 0x3000, 0, s0 + 5000, s0 + 6000);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b.p, b.len, NULL), 2);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 2, &l, t, c.p, c.len, NULL), 1);
+
+    memset(&q, 0, sizeof(q));
+    q.lag_s = -1;
+    q.one_uid = 1;
+    q.uid = 1000;
+    o = cuptimon__agg_json(a, &q);
+    ck_assert_ptr_nonnull(o);
+    rows = jget(o, "rows");
+    ck_assert_int_eq(json_object_array_length(rows), 1);
+    ck_assert_int_eq(ju(json_object_array_get_idx(rows, 0), "pid"), 20);
+    ck_assert_int_eq(ju(jget(o, "node"), "sessions"), 1);
+    ck_assert_int_eq(ju(jget(o, "node"), "kernels"), 1);
+    ck_assert_int_eq(json_object_array_length(jget(o, "devices")), 1);
+    ck_assert_ptr_null(strstr(json_object_to_json_string(o), "rootjob"));
+    json_object_put(o);
+    q.by = CUPTIMON_AGG_BY_KERNEL;
+    o = cuptimon__agg_json(a, &q);
+    ck_assert_ptr_nonnull(o);
+    rows = jget(o, "rows");
+    ck_assert_int_eq(json_object_array_length(rows), 1);
+    ck_assert_ptr_nonnull(row_named(o, "ns::add_one(float*, int)"));
+    ck_assert_ptr_null(row_named(o, "void scale<2>(float*, int)"));
+    json_object_put(o);
+
+    text = cuptimon__agg_prometheus_of(a, 1000);
+    ck_assert_ptr_nonnull(text);
+    check_exposition(text);
+    ck_assert_ptr_nonnull(strstr(text, "pid=\"20\""));
+    ck_assert_ptr_null(strstr(text, "pid=\"10\""));
+    ck_assert_ptr_null(strstr(text, "rootjob"));
+    ck_assert_ptr_null(strstr(text, "scale<2>"));
+    ck_assert_ptr_nonnull(strstr(text, "cuptimon_sessions 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "cuptimon_gpu_busy_seconds_total{device=\"0\"}"));
+    free(text);
+    /* Every user's, as before. */
+    text = cuptimon__agg_prometheus_of(a, -1);
+    ck_assert_ptr_nonnull(strstr(text, "pid=\"10\""));
+    ck_assert_ptr_nonnull(strstr(text, "cuptimon_sessions 2\n"));
+    free(text);
+    free(b.p);
+    free(c.p);
+    cuptimon__strtab_free(t);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
 /* Many names, long ones cut to the same label: still one series each. */
 START_TEST(prometheus_long_names_stay_unique)
 {
@@ -1456,6 +1526,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, query_from_json);
     tcase_add_test(t, hello_helpers);
     tcase_add_test(t, prometheus_text);
+    tcase_add_test(t, one_user_only);
     tcase_add_test(t, prometheus_long_names_stay_unique);
     tcase_add_test(t, prometheus_file_is_written_atomically);
     tcase_add_test(t, threads_add_while_reading);
