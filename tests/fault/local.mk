@@ -24,6 +24,7 @@ FAULT_TESTS = \
 	tests/fault/hello-close.sh \
 	tests/fault/exit-unconnected.sh \
 	tests/fault/close-unread.sh \
+	tests/fault/decode-hostile.sh \
 	tests/fault/soak.sh \
 	tests/fault/cppcheck.sh \
 	tests/fault/tsan.sh
