@@ -899,6 +899,8 @@ static uint64_t find_magic(struct cuptimon_archive_reader *r, uint64_t from)
             return r->size; /* nothing but a hole to the end */
         if (d >= 0 && (uint64_t)d > pos)
             pos = (uint64_t)d;
+        if (pos + 8 > r->size)
+            return r->size; /* data again only where the file has grown since */
         off_t h = lseek(r->fd, (off_t)pos, SEEK_HOLE);
         if (h >= 0 && (uint64_t)h > pos && (uint64_t)h < end)
             end = (uint64_t)h;
@@ -1111,7 +1113,7 @@ int cuptimon__archive_find_sessions(const char *root, char ***dirs)
         if (e->d_name[0] == '.')
             continue;
         if (snprintf(path, sizeof path, "%s/%s", bases[0], e->d_name) >= (int)sizeof path ||
-            lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || !is_session_dir(path))
+            stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || !is_session_dir(path))
             continue;
         if (n == cap) {
             cap *= 2;
