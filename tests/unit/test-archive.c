@@ -483,6 +483,32 @@ START_TEST(sparse_segment_costs_what_it_holds)
     ck_assert_msg(dt < 2.0, "reading took %.2f s", dt);
     ck_assert_msg(ru.ru_maxrss < 200 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
     ck_assert_uint_eq(st.skipped_bytes, 4ull << 30);
+    /* A 1 GiB hole between chunks 2 and 3: the chunks after it are found. */
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    uint64_t at3 = 0;
+    ck_assert_int_eq(truncate(seg, file_size(seg) - (4ll << 30)), 0);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(cuptimon__archive_next(r, &c), 1);
+        at3 = c.offset;
+    }
+    cuptimon__archive_close(r);
+    size_t tail = (size_t)(file_size(seg) - (long)at3);
+    uint8_t *buf = malloc(tail);
+    int fd = open(seg, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, buf, tail, (off_t)at3), (ssize_t)tail);
+    ck_assert_int_eq(ftruncate(fd, (off_t)at3), 0);
+    ck_assert_int_eq(pwrite(fd, buf, tail, (off_t)at3 + (1ll << 30)), (ssize_t)tail);
+    close(fd);
+    free(buf);
+    t0 = now_s();
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    dt = now_s() - t0;
+    ck_assert_msg(dt < 2.0, "reading took %.2f s", dt);
+    ck_assert_uint_eq(st.corrupt_chunks, 1);
+    ck_assert_uint_eq(st.skipped_bytes, 1ull << 30);
 }
 END_TEST
 
