@@ -442,12 +442,17 @@ __attribute__((format(printf, 5, 6))) static void damage(struct cuptimon_archive
 
 static const char *file_type(mode_t m)
 {
-    return S_ISFIFO(m)  ? "a FIFO"
-           : S_ISCHR(m) ? "a character device"
-           : S_ISBLK(m) ? "a block device"
-           : S_ISDIR(m) ? "a directory"
-           : S_ISSOCK(m) ? "a socket"
-                         : "not a regular file";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "of an unknown type";
 }
 
 /*
