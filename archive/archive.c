@@ -15,8 +15,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <json-c/json.h>
+
 #include "archive.h"
 #include "cuptimon-proto.h"
+#include "json-get.h"
 #include "proto/util.h"
 
 /* ---- CRC32C (Castagnoli) -------------------------------------------------
@@ -154,6 +157,7 @@ struct cuptimon_archive_writer {
     uint32_t seg_index;
     uint64_t seg_bytes, seg_max;
     int str_fd;
+    uint32_t cupti_version; /* for the segment headers; 0: not known */
     int level;
     ZSTD_CCtx *cctx;
     uint8_t *zbuf;
@@ -188,6 +192,7 @@ static int open_segment(struct cuptimon_archive_writer *w)
     uint8_t h[CUPTIMON_SEG_HDR_SIZE] = {0};
     memcpy(h, CUPTIMON_SEG_MAGIC, 8);
     cuptimon__put_u32(h + 8, CUPTIMON_SEG_VERSION);
+    cuptimon__put_u32(h + 12, w->cupti_version);
     int rc = write_all(fd, h, sizeof h);
     if (rc < 0) {
         close(fd);
@@ -222,6 +227,16 @@ int cuptimon__aw_meta(struct cuptimon_archive_writer *w, const char *meta_json)
     return rc;
 }
 
+/* meta.json's cupti_version, or 0 when it has none in range. */
+static uint32_t meta_cupti_version(const char *meta_json)
+{
+    json_object *o = json_tokener_parse(meta_json);
+    int64_t v = cuptimon__json_int_strict(o, "cupti_version", 0);
+
+    json_object_put(o);
+    return v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
 int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, int level,
                       struct cuptimon_archive_writer **out, char **err)
 {
@@ -240,6 +255,7 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
         goto fail;
     if ((rc = cuptimon__aw_meta(w, meta_json)) < 0)
         goto fail;
+    w->cupti_version = meta_cupti_version(meta_json);
     char path[600];
     snprintf(path, sizeof path, "%s/strings.bin", dir);
     w->str_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
@@ -404,6 +420,7 @@ struct cuptimon_archive_reader {
     char dir[512];
     char *meta;
     char *meta_why; /* what is wrong with meta.json, to report; NULL: nothing */
+    uint32_t seg_cupti_version; /* the segments' CUPTI version, when meta.json is unusable */
     char **segs;
     size_t nsegs, seg;
     int fd;              /* the current segment, or -1 */
@@ -562,6 +579,26 @@ static int is_seg_name(const char *name)
  * kilobytes; this only bounds what a damaged one costs. */
 #define META_MAX ((size_t)64 << 20)
 
+/* The CUPTI version the first intact segment header names, or 0. */
+static uint32_t segments_cupti_version(const struct cuptimon_archive_reader *r)
+{
+    for (size_t i = 0; i < r->nsegs; i++) {
+        char path[600];
+        uint8_t h[CUPTIMON_SEG_HDR_SIZE];
+        uint64_t size;
+        snprintf(path, sizeof path, "%s/%s", r->dir, r->segs[i]);
+        int fd = open_regular(path, &size, NULL, 0);
+        if (fd < 0)
+            continue;
+        ssize_t n = pread_full(fd, h, sizeof h, 0);
+        close(fd);
+        if (n == (ssize_t)sizeof h && memcmp(h, CUPTIMON_SEG_MAGIC, 8) == 0 &&
+            cuptimon__get_u32(h + 8) == CUPTIMON_SEG_VERSION && cuptimon__get_u32(h + 12) != 0)
+            return cuptimon__get_u32(h + 12);
+    }
+    return 0;
+}
+
 int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out, char **err)
 {
     struct cuptimon_archive_reader *r = calloc(1, sizeof *r);
@@ -614,10 +651,25 @@ int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out
         cuptimon__archive_close(r);
         return rc;
     }
-    if (r->meta == NULL)
-        r->st.meta_damaged = 1;
     if (r->nsegs)
         qsort(r->segs, r->nsegs, sizeof *r->segs, cmp_str);
+    if (r->meta == NULL) {
+        /* What is known without meta.json: the CUPTI version the segments
+         * name, and the pid in the directory's name, which the daemon
+         * makes YYYYMMDDTHHMMSSZ-PID-SESSION. */
+        const char *base = strrchr(r->dir, '/') ? strrchr(r->dir, '/') + 1 : r->dir;
+        unsigned pid = 0;
+        unsigned long long sid;
+        char z;
+        if (sscanf(base, "%*8[0-9]T%*6[0-9]%c-%u-%llu", &z, &pid, &sid) != 3 || z != 'Z')
+            pid = 0;
+        r->st.meta_damaged = 1;
+        r->seg_cupti_version = segments_cupti_version(r);
+        if (r->seg_cupti_version != 0 &&
+            asprintf(&r->meta, "{\"cupti_version\":%u,\"pid\":%u}\n", r->seg_cupti_version,
+                     pid) < 0)
+            r->meta = NULL;
+    }
     r->dctx = ZSTD_createDCtx();
     *out = r;
     return 0;
@@ -633,10 +685,17 @@ void cuptimon__archive_set_report(struct cuptimon_archive_reader *r, cuptimon_ar
     if (r->meta_why == NULL)
         return;
     snprintf(path, sizeof path, "%s/meta.json", r->dir);
-    damage(r, CUPTIMON_DAMAGE_META, path, UINT64_MAX,
-           "%s: the session's identity and CUPTI version are unknown, so its records are "
-           "counted but not decoded",
-           r->meta_why);
+    if (r->seg_cupti_version != 0)
+        damage(r, CUPTIMON_DAMAGE_META, path, UINT64_MAX,
+               "%s: the session's identity is unknown (its pid is taken from the directory's "
+               "name); its records are decoded as of CUPTI API version %u, which its "
+               "segments name",
+               r->meta_why, r->seg_cupti_version);
+    else
+        damage(r, CUPTIMON_DAMAGE_META, path, UINT64_MAX,
+               "%s: the session's identity and CUPTI version are unknown, so its records are "
+               "counted but not decoded",
+               r->meta_why);
 }
 
 static void close_segment(struct cuptimon_archive_reader *r)

@@ -7,7 +7,11 @@
  *   seg-NNNNNN.cpt    append-only segments of chunks, rotated by size
  *
  * A segment starts with a 16-byte file header ("CPTMSEG1", u32 version,
- * u32 reserved) followed by chunks.  A chunk is a 96-byte header and
+ * u32 cupti_version) followed by chunks.  cupti_version is the producer's
+ * CUPTI API version, from meta.json, so that the records of a session whose
+ * meta.json is lost can still be decoded; 0 where it is not known (and in
+ * segments written before it was kept: the field was reserved, written as 0
+ * and never read, so no version bump was needed).  A chunk is a 96-byte header and
  * stored_size payload bytes.  All integers are little-endian.  A chunk's
  * header carries its own CRC32C and one for the payload as stored, so a
  * torn tail after a crash, or a flipped bit, is detected and skipped.

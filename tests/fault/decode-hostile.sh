@@ -10,7 +10,8 @@
 #   - one flipped bit in a segment's file header (used to drop its chunks);
 #   - a segment that is a directory, or unreadable (used to end the session);
 #   - meta.json missing (the session vanished without a word), a symbolic
-#     link loop, or damaged JSON (every record was lost);
+#     link loop, or damaged JSON (every record was lost): the segments name
+#     the CUPTI version, so the records are still decoded;
 #   - one flipped bit in the first strings.bin entry (every name was lost);
 #   - a segment copied beside itself (its records were counted twice).
 # A segment shrinking while it is read (SIGBUS) is in tests/unit/test-archive.
@@ -83,7 +84,7 @@ fresh fifo-meta
 rm "$D/meta.json" && mkfifo "$D/meta.json"
 decode fifo-meta
 said fifo-meta "meta.json: a FIFO, not a regular file"
-[ "$(field fifo-meta 'x["chunks"]')" = "$REF_CHUNKS" ] || fail "fifo-meta: chunks not all read"
+same_kernels fifo-meta
 fresh fifo-strings
 rm "$D/strings.bin" && mkfifo "$D/strings.bin"
 decode fifo-strings
@@ -155,14 +156,16 @@ fi
 fresh meta-missing
 rm "$D/meta.json"
 decode meta-missing
-said meta-missing "meta.json: missing"
+said meta-missing "its records are decoded as of CUPTI API version 130001, which its segments name"
+[ "$(field meta-missing 'x["pid"]')" = "$(field ref 'x["pid"]')" ] || fail "meta-missing: the pid is not the directory's"
 [ "$(field meta-missing 'len(s["sessions"])')" = 1 ] || fail "meta-missing: the session is not listed"
 [ "$(field meta-missing 'x["chunks"]')" = "$REF_CHUNKS" ] || fail "meta-missing: chunks not all read"
+same_kernels meta-missing
 fresh meta-loop
 rm "$D/meta.json" && ln -s meta.json "$D/meta.json"
 decode meta-loop
 said meta-loop "meta.json: a symbolic link (not followed)"
-[ "$(field meta-loop 'x["chunks"]')" = "$REF_CHUNKS" ] || fail "meta-loop: chunks not all read"
+same_kernels meta-loop
 fresh meta-damaged
 # One byte: the comma after the hostname, which makes the file invalid JSON.
 sed -i '0,/"hostname":\(".*"\),/s//"hostname":\1\x01/' "$D/meta.json"

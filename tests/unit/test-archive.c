@@ -632,6 +632,23 @@ START_TEST(session_without_meta_is_found_and_read)
     ck_assert_uint_eq(st.meta_damaged, 1); /* NEWAPI */
     ck_assert_int_eq(symlink("meta.json", p), 0);
     ck_assert_int_eq(count_chunks(dir, &st), 6);
+    struct cuptimon_archive_reader *r;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_ptr_null(cuptimon__archive_meta(r)); /* no CUPTI version known to the writer */
+    cuptimon__archive_close(r);
+    /* Segments name the CUPTI version meta.json gave the writer, so that a
+     * session without its meta.json is still decoded. */
+    session_dir(dir, sizeof dir, "20261203T124540Z-25339-1");
+    struct cuptimon_archive_writer *w;
+    ck_assert_int_eq(cuptimon__aw_open(dir, "{\"pid\":1,\"cupti_version\":130001}", 1u << 20, 0,
+                                       &w, NULL), 0);
+    cuptimon__aw_close(w);
+    snprintf(p, sizeof p, "%s/meta.json", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_ptr_nonnull(cuptimon__archive_meta(r));
+    ck_assert_str_eq(cuptimon__archive_meta(r), "{\"cupti_version\":130001,\"pid\":25339}\n");
+    cuptimon__archive_close(r);
 }
 END_TEST
 
