@@ -157,7 +157,8 @@ fresh meta-missing
 rm "$D/meta.json"
 decode meta-missing
 said meta-missing "its records are decoded as of CUPTI API version 130001, which its segments name"
-[ "$(field meta-missing 'x["pid"]')" = "$(field ref 'x["pid"]')" ] || fail "meta-missing: the pid is not the directory's"
+[ "$(field meta-missing 'x["pid"]')" = "$(field ref 'x["pid"]')" ] ||
+    fail "meta-missing: pid $(field meta-missing 'x["pid"]'), not the directory's"
 [ "$(field meta-missing 'len(s["sessions"])')" = 1 ] || fail "meta-missing: the session is not listed"
 [ "$(field meta-missing 'x["chunks"]')" = "$REF_CHUNKS" ] || fail "meta-missing: chunks not all read"
 same_kernels meta-missing
