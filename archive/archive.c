@@ -1022,6 +1022,33 @@ static void unreadable(struct cuptimon_archive_reader *r, ssize_t n)
     give_up_segment(r);
 }
 
+/* Payloads above this are CRC-checked through the window before being read
+ * whole (slots, and so chunks, are 4 MiB or less by default). */
+#define CRC_FIRST_ABOVE ((uint64_t)8 << 20)
+
+/* 1 when the len bytes at off have the CRC crc, 0 when not (or the file
+ * ends first), -errno when they cannot be read. */
+static int crc_streamed(struct cuptimon_archive_reader *r, uint64_t off, uint64_t len,
+                        uint32_t crc)
+{
+    uint32_t c = 0;
+
+    if (r->win == NULL && (r->win = malloc(RESYNC_WIN)) == NULL)
+        return -ENOMEM;
+    while (len > 0) {
+        size_t want = len < RESYNC_WIN ? (size_t)len : RESYNC_WIN;
+        ssize_t n = pread_full(r->fd, r->win, want, off);
+        if (n < 0)
+            return (int)n;
+        if ((size_t)n < want)
+            return 0;
+        c = cuptimon__crc32c(c, r->win, want);
+        off += want;
+        len -= want;
+    }
+    return c == crc;
+}
+
 static int grow_buf(uint8_t **buf, size_t *cap, uint64_t want)
 {
     if (want <= *cap)
@@ -1073,7 +1100,23 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
             continue;
         }
         /* stored_size is bounded by the format's chunk limit and by what
-         * the file holds after the header. */
+         * the file holds after the header; a large one must also have its
+         * CRC hold before a buffer of that size is taken, so that a forged
+         * header over a hole costs a scan, not the memory it claims. */
+        if (h.stored_size > CRC_FIRST_ABOVE) {
+            int ok = crc_streamed(r, r->off + CUPTIMON_CHUNK_HDR_SIZE, h.stored_size,
+                                  h.payload_crc);
+            if (ok == -ENOMEM)
+                return ok;
+            if (ok < 0) {
+                unreadable(r, ok);
+                continue;
+            }
+            if (ok == 0) {
+                resync(r, "a chunk whose payload CRC does not match");
+                continue;
+            }
+        }
         if (grow_buf(&r->in, &r->in_cap, h.stored_size) < 0)
             return -ENOMEM;
         n = pread_full(r->fd, r->in, (size_t)h.stored_size, r->off + CUPTIMON_CHUNK_HDR_SIZE);
@@ -1091,6 +1134,15 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
         }
         const uint8_t *data = r->in;
         if (h.codec == CUPTIMON_CODEC_ZSTD) {
+            /* The writer's frames name their content size: one that is not
+             * raw_size is refused before raw_size bytes are taken. */
+            if (ZSTD_getFrameContentSize(r->in, h.stored_size) != h.raw_size) {
+                r->st.corrupt_chunks++;
+                damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,
+                       "a chunk whose compressed payload does not name its size");
+                r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
+                continue;
+            }
             if (grow_buf(&r->out, &r->out_cap, h.raw_size) < 0)
                 return -ENOMEM;
             size_t z = r->dctx ? ZSTD_decompressDCtx(r->dctx, r->out, h.raw_size, r->in,
