@@ -4,9 +4,11 @@
  *
  * Reads one archive session directory, or every session under an output
  * root, and writes one Chrome/Perfetto trace with one process per session,
- * kernel names resolved through the session's strings file.  Corrupt
- * chunks and torn tails are skipped by the reader; they are reported here
- * and in the trace's otherData and the summary.
+ * kernel names resolved through the session's strings file.  Damage
+ * (corrupt chunks, torn tails, damaged segment headers, unusable files,
+ * duplicated chunks, damaged strings or meta.json) is passed over by the
+ * reader, which hands the first of each kind to report_damage() here; the
+ * counts go to standard error and to the trace's otherData and the summary.
  */
 #include "config.h"
 
