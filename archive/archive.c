@@ -5,17 +5,21 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <json-c/json.h>
+
 #include "archive.h"
 #include "cuptimon-proto.h"
+#include "json-get.h"
 #include "proto/util.h"
 
 /* ---- CRC32C (Castagnoli) -------------------------------------------------
@@ -153,6 +157,7 @@ struct cuptimon_archive_writer {
     uint32_t seg_index;
     uint64_t seg_bytes, seg_max;
     int str_fd;
+    uint32_t cupti_version; /* for the segment headers; 0: not known */
     int level;
     ZSTD_CCtx *cctx;
     uint8_t *zbuf;
@@ -187,6 +192,7 @@ static int open_segment(struct cuptimon_archive_writer *w)
     uint8_t h[CUPTIMON_SEG_HDR_SIZE] = {0};
     memcpy(h, CUPTIMON_SEG_MAGIC, 8);
     cuptimon__put_u32(h + 8, CUPTIMON_SEG_VERSION);
+    cuptimon__put_u32(h + 12, w->cupti_version);
     int rc = write_all(fd, h, sizeof h);
     if (rc < 0) {
         close(fd);
@@ -221,6 +227,16 @@ int cuptimon__aw_meta(struct cuptimon_archive_writer *w, const char *meta_json)
     return rc;
 }
 
+/* meta.json's cupti_version, or 0 when it has none in range. */
+static uint32_t meta_cupti_version(const char *meta_json)
+{
+    json_object *o = json_tokener_parse(meta_json);
+    int64_t v = cuptimon__json_int_strict(o, "cupti_version", 0);
+
+    json_object_put(o);
+    return v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
 int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, int level,
                       struct cuptimon_archive_writer **out, char **err)
 {
@@ -239,6 +255,7 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
         goto fail;
     if ((rc = cuptimon__aw_meta(w, meta_json)) < 0)
         goto fail;
+    w->cupti_version = meta_cupti_version(meta_json);
     char path[600];
     snprintf(path, sizeof path, "%s/strings.bin", dir);
     w->str_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
@@ -387,47 +404,163 @@ void cuptimon__aw_close(struct cuptimon_archive_writer *w)
 
 /* ---- reader ------------------------------------------------------------- */
 
+/* Chunks seen, for recognising one read before (a segment copied beside
+ * itself): open addressing over a hash of what identifies a chunk. */
+struct seen_key {
+    uint64_t index, cupti_ts, stored_size;
+    uint32_t payload_crc, used;
+};
+
+struct seen_set {
+    struct seen_key *v;
+    size_t cap, n; /* cap: a power of two, or 0 */
+};
+
 struct cuptimon_archive_reader {
     char dir[512];
     char *meta;
+    char *meta_why; /* what is wrong with meta.json, to report; NULL: nothing */
+    uint32_t seg_cupti_version; /* the segments' CUPTI version, when meta.json is unusable */
     char **segs;
     size_t nsegs, seg;
-    const uint8_t *map;
-    size_t map_len, off;
+    int fd;              /* the current segment, or -1 */
+    uint64_t size, off;  /* its size by fstat() when opened, and where reading is */
     char cur_path[600];
-    uint8_t *out;
+    uint8_t *in;         /* a chunk's payload as stored */
+    size_t in_cap;
+    uint8_t *out;        /* ... and decompressed */
     size_t out_cap;
+    uint8_t *win;        /* the resynchronisation window */
     ZSTD_DCtx *dctx;
+    struct seen_set seen;
+    cuptimon_archive_report_fn report;
+    void *report_ud;
+    unsigned reported; /* bit per enum cuptimon_archive_damage already reported */
     struct cuptimon_archive_stats st;
 };
 
-static int read_file(const char *path, char **out, size_t *len)
+/* Reports the first damage of each kind; later ones are only counted. */
+__attribute__((format(printf, 5, 6))) static void damage(struct cuptimon_archive_reader *r,
+                                                         enum cuptimon_archive_damage kind,
+                                                         const char *path, uint64_t offset,
+                                                         const char *fmt, ...)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+    char what[512];
+    va_list ap;
+
+    if (r->report == NULL || (r->reported & (1u << kind)))
+        return;
+    r->reported |= 1u << kind;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    r->report(r->report_ud, kind, path, offset, what);
+}
+
+static const char *file_type(mode_t m)
+{
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "of an unknown type";
+}
+
+/*
+ * Opens path for reading only if it is a regular file: O_NOFOLLOW refuses a
+ * symbolic link (a loop among them too), O_NONBLOCK keeps a FIFO from
+ * blocking the open, and fstat() then refuses anything but a regular file
+ * before a byte is read.  Returns the fd with *size set, or -errno with
+ * why (when not NULL) describing it: -EINVAL for a file that is not a
+ * regular one, -ELOOP for a symbolic link, else the open's error.
+ */
+static int open_regular(const char *path, uint64_t *size, char *why, size_t whylen)
+{
     struct stat sb;
-    if (fstat(fd, &sb) < 0 || sb.st_size > (64 << 20)) {
-        close(fd);
-        return -EFBIG;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+
+    if (fd < 0) {
+        int rc = -errno;
+        if (why != NULL)
+            snprintf(why, whylen, "%s",
+                     rc == -ELOOP ? "a symbolic link (not followed)" : strerror(-rc));
+        return rc;
     }
-    char *buf = malloc((size_t)sb.st_size + 1);
+    if (fstat(fd, &sb) < 0) {
+        int rc = -errno;
+        if (why != NULL)
+            snprintf(why, whylen, "%s", strerror(-rc));
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        if (why != NULL)
+            snprintf(why, whylen, "%s, not a regular file", file_type(sb.st_mode));
+        close(fd);
+        return -EINVAL;
+    }
+    *size = (uint64_t)sb.st_size;
+    return fd;
+}
+
+/* pread() of up to len bytes at off: the bytes read (fewer at the end of
+ * the file, as when it shrank since fstat()), or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
     size_t got = 0;
-    while (buf && got < (size_t)sb.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+
+    while (got < len) {
+        ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n < 0)
+            return -errno;
+        if (n == 0)
             break;
         got += (size_t)n;
     }
-    close(fd);
-    if (!buf)
+    return (ssize_t)got;
+}
+
+/* Reads a whole regular file of at most max bytes (NUL-terminated). */
+static int read_file(const char *path, size_t max, char **out, size_t *len, char *why,
+                     size_t whylen)
+{
+    uint64_t size;
+    int fd = open_regular(path, &size, why, whylen);
+
+    if (fd < 0)
+        return fd;
+    if (size > max) {
+        if (why != NULL)
+            snprintf(why, whylen, "%" PRIu64 " bytes, more than the %zu a reader takes", size,
+                     max);
+        close(fd);
+        return -EFBIG;
+    }
+    char *buf = malloc((size_t)size + 1);
+    if (buf == NULL) {
+        close(fd);
         return -ENOMEM;
-    buf[got] = '\0';
+    }
+    ssize_t n = pread_full(fd, buf, (size_t)size, 0);
+    close(fd);
+    if (n < 0) {
+        if (why != NULL)
+            snprintf(why, whylen, "%s", strerror((int)-n));
+        free(buf);
+        return (int)n;
+    }
+    buf[n] = '\0';
     *out = buf;
     if (len)
-        *len = got;
+        *len = (size_t)n;
     return 0;
 }
 
@@ -436,22 +569,55 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int is_seg_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n >= 9 && strncmp(name, "seg-", 4) == 0 && strcmp(name + n - 4, ".cpt") == 0;
+}
+
+/* meta.json and strings.bin are written whole by the daemon and hold
+ * kilobytes; this only bounds what a damaged one costs. */
+#define META_MAX ((size_t)64 << 20)
+
+/* The CUPTI version the first intact segment header names, or 0. */
+static uint32_t segments_cupti_version(const struct cuptimon_archive_reader *r)
+{
+    for (size_t i = 0; i < r->nsegs; i++) {
+        char path[600];
+        uint8_t h[CUPTIMON_SEG_HDR_SIZE];
+        uint64_t size;
+        snprintf(path, sizeof path, "%s/%s", r->dir, r->segs[i]);
+        int fd = open_regular(path, &size, NULL, 0);
+        if (fd < 0)
+            continue;
+        ssize_t n = pread_full(fd, h, sizeof h, 0);
+        close(fd);
+        if (n == (ssize_t)sizeof h && memcmp(h, CUPTIMON_SEG_MAGIC, 8) == 0 &&
+            cuptimon__get_u32(h + 8) == CUPTIMON_SEG_VERSION && cuptimon__get_u32(h + 12) != 0)
+            return cuptimon__get_u32(h + 12);
+    }
+    return 0;
+}
+
 int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out, char **err)
 {
     struct cuptimon_archive_reader *r = calloc(1, sizeof *r);
-    int rc;
-    char path[600];
+    int rc, have_strings = 0;
+    char path[600], why[256];
+    struct stat sb;
+
     if (!r)
         return -ENOMEM;
+    r->fd = -1;
     snprintf(r->dir, sizeof r->dir, "%s", dir);
     snprintf(path, sizeof path, "%s/meta.json", dir);
-    if ((rc = read_file(path, &r->meta, NULL)) < 0) {
-        if (err && asprintf(err, "%s is not a cuptimon archive session: cannot read %s: %s", dir,
-                            path, strerror(-rc)) < 0)
-            *err = NULL;
+    rc = read_file(path, META_MAX, &r->meta, NULL, why, sizeof why);
+    if (rc == -ENOMEM) {
         free(r);
         return rc;
     }
+    if (rc < 0 && asprintf(&r->meta_why, "%s", rc == -ENOENT ? "missing" : why) < 0)
+        r->meta_why = NULL;
     DIR *dh = opendir(dir);
     if (!dh) {
         rc = -errno;
@@ -462,8 +628,9 @@ int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out
     }
     size_t cap = 0;
     for (struct dirent *e; (e = readdir(dh));) {
-        size_t n = strlen(e->d_name);
-        if (n < 9 || strncmp(e->d_name, "seg-", 4) != 0 || strcmp(e->d_name + n - 4, ".cpt") != 0)
+        if (strcmp(e->d_name, "strings.bin") == 0)
+            have_strings = 1;
+        if (!is_seg_name(e->d_name))
             continue;
         if (r->nsegs == cap) {
             cap = cap ? cap * 2 : 16;
@@ -472,34 +639,87 @@ int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out
                 break;
             r->segs = ns;
         }
-        r->segs[r->nsegs++] = strdup(e->d_name);
+        if ((r->segs[r->nsegs] = strdup(e->d_name)) != NULL)
+            r->nsegs++;
     }
     closedir(dh);
+    if (r->meta == NULL && r->nsegs == 0 && !have_strings) {
+        rc = lstat(path, &sb) == 0 ? -EINVAL : -ENOENT;
+        if (err && asprintf(err, "%s is not a cuptimon archive session: %s: %s", dir, path,
+                            r->meta_why ? r->meta_why : "unreadable") < 0)
+            *err = NULL;
+        cuptimon__archive_close(r);
+        return rc;
+    }
     if (r->nsegs)
         qsort(r->segs, r->nsegs, sizeof *r->segs, cmp_str);
+    if (r->meta == NULL) {
+        /* What is known without meta.json: the CUPTI version the segments
+         * name, and the pid in the directory's name, which the daemon
+         * makes YYYYMMDDTHHMMSSZ-PID-SESSION. */
+        const char *base = strrchr(r->dir, '/') ? strrchr(r->dir, '/') + 1 : r->dir;
+        unsigned pid = 0;
+        unsigned long long sid;
+        char z;
+        if (sscanf(base, "%*8[0-9]T%*6[0-9]%c-%u-%llu", &z, &pid, &sid) != 3 || z != 'Z')
+            pid = 0;
+        r->st.meta_damaged = 1;
+        r->seg_cupti_version = segments_cupti_version(r);
+        if (r->seg_cupti_version != 0 &&
+            asprintf(&r->meta, "{\"cupti_version\":%u,\"pid\":%u}\n", r->seg_cupti_version,
+                     pid) < 0)
+            r->meta = NULL;
+    }
     r->dctx = ZSTD_createDCtx();
     *out = r;
     return 0;
 }
 
-static void unmap(struct cuptimon_archive_reader *r)
+void cuptimon__archive_set_report(struct cuptimon_archive_reader *r, cuptimon_archive_report_fn fn,
+                                  void *ud)
 {
-    if (r->map && r->map_len)
-        munmap((void *)r->map, r->map_len);
-    r->map = NULL;
-    r->map_len = r->off = 0;
+    char path[600];
+
+    r->report = fn;
+    r->report_ud = ud;
+    if (r->meta_why == NULL)
+        return;
+    snprintf(path, sizeof path, "%s/meta.json", r->dir);
+    if (r->seg_cupti_version != 0)
+        damage(r, CUPTIMON_DAMAGE_META, path, UINT64_MAX,
+               "%s: the session's identity is unknown (its pid is taken from the directory's "
+               "name); its records are decoded as of CUPTI API version %u, which its "
+               "segments name",
+               r->meta_why, r->seg_cupti_version);
+    else
+        damage(r, CUPTIMON_DAMAGE_META, path, UINT64_MAX,
+               "%s: the session's identity and CUPTI version are unknown, so its records are "
+               "counted but not decoded",
+               r->meta_why);
+}
+
+static void close_segment(struct cuptimon_archive_reader *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+    r->size = r->off = 0;
 }
 
 void cuptimon__archive_close(struct cuptimon_archive_reader *r)
 {
     if (!r)
         return;
-    unmap(r);
+    close_segment(r);
     for (size_t i = 0; i < r->nsegs; i++)
         free(r->segs[i]);
     free(r->segs);
     free(r->meta);
+    free(r->meta_why);
+    free(r->in);
     free(r->out);
+    free(r->win);
+    free(r->seen.v);
     ZSTD_freeDCtx(r->dctx);
     free(r);
 }
@@ -514,160 +734,440 @@ const struct cuptimon_archive_stats *cuptimon__archive_stats(const struct cuptim
     return &r->st;
 }
 
+/* Whether an entry of strings.bin starts at off and is whole and intact;
+ * *n gets its string length. */
+static int string_entry_ok(const uint8_t *p, size_t len, size_t off, uint32_t *n)
+{
+    if (off + CUPTIMON_STR_ENTRY_HDR > len)
+        return 0;
+    *n = cuptimon__get_u32(p + off + 8);
+    if (*n > CUPTIMON_STRING_MAX_LEN || *n > len - off - CUPTIMON_STR_ENTRY_HDR)
+        return 0;
+    const uint8_t *s = p + off + CUPTIMON_STR_ENTRY_HDR;
+    uint32_t c = cuptimon__crc32c(cuptimon__crc32c(0, p + off, 12), s, *n);
+    return c == cuptimon__get_u32(p + off + 12) && memchr(s, '\0', *n) == NULL;
+}
+
 int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
                               int (*fn)(void *ud, uint64_t ptr, const char *s, size_t len),
                               void *ud)
 {
-    char path[600], *buf;
+    char path[600], why[256], *buf;
     size_t len;
     snprintf(path, sizeof path, "%s/strings.bin", r->dir);
-    int rc = read_file(path, &buf, &len);
+    int rc = read_file(path, META_MAX, &buf, &len, why, sizeof why);
     if (rc == -ENOENT)
         return 0;
-    if (rc < 0)
+    if (rc == -ENOMEM)
         return rc;
-    const uint8_t *p = (const uint8_t *)buf;
-    if (len < CUPTIMON_STR_HDR_SIZE || memcmp(p, CUPTIMON_STR_MAGIC, 8) != 0) {
-        r->st.corrupt_strings++;
-        free(buf);
+    if (rc < 0) {
+        r->st.bad_files++;
+        damage(r, CUPTIMON_DAMAGE_BAD_FILE, path, UINT64_MAX,
+               "%s: the session's kernel names are missing", why);
         return 0;
     }
+    const uint8_t *p = (const uint8_t *)buf;
     size_t off = CUPTIMON_STR_HDR_SIZE;
-    while (off + CUPTIMON_STR_ENTRY_HDR <= len) {
-        uint64_t ptr = cuptimon__get_u64(p + off);
-        uint32_t n = cuptimon__get_u32(p + off + 8);
-        uint32_t crc = cuptimon__get_u32(p + off + 12);
-        if (n > CUPTIMON_STRING_MAX_LEN || off + CUPTIMON_STR_ENTRY_HDR + n > len) {
-            r->st.corrupt_strings++; /* a torn tail */
+    if (len < CUPTIMON_STR_HDR_SIZE || memcmp(p, CUPTIMON_STR_MAGIC, 8) != 0 ||
+        cuptimon__get_u32(p + 8) != CUPTIMON_STR_VERSION) {
+        /* Entries carry their own CRC: look for them after the header. */
+        r->st.corrupt_strings++;
+        damage(r, CUPTIMON_DAMAGE_STRINGS, path, 0,
+               "a damaged strings file header; entries are looked for by their CRC");
+    }
+    /*
+     * Entries are not self-delimiting: after a damaged one, every later
+     * offset is tried as an entry until one whose CRC holds.  Each try
+     * costs its claimed length; the budget (a multiple of the file's size)
+     * keeps a file crafted to make every try expensive from costing more.
+     */
+    uint64_t budget = (uint64_t)len * 16 + (1u << 20);
+    rc = 0;
+    while (off < len && rc == 0) {
+        uint32_t n;
+        if (string_entry_ok(p, len, off, &n)) {
+            char tmp[CUPTIMON_STRING_MAX_LEN + 1];
+            memcpy(tmp, p + off + CUPTIMON_STR_ENTRY_HDR, n);
+            tmp[n] = '\0';
+            r->st.strings++;
+            rc = fn(ud, cuptimon__get_u64(p + off), tmp, n);
+            off += CUPTIMON_STR_ENTRY_HDR + n;
+            continue;
+        }
+        size_t bad = off;
+        int found = 0;
+        r->st.corrupt_strings++;
+        for (off++; off < len && budget > 0; off++) {
+            uint64_t cost = CUPTIMON_STR_ENTRY_HDR;
+            if (off + CUPTIMON_STR_ENTRY_HDR <= len &&
+                cuptimon__get_u32(p + off + 8) <= CUPTIMON_STRING_MAX_LEN)
+                cost += cuptimon__get_u32(p + off + 8);
+            budget -= budget < cost ? budget : cost;
+            if ((found = string_entry_ok(p, len, off, &n)))
+                break;
+        }
+        if (!found) {
+            damage(r, CUPTIMON_DAMAGE_STRINGS, path, bad,
+                   "a damaged or torn entry; no intact entry after it (%zu bytes passed over)",
+                   len - bad);
             break;
         }
-        const char *s = (const char *)p + off + CUPTIMON_STR_ENTRY_HDR;
-        uint32_t c = cuptimon__crc32c(cuptimon__crc32c(0, p + off, 12), s, n);
-        if (c != crc || memchr(s, '\0', n)) {
-            /* Entries are not self-synchronising: stop at the first bad one. */
-            r->st.corrupt_strings++;
-            break;
-        }
-        char tmp[CUPTIMON_STRING_MAX_LEN + 1];
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        r->st.strings++;
-        if ((rc = fn(ud, ptr, tmp, n)) != 0)
-            break;
-        off += CUPTIMON_STR_ENTRY_HDR + n;
+        damage(r, CUPTIMON_DAMAGE_STRINGS, path, bad,
+               "a damaged entry; reading goes on at the next intact one, at offset %zu", off);
     }
     free(buf);
     return rc < 0 ? rc : 0;
 }
 
-static int map_next_segment(struct cuptimon_archive_reader *r)
+/* ---- segments ---------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
 {
-    unmap(r);
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static size_t seen_slot(const struct seen_set *s, const struct seen_key *k)
+{
+    uint64_t hash = mix64(k->index ^ mix64(k->cupti_ts ^ mix64(k->stored_size ^ k->payload_crc)));
+    size_t i = (size_t)hash;
+
+    for (i &= s->cap - 1;; i = (i + 1) & (s->cap - 1)) {
+        const struct seen_key *e = &s->v[i];
+        if (!e->used || (e->index == k->index && e->cupti_ts == k->cupti_ts &&
+                         e->stored_size == k->stored_size && e->payload_crc == k->payload_crc))
+            return i;
+    }
+}
+
+/* 1: the chunk was seen before; 0: first time (now remembered); -ENOMEM.
+ * A chunk is its buffer index, completion time, size and payload CRC: the
+ * same buffer written twice agrees on all four, two buffers never do. */
+static int seen_add(struct seen_set *s, const struct cuptimon_chunk_hdr *h)
+{
+    struct seen_key k = {h->index, h->cupti_ts, h->stored_size, h->payload_crc, 1};
+
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 256;
+        struct seen_key *nv = calloc(ncap, sizeof *nv), *old = s->v;
+        if (nv == NULL)
+            return -ENOMEM;
+        size_t ocap = s->cap;
+        s->v = nv;
+        s->cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].used)
+                s->v[seen_slot(s, &old[i])] = old[i];
+        free(old);
+    }
+    size_t i = seen_slot(s, &k);
+    if (s->v[i].used)
+        return 1;
+    s->v[i] = k;
+    s->n++;
+    return 0;
+}
+
+/* Opens the next segment that is a regular, readable file with room for a
+ * header; 1, or 0 when there is none left. */
+static int open_next_segment(struct cuptimon_archive_reader *r)
+{
+    close_segment(r);
     while (r->seg < r->nsegs) {
+        char why[256];
+        uint8_t h[CUPTIMON_SEG_HDR_SIZE];
+        uint64_t size;
         snprintf(r->cur_path, sizeof r->cur_path, "%s/%s", r->dir, r->segs[r->seg++]);
-        int fd = open(r->cur_path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        struct stat sb;
-        if (fstat(fd, &sb) < 0) {
-            int rc = -errno;
-            close(fd);
-            return rc;
+        int fd = open_regular(r->cur_path, &size, why, sizeof why);
+        if (fd < 0) {
+            r->st.bad_files++;
+            damage(r, CUPTIMON_DAMAGE_BAD_FILE, r->cur_path, UINT64_MAX,
+                   "%s: its chunks are lost, the next segment is read", why);
+            continue;
         }
         r->st.segments++;
-        if (sb.st_size < (off_t)CUPTIMON_SEG_HDR_SIZE) {
+        ssize_t n = size < CUPTIMON_SEG_HDR_SIZE ? (ssize_t)size : pread_full(fd, h, sizeof h, 0);
+        if (n < 0) {
             close(fd);
-            if (sb.st_size > 0)
+            r->st.bad_files++;
+            damage(r, CUPTIMON_DAMAGE_BAD_FILE, r->cur_path, 0,
+                   "unreadable (%s): its chunks are lost, the next segment is read",
+                   strerror((int)-n));
+            continue;
+        }
+        if ((size_t)n < CUPTIMON_SEG_HDR_SIZE) {
+            close(fd);
+            if (n > 0) {
                 r->st.torn_tails++;
+                r->st.skipped_bytes += (uint64_t)n;
+                damage(r, CUPTIMON_DAMAGE_TORN, r->cur_path, 0,
+                       "the segment ends inside its header (%zd bytes): a torn tail", n);
+            }
             continue;
         }
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        close(fd);
-        if (m == MAP_FAILED)
-            return -errno;
-        madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
-        r->map = m;
-        r->map_len = (size_t)sb.st_size;
-        if (memcmp(r->map, CUPTIMON_SEG_MAGIC, 8) != 0 ||
-            cuptimon__get_u32(r->map + 8) != CUPTIMON_SEG_VERSION) {
-            r->st.corrupt_chunks++;
-            unmap(r);
-            continue;
-        }
+        r->fd = fd;
+        r->size = size;
         r->off = CUPTIMON_SEG_HDR_SIZE;
+        if (memcmp(h, CUPTIMON_SEG_MAGIC, 8) != 0 ||
+            cuptimon__get_u32(h + 8) != CUPTIMON_SEG_VERSION) {
+            /* Every chunk carries its own magic, version and CRCs, so a
+             * damaged file header costs only itself: the chunks after it
+             * are read where they check out. */
+            r->st.bad_seg_headers++;
+            if (memcmp(h, CUPTIMON_SEG_MAGIC, 8) != 0)
+                damage(r, CUPTIMON_DAMAGE_SEG_HEADER, r->cur_path, 0,
+                       "a damaged segment header (no " CUPTIMON_SEG_MAGIC " magic); its chunks "
+                       "are read where their own headers and CRCs check out");
+            else
+                damage(r, CUPTIMON_DAMAGE_SEG_HEADER, r->cur_path, 0,
+                       "a segment header of version %u, which this reader does not know "
+                       "(damaged?); its chunks are read where their own headers and CRCs "
+                       "check out",
+                       cuptimon__get_u32(h + 8));
+        }
         return 1;
     }
     return 0;
 }
 
-/* After a bad chunk, look for the next chunk magic: chunks are
- * self-delimiting, so one bad chunk costs only itself. */
-static void resync(struct cuptimon_archive_reader *r, size_t from)
+/* The current segment cannot be read further: count what is left of it as
+ * passed over. */
+static void give_up_segment(struct cuptimon_archive_reader *r)
 {
-    const uint8_t *p = NULL;
-    if (from < r->map_len)
-        p = memmem(r->map + from, r->map_len - from, CUPTIMON_CHUNK_MAGIC, 8);
-    size_t to = p ? (size_t)(p - r->map) : r->map_len;
+    if (r->size > r->off)
+        r->st.skipped_bytes += r->size - r->off;
+    r->off = r->size;
+}
+
+#define RESYNC_WIN ((size_t)1 << 20)
+
+/* The offset of the next chunk magic at or after from, or the segment's
+ * size when there is none.  The file is read through one window; the holes
+ * of a sparse file (zeros, which the magic is not) are skipped by
+ * SEEK_DATA/SEEK_HOLE without reading them, so a segment claiming many
+ * gigabytes that it does not hold costs no time or memory. */
+static uint64_t find_magic(struct cuptimon_archive_reader *r, uint64_t from)
+{
+    uint64_t pos = from;
+
+    if (r->win == NULL && (r->win = malloc(RESYNC_WIN)) == NULL)
+        return r->size;
+    while (pos + 8 <= r->size) {
+        uint64_t end = r->size;
+        off_t d = lseek(r->fd, (off_t)pos, SEEK_DATA);
+        if (d < 0 && errno == ENXIO)
+            return r->size; /* nothing but a hole to the end */
+        if (d >= 0 && (uint64_t)d > pos)
+            pos = (uint64_t)d;
+        if (pos + 8 > r->size)
+            return r->size; /* data again only where the file has grown since */
+        off_t h = lseek(r->fd, (off_t)pos, SEEK_HOLE);
+        if (h >= 0 && (uint64_t)h > pos && (uint64_t)h < end)
+            end = (uint64_t)h;
+        size_t want = end - pos < RESYNC_WIN ? (size_t)(end - pos) : RESYNC_WIN;
+        if (want < 8) {
+            pos += want ? want : 1;
+            continue;
+        }
+        ssize_t n = pread_full(r->fd, r->win, want, pos);
+        if (n < 8)
+            return r->size; /* shrunk, or unreadable: nothing more here */
+        const uint8_t *m = memmem(r->win, (size_t)n, CUPTIMON_CHUNK_MAGIC, 8);
+        if (m != NULL)
+            return pos + (uint64_t)(m - r->win);
+        /* The magic may straddle the window's end. */
+        pos += (uint64_t)n - 7;
+    }
+    return r->size;
+}
+
+/* After a bad chunk, go to the next chunk magic: chunks are self-delimiting,
+ * so one bad chunk costs only itself. */
+static void resync(struct cuptimon_archive_reader *r, const char *what)
+{
+    uint64_t bad = r->off, to = find_magic(r, r->off + 1);
+
+    r->st.corrupt_chunks++;
     r->st.skipped_bytes += to - r->off;
     r->off = to;
+    if (to < r->size)
+        damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, bad,
+               "%s; %" PRIu64 " bytes passed over to the next chunk", what, to - bad);
+    else
+        damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, bad,
+               "%s; no chunk after it in this segment (%" PRIu64 " bytes passed over)", what,
+               to - bad);
+}
+
+static void torn(struct cuptimon_archive_reader *r, const char *what)
+{
+    r->st.torn_tails++;
+    damage(r, CUPTIMON_DAMAGE_TORN, r->cur_path, r->off,
+           "%s: the segment ends inside a chunk (%" PRIu64 " bytes; a crash mid-write, or a "
+           "file cut short)",
+           what, r->size - r->off);
+    give_up_segment(r);
+}
+
+static void unreadable(struct cuptimon_archive_reader *r, ssize_t n)
+{
+    r->st.bad_files++;
+    damage(r, CUPTIMON_DAMAGE_BAD_FILE, r->cur_path, r->off,
+           "reading the segment failed (%s): the rest of it is lost, the next segment is read",
+           strerror((int)-n));
+    give_up_segment(r);
+}
+
+/* Payloads above this are CRC-checked through the window before being read
+ * whole (slots, and so chunks, are 4 MiB or less by default). */
+#define CRC_FIRST_ABOVE ((uint64_t)8 << 20)
+
+/* 1 when the len bytes at off have the CRC crc, 0 when not (or the file
+ * ends first), -errno when they cannot be read. */
+static int crc_streamed(struct cuptimon_archive_reader *r, uint64_t off, uint64_t len,
+                        uint32_t crc)
+{
+    uint32_t c = 0;
+
+    if (r->win == NULL && (r->win = malloc(RESYNC_WIN)) == NULL)
+        return -ENOMEM;
+    while (len > 0) {
+        size_t want = len < RESYNC_WIN ? (size_t)len : RESYNC_WIN;
+        ssize_t n = pread_full(r->fd, r->win, want, off);
+        if (n < 0)
+            return (int)n;
+        if ((size_t)n < want)
+            return 0;
+        c = cuptimon__crc32c(c, r->win, want);
+        off += want;
+        len -= want;
+    }
+    return c == crc;
+}
+
+static int grow_buf(uint8_t **buf, size_t *cap, uint64_t want)
+{
+    if (want <= *cap)
+        return 0;
+    uint8_t *nb = realloc(*buf, (size_t)want);
+    if (nb == NULL)
+        return -ENOMEM;
+    *buf = nb;
+    *cap = (size_t)want;
+    return 0;
 }
 
 int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_archive_chunk *c)
 {
     for (;;) {
-        if (!r->map || r->off >= r->map_len) {
-            int rc = map_next_segment(r);
+        if (r->fd < 0 || r->off >= r->size) {
+            int rc = open_next_segment(r);
             if (rc <= 0)
                 return rc;
         }
-        size_t left = r->map_len - r->off;
+        uint64_t left = r->size - r->off;
         if (left == 0)
             continue; /* a segment that holds no chunk yet */
         if (left < CUPTIMON_CHUNK_HDR_SIZE) {
-            r->st.torn_tails++;
-            r->st.skipped_bytes += left;
-            r->off = r->map_len;
+            torn(r, "a chunk header is cut short");
             continue;
         }
-        const uint8_t *at = r->map + r->off;
+        uint8_t hb[CUPTIMON_CHUNK_HDR_SIZE];
+        ssize_t n = pread_full(r->fd, hb, sizeof hb, r->off);
+        if (n < 0) {
+            unreadable(r, n);
+            continue;
+        }
+        if ((size_t)n < sizeof hb) {
+            torn(r, "the file shrank while it was read");
+            continue;
+        }
         struct cuptimon_chunk_hdr h;
-        if (cuptimon__chunk_hdr_decode(at, &h) < 0) {
-            r->st.corrupt_chunks++;
-            resync(r, r->off + 1);
+        int hrc = cuptimon__chunk_hdr_decode(hb, &h);
+        if (hrc < 0) {
+            resync(r, hrc == -EPROTO ? "a chunk of a version this reader does not know"
+                                     : "a damaged chunk header");
             continue;
         }
         if (h.stored_size > left - CUPTIMON_CHUNK_HDR_SIZE) {
             /* The header is intact but its payload was never all written:
              * a crash mid-write.  Skip to the end of this segment. */
-            r->st.torn_tails++;
-            r->st.skipped_bytes += left;
-            r->off = r->map_len;
+            torn(r, "a chunk's payload is cut short");
             continue;
         }
-        const uint8_t *payload = at + CUPTIMON_CHUNK_HDR_SIZE;
-        if (cuptimon__crc32c(0, payload, h.stored_size) != h.payload_crc) {
-            r->st.corrupt_chunks++;
-            resync(r, r->off + 1);
-            continue;
-        }
-        const uint8_t *data = payload;
-        if (h.codec == CUPTIMON_CODEC_ZSTD) {
-            if (h.raw_size > r->out_cap) {
-                uint8_t *nb = realloc(r->out, h.raw_size);
-                if (!nb)
-                    return -ENOMEM;
-                r->out = nb;
-                r->out_cap = h.raw_size;
+        /* stored_size is bounded by the format's chunk limit and by what
+         * the file holds after the header; a large one must also have its
+         * CRC hold before a buffer of that size is taken, so that a forged
+         * header over a hole costs a scan, not the memory it claims. */
+        if (h.stored_size > CRC_FIRST_ABOVE) {
+            int ok = crc_streamed(r, r->off + CUPTIMON_CHUNK_HDR_SIZE, h.stored_size,
+                                  h.payload_crc);
+            if (ok == -ENOMEM)
+                return ok;
+            if (ok < 0) {
+                unreadable(r, ok);
+                continue;
             }
-            size_t z = r->dctx ? ZSTD_decompressDCtx(r->dctx, r->out, h.raw_size, payload,
+            if (ok == 0) {
+                resync(r, "a chunk whose payload CRC does not match");
+                continue;
+            }
+        }
+        if (grow_buf(&r->in, &r->in_cap, h.stored_size) < 0)
+            return -ENOMEM;
+        n = pread_full(r->fd, r->in, (size_t)h.stored_size, r->off + CUPTIMON_CHUNK_HDR_SIZE);
+        if (n < 0) {
+            unreadable(r, n);
+            continue;
+        }
+        if ((uint64_t)n < h.stored_size) {
+            torn(r, "the file shrank while it was read");
+            continue;
+        }
+        if (cuptimon__crc32c(0, r->in, h.stored_size) != h.payload_crc) {
+            resync(r, "a chunk whose payload CRC does not match");
+            continue;
+        }
+        const uint8_t *data = r->in;
+        if (h.codec == CUPTIMON_CODEC_ZSTD) {
+            /* The writer's frames name their content size: one that is not
+             * raw_size is refused before raw_size bytes are taken. */
+            if (ZSTD_getFrameContentSize(r->in, h.stored_size) != h.raw_size) {
+                r->st.corrupt_chunks++;
+                damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,
+                       "a chunk whose compressed payload does not name its size");
+                r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
+                continue;
+            }
+            if (grow_buf(&r->out, &r->out_cap, h.raw_size) < 0)
+                return -ENOMEM;
+            size_t z = r->dctx ? ZSTD_decompressDCtx(r->dctx, r->out, h.raw_size, r->in,
                                                      h.stored_size)
                                : 0;
             if (!r->dctx || ZSTD_isError(z) || z != h.raw_size) {
                 r->st.corrupt_chunks++;
+                damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,
+                       "a chunk whose compressed payload does not decompress to its size");
                 r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
                 continue;
             }
             data = r->out;
+        }
+        int dup = seen_add(&r->seen, &h);
+        if (dup < 0)
+            return dup;
+        if (dup) {
+            r->st.duplicate_chunks++;
+            damage(r, CUPTIMON_DAMAGE_DUPLICATE, r->cur_path, r->off,
+                   "chunk %" PRIu64 " was read before (a copied segment?): skipped, not counted "
+                   "twice",
+                   h.index);
+            r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
+            continue;
         }
         c->hdr = h;
         c->data = data;
@@ -681,6 +1181,25 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
     }
 }
 
+/* Whether path is a session directory: it holds meta.json (whatever it
+ * is), strings.bin or a segment. */
+static int is_session_dir(const char *path)
+{
+    char p[600];
+    struct stat sb;
+
+    if (snprintf(p, sizeof p, "%s/meta.json", path) < (int)sizeof p && lstat(p, &sb) == 0)
+        return 1;
+    DIR *dh = opendir(path);
+    if (dh == NULL)
+        return 0;
+    int yes = 0;
+    for (struct dirent *e; !yes && (e = readdir(dh));)
+        yes = strcmp(e->d_name, "strings.bin") == 0 || is_seg_name(e->d_name);
+    closedir(dh);
+    return yes;
+}
+
 int cuptimon__archive_find_sessions(const char *root, char ***dirs)
 {
     char path[600];
@@ -689,8 +1208,7 @@ int cuptimon__archive_find_sessions(const char *root, char ***dirs)
     char **list = calloc(cap + 1, sizeof *list);
     if (!list)
         return -ENOMEM;
-    snprintf(path, sizeof path, "%s/meta.json", root);
-    if (stat(path, &sb) == 0) {
+    if (is_session_dir(root)) {
         list[n++] = strdup(root);
         *dirs = list;
         return 0;
@@ -710,9 +1228,8 @@ int cuptimon__archive_find_sessions(const char *root, char ***dirs)
     for (struct dirent *e; (e = readdir(dh));) {
         if (e->d_name[0] == '.')
             continue;
-        if (snprintf(path, sizeof path, "%s/%s/meta.json", bases[0], e->d_name) >=
-                (int)sizeof path ||
-            stat(path, &sb) != 0)
+        if (snprintf(path, sizeof path, "%s/%s", bases[0], e->d_name) >= (int)sizeof path ||
+            stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || !is_session_dir(path))
             continue;
         if (n == cap) {
             cap *= 2;
@@ -721,7 +1238,7 @@ int cuptimon__archive_find_sessions(const char *root, char ***dirs)
                 break;
             list = nl;
         }
-        if (asprintf(&list[n], "%s/%s", bases[0], e->d_name) >= 0)
+        if ((list[n] = strdup(path)) != NULL)
             n++;
     }
     closedir(dh);

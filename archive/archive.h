@@ -7,7 +7,11 @@
  *   seg-NNNNNN.cpt    append-only segments of chunks, rotated by size
  *
  * A segment starts with a 16-byte file header ("CPTMSEG1", u32 version,
- * u32 reserved) followed by chunks.  A chunk is a 96-byte header and
+ * u32 cupti_version) followed by chunks.  cupti_version is the producer's
+ * CUPTI API version, from meta.json, so that the records of a session whose
+ * meta.json is lost can still be decoded; 0 where it is not known (and in
+ * segments written before it was kept: the field was reserved, written as 0
+ * and never read, so no version bump was needed).  A chunk is a 96-byte header and
  * stored_size payload bytes.  All integers are little-endian.  A chunk's
  * header carries its own CRC32C and one for the payload as stored, so a
  * torn tail after a crash, or a flipped bit, is detected and skipped.
@@ -94,6 +98,20 @@ void cuptimon__aw_close(struct cuptimon_archive_writer *w);
 
 /* ---- reader ----------------------------------------------------------- */
 
+/*
+ * The reader takes every file of a session as untrusted: each is opened
+ * without following a symbolic link and without blocking, and must be a
+ * regular file (a FIFO, device or directory in its place is refused, not
+ * opened for reading); sizes come from fstat() and every read is a pread()
+ * checked against them, so a file that shrinks under the reader (a live
+ * segment, or a hostile one) ends early instead of faulting, and no buffer
+ * is ever larger than what the file holds.  Damage costs what it covers:
+ * a damaged segment header or chunk is passed over to the next chunk magic
+ * (holes of a sparse file are skipped without reading them), a damaged
+ * strings entry to the next entry whose CRC holds, an unreadable segment to
+ * the next segment, and a chunk read before (a copied segment) is skipped.
+ */
+
 struct cuptimon_archive_chunk {
     struct cuptimon_chunk_hdr hdr;
     const uint8_t *data; /* raw_size bytes of CUPTI records (decompressed) */
@@ -110,33 +128,70 @@ struct cuptimon_archive_stats {
     uint64_t torn_tails;      /* segment ended inside a chunk */
     uint64_t skipped_bytes;   /* bytes passed over while resynchronising */
     uint64_t strings;
-    uint64_t corrupt_strings;
+    uint64_t corrupt_strings; /* damaged entries (and bytes up to the next good one) */
+    uint64_t bad_files;       /* not a regular file, or unreadable: passed over */
+    uint64_t bad_seg_headers; /* a segment whose file header is damaged */
+    uint64_t duplicate_chunks; /* a chunk read before (same index, size, CRC, time) */
+    uint64_t meta_damaged;    /* 1: meta.json missing, not a regular file or unreadable */
 };
+
+/* Kinds of damage, for the report callback (each kind is reported once
+ * per reader: the first occurrence; the stats count them all). */
+enum cuptimon_archive_damage {
+    CUPTIMON_DAMAGE_META = 0,    /* meta.json missing, not regular, unreadable */
+    CUPTIMON_DAMAGE_BAD_FILE,    /* a segment or strings.bin not regular or unreadable */
+    CUPTIMON_DAMAGE_SEG_HEADER,  /* a segment's file header */
+    CUPTIMON_DAMAGE_CHUNK,       /* a chunk header, payload CRC or compressed payload */
+    CUPTIMON_DAMAGE_TORN,        /* a segment ending inside a chunk */
+    CUPTIMON_DAMAGE_DUPLICATE,   /* a chunk read before */
+    CUPTIMON_DAMAGE_STRINGS,     /* strings.bin's header or an entry */
+    CUPTIMON_DAMAGE_KINDS
+};
+
+/* path: the file; offset: where in it, or UINT64_MAX when that does not
+ * apply; what: a sentence saying what was found and what it costs. */
+typedef void (*cuptimon_archive_report_fn)(void *ud, enum cuptimon_archive_damage kind,
+                                           const char *path, uint64_t offset, const char *what);
 
 struct cuptimon_archive_reader;
 
-/* Opens a session directory (the one holding meta.json). Returns 0 or
- * -errno; *err (when not NULL) gets a malloc'd message naming the problem. */
+/* Opens a session directory: one holding meta.json, or segments or
+ * strings.bin without a usable meta.json (cuptimon__archive_meta() is then
+ * NULL, and the reason is reported as CUPTIMON_DAMAGE_META).  Returns 0 or
+ * -errno (-ENOENT: none of those files is there); *err (when not NULL)
+ * gets a malloc'd message naming the problem. */
 int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out, char **err);
 void cuptimon__archive_close(struct cuptimon_archive_reader *r);
 
-/* meta.json as text (NUL-terminated, owned by the reader). */
+/* Damage found from now on goes to fn (NULL: none, the default); damage
+ * found while opening (meta.json) is handed to it at once. */
+void cuptimon__archive_set_report(struct cuptimon_archive_reader *r, cuptimon_archive_report_fn fn,
+                                  void *ud);
+
+/* meta.json as text (NUL-terminated, owned by the reader), or NULL when
+ * the session has none that could be read. */
 const char *cuptimon__archive_meta(const struct cuptimon_archive_reader *r);
 
-/* Calls fn for each string entry of strings.bin, in file order. */
+/* Calls fn for each string entry of strings.bin, in file order; a damaged
+ * entry is counted and reported, and reading goes on at the next entry
+ * whose CRC holds.  A strings.bin that is missing has no entries; one that
+ * is not a regular file, or unreadable, is reported and has none. */
 int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
                               int (*fn)(void *ud, uint64_t ptr, const char *s, size_t len),
                               void *ud);
 
 /* Returns 1 with *c filled (valid until the next call), 0 at the end, or
- * -errno on an I/O error.  Corrupt chunks and torn tails are skipped and
- * counted in the stats, never returned. */
+ * -ENOMEM.  Corrupt chunks, torn tails, duplicated chunks and unreadable
+ * segments are skipped and counted in the stats (and reported), never
+ * returned. */
 int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_archive_chunk *c);
 
 const struct cuptimon_archive_stats *cuptimon__archive_stats(const struct cuptimon_archive_reader *r);
 
 /* Lists session directories under an output dir (or the dir itself when it
- * is one), sorted; *dirs is a NULL-terminated malloc'd array. */
+ * is one), sorted; *dirs is a NULL-terminated malloc'd array.  A session
+ * directory is one holding meta.json, strings.bin or a segment, so that a
+ * session whose meta.json was lost is still found (and reported). */
 int cuptimon__archive_find_sessions(const char *root, char ***dirs);
 void cuptimon__archive_free_list(char **dirs);
 

@@ -5,6 +5,7 @@
 
 #include "session.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,51 @@
 #include "archive.h"
 #include "json-get.h"
 #include "strtab.h"
+
+/*
+ * The members of a meta.json that is not valid JSON (a flipped bit, a file
+ * cut short): each top-level member this reader uses is looked for by its
+ * key and parsed on its own, so that damage elsewhere in the file costs
+ * only what it covers.  A key inside a string (escaped quotes) is passed
+ * over; the first whole value wins.  NULL when none was found.
+ */
+static json_object *salvage(const char *text)
+{
+    static const char *const keys[] = {"pid", "hostname", "cupti_version", "record_sizes", "job"};
+    json_object *o = json_object_new_object();
+    json_tokener *tok = json_tokener_new();
+
+    if (o == NULL || tok == NULL) {
+        json_object_put(o);
+        json_tokener_free(tok);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        char pat[32];
+        size_t plen = (size_t)snprintf(pat, sizeof(pat), "\"%s\"", keys[i]);
+        for (const char *p = text; (p = strstr(p, pat)) != NULL; p++) {
+            const char *q = p + plen;
+            if (p > text && p[-1] == '\\')
+                continue;
+            while (isspace((unsigned char)*q))
+                q++;
+            if (*q++ != ':')
+                continue;
+            json_tokener_reset(tok);
+            json_object *v = json_tokener_parse_ex(tok, q, (int)strnlen(q, 1 << 20));
+            if (v != NULL) {
+                json_object_object_add(o, keys[i], v);
+                break;
+            }
+        }
+    }
+    json_tokener_free(tok);
+    if (json_object_object_length(o) == 0) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
 
 int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const char *text)
 {
@@ -26,8 +72,8 @@ int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const cha
     s->meta = text ? json_tokener_parse(text) : NULL;
     if (s->meta == NULL || !json_object_is_type(s->meta, json_type_object)) {
         json_object_put(s->meta);
-        s->meta = NULL;
-        rc = -EINVAL;
+        s->meta = text ? salvage(text) : NULL;
+        rc = s->meta != NULL ? -EBADMSG : -EINVAL;
     }
     job = cuptimon__json_get(s->meta, "job");
     s->info.pid = (uint32_t)cuptimon__json_int_strict(s->meta, "pid", 0);

@@ -32,9 +32,13 @@ struct cuptimon_archive_session {
  * what an earlier call put there; s->names is left alone.  Integer members
  * may be JSON numbers or decimal strings (the shim passes environment
  * variables through as strings); a member that is neither, or missing,
- * stays unknown (pid 0, rank -1, no hostname).  Returns 0, or -EINVAL when
- * the text is not a JSON object: s then describes a producer of unknown
- * CUPTI version, whose records are walked over but not decoded.
+ * stays unknown (pid 0, rank -1, no hostname).  Returns 0; -EBADMSG when
+ * the text is not valid JSON but members were salvaged from it (each of
+ * pid, hostname, cupti_version, record_sizes and job that still parses on
+ * its own: the damage costs only the members it hit); or -EINVAL when
+ * nothing could be used (no text, or not a JSON object): s then describes
+ * a producer of unknown CUPTI version, whose records are walked over but
+ * not decoded.
  */
 int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const char *text);
 

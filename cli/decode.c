@@ -4,9 +4,11 @@
  *
  * Reads one archive session directory, or every session under an output
  * root, and writes one Chrome/Perfetto trace with one process per session,
- * kernel names resolved through the session's strings file.  Corrupt
- * chunks and torn tails are skipped by the reader; they are reported here
- * and in the trace's otherData and the summary.
+ * kernel names resolved through the session's strings file.  Damage
+ * (corrupt chunks, torn tails, damaged segment headers, unusable files,
+ * duplicated chunks, damaged strings or meta.json) is passed over by the
+ * reader, which hands the first of each kind to report_damage() here; the
+ * counts go to standard error and to the trace's otherData and the summary.
  */
 #include "config.h"
 
@@ -130,23 +132,41 @@ struct session {
     struct cuptimon_decode_stats dec;
     uint64_t chunks, dropped, kept, filtered;
     struct cuptimon_archive_stats ast;
+    int meta_rc; /* cuptimon__archive_session_meta()'s, on the real pass */
 };
 
 /* Parses meta.json into the session's identity and layout; a meta that
  * cannot be parsed leaves an unknown version (nothing decoded) and, when
- * report is set, says so, as it does for layouts this build cannot use. */
+ * report is set, says so, as it does for layouts this build cannot use.
+ * A meta.json that could not be read at all (text NULL) was reported by
+ * the reader already. */
 static void session_meta(struct session *s, const char *text, int report)
 {
     const struct cuptimon_archive_session *as = &s->as;
+    int rc = cuptimon__archive_session_meta(&s->as, text);
 
-    if (cuptimon__archive_session_meta(&s->as, text) < 0 && report)
+    s->meta_rc = rc;
+    if (rc == -EINVAL && text != NULL && report)
         fprintf(stderr,
-                "cuptimonctl decode: %s: meta.json is not a JSON object; "
-                "its records are not decoded\n",
+                "cuptimonctl decode: %s/meta.json: not a JSON object, and no member could be "
+                "salvaged from it; the session's records are counted but not decoded\n",
                 s->dir);
+    if (rc == -EBADMSG && report) {
+        static const char *const keys[] = {"pid", "hostname", "cupti_version", "record_sizes",
+                                           "job"};
+        char got[128] = "", lost[128] = "";
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+            char *to = json_object_object_get_ex(as->meta, keys[i], NULL) ? got : lost;
+            size_t n = strlen(to);
+            snprintf(to + n, sizeof(got) - n, "%s%s", n ? ", " : "", keys[i]);
+        }
+        fprintf(stderr,
+                "cuptimonctl decode: %s/meta.json: damaged (not valid JSON); salvaged %s%s%s\n",
+                s->dir, got, lost[0] ? "; lost " : "", lost);
+    }
     if (!report)
         return;
-    if (as->layout_rc == -EPROTONOSUPPORT) {
+    if (as->layout_rc == -EPROTONOSUPPORT && rc != -EINVAL) {
         fprintf(stderr,
                 "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
                 "(it decodes %s); its records are counted as undecodable and stay in the "
@@ -164,6 +184,19 @@ static void session_meta(struct session *s, const char *text, int report)
                     as->record_sizes[k], as->layout.table_size[k]);
         }
     }
+}
+
+/* The first damage of each kind in a session, on standard error (the
+ * session's line after it gives the counts). */
+static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                          uint64_t offset, const char *what)
+{
+    (void)ud;
+    (void)kind;
+    if (offset == UINT64_MAX)
+        fprintf(stderr, "cuptimonctl decode: %s: %s\n", path, what);
+    else
+        fprintf(stderr, "cuptimonctl decode: %s: offset %" PRIu64 ": %s\n", path, offset, what);
 }
 
 static int open_session(struct session *s, struct cuptimon_archive_reader **r)
@@ -233,6 +266,11 @@ static json_object *session_json(const struct session *s)
     json_object_object_add(o, "skipped_bytes", u64j(s->ast.skipped_bytes));
     json_object_object_add(o, "strings", u64j(s->ast.strings));
     json_object_object_add(o, "corrupt_strings", u64j(s->ast.corrupt_strings));
+    json_object_object_add(o, "bad_files", u64j(s->ast.bad_files));
+    json_object_object_add(o, "bad_segment_headers", u64j(s->ast.bad_seg_headers));
+    json_object_object_add(o, "duplicate_chunks", u64j(s->ast.duplicate_chunks));
+    json_object_object_add(o, "meta_damaged",
+                           json_object_new_boolean(s->ast.meta_damaged || s->meta_rc < 0));
     json_object_object_add(o, "records_decoded", u64j(s->dec.records));
     json_object_object_add(o, "records_kept", u64j(s->kept));
     json_object_object_add(o, "undecodable_bytes", u64j(s->dec.undecodable_bytes));
@@ -432,6 +470,7 @@ static int decode_main(int argc, char **argv)
 
         if (open_session(s, &r) < 0)
             continue;
+        cuptimon__archive_set_report(r, report_damage, NULL);
         session_meta(s, cuptimon__archive_meta(r), 1);
         if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
             cuptimon__archive_close(r);
@@ -491,13 +530,16 @@ static int decode_main(int argc, char **argv)
         }
         cuptimon__summary_dropped(sum, s->dropped);
         cuptimon__decode_stats_add(&total, &s->dec);
-        if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings)
+        if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings ||
+            s->ast.bad_files || s->ast.bad_seg_headers || s->ast.duplicate_chunks)
             fprintf(stderr,
                     "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
                     " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
-                    " corrupt string(s)\n",
+                    " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
+                    " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
                     s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
-                    s->ast.corrupt_strings);
+                    s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
+                    s->ast.bad_seg_headers);
         if (s->dec.undecodable_bytes)
             fprintf(stderr,
                     "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded "

@@ -28,6 +28,7 @@ FAULT_TESTS = \
 	tests/fault/short-jobs-lag.sh \
 	tests/fault/loss-report-hostile.sh \
 	tests/fault/close-unread.sh \
+	tests/fault/decode-hostile.sh \
 	tests/fault/soak.sh \
 	tests/fault/cppcheck.sh \
 	tests/fault/tsan.sh

@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "archive/archive.h"
+#include "archive/session.h"
 #include "cuptimon-proto.h"
 #include "tests/unit/testlib.h"
 
@@ -389,6 +392,376 @@ START_TEST(find_sessions_and_errors)
 }
 END_TEST
 
+/* ---- hostile and damaged archives (issue 21) ------------------------------
+ * Each case damages a session written by the real writer the way a damaged
+ * disk or a hostile user can, and checks that the damage costs only what it
+ * covers, and that nothing blocks, faults or grows by a claimed size. */
+
+/* Replaces dir/name with a FIFO (nobody ever writes to it). */
+static void make_fifo(const char *dir, const char *name)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+}
+
+static int count_chunks(const char *dir, struct cuptimon_archive_stats *st)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    int n = 0, rc;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    while ((rc = cuptimon__archive_next(r, &c)) == 1)
+        n++;
+    ck_assert_int_eq(rc, 0);
+    if (st != NULL)
+        *st = *cuptimon__archive_stats(r);
+    cuptimon__archive_close(r);
+    return n;
+}
+
+static void flip(const char *path, off_t at, uint8_t mask)
+{
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+    b ^= mask;
+    ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+START_TEST(fifos_are_refused_not_read)
+{
+    /* A FIFO as meta.json, strings.bin or a segment hung the reader in
+     * open() for ever (nobody writes to it); each is refused at once. */
+    char dir[300];
+    session_dir(dir, sizeof dir, "fifo");
+    write_real(dir, 1, 64u << 20);
+    make_fifo(dir, "strings.bin");
+    make_fifo(dir, "seg-000001.cpt");
+    struct cuptimon_archive_reader *r;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    struct strs st = {0};
+    ck_assert_int_eq(cuptimon__archive_strings(r, collect_str, &st), 0);
+    ck_assert_int_eq(st.n, 0);
+    cuptimon__archive_close(r);
+    struct cuptimon_archive_stats as;
+    ck_assert_int_eq(count_chunks(dir, &as), 6);
+    ck_assert_uint_eq(as.bad_files, 1); /* NEWAPI */
+    make_fifo(dir, "meta.json");
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_ptr_null(cuptimon__archive_meta(r));
+    cuptimon__archive_close(r);
+    ck_assert_int_eq(count_chunks(dir, NULL), 6);
+}
+END_TEST
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+START_TEST(sparse_segment_costs_what_it_holds)
+{
+    /* A segment extended by a 4 GiB hole: the reader mapped and scanned it
+     * all (8 s, 4.2 GB resident).  Holes are skipped unread now. */
+    char dir[300], seg[400];
+    session_dir(dir, sizeof dir, "sparse");
+    write_real(dir, 1, 64u << 20);
+    snprintf(seg, sizeof seg, "%s/seg-000000.cpt", dir);
+    ck_assert_int_eq(truncate(seg, file_size(seg) + (4ll << 30)), 0);
+    double t0 = now_s();
+    struct cuptimon_archive_stats st;
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    double dt = now_s() - t0;
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    ck_assert_msg(dt < 2.0, "reading took %.2f s", dt);
+    ck_assert_msg(ru.ru_maxrss < 100 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
+    ck_assert_uint_eq(st.skipped_bytes, 4ull << 30);
+    /* A 1 GiB hole between chunks 2 and 3: the chunks after it are found. */
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    uint64_t at3 = 0;
+    ck_assert_int_eq(truncate(seg, file_size(seg) - (4ll << 30)), 0);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(cuptimon__archive_next(r, &c), 1);
+        at3 = c.offset;
+    }
+    cuptimon__archive_close(r);
+    size_t tail = (size_t)(file_size(seg) - (long)at3);
+    uint8_t *buf = malloc(tail);
+    int fd = open(seg, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, buf, tail, (off_t)at3), (ssize_t)tail);
+    ck_assert_int_eq(ftruncate(fd, (off_t)at3), 0);
+    ck_assert_int_eq(pwrite(fd, buf, tail, (off_t)at3 + (1ll << 30)), (ssize_t)tail);
+    close(fd);
+    free(buf);
+    t0 = now_s();
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    dt = now_s() - t0;
+    ck_assert_msg(dt < 2.0, "reading took %.2f s", dt);
+    ck_assert_uint_eq(st.corrupt_chunks, 1);
+    ck_assert_uint_eq(st.skipped_bytes, 1ull << 30);
+    /* A forged header (its own CRC good) claiming 200 MiB of payload over a
+     * hole: refused by a streamed CRC, without a 200 MiB buffer. */
+    struct cuptimon_chunk_hdr fh = {.index = 99, .raw_size = 200u << 20,
+                                    .stored_size = 200u << 20, .payload_crc = 0x12345678};
+    uint8_t hb[CUPTIMON_CHUNK_HDR_SIZE];
+    cuptimon__chunk_hdr_encode(hb, &fh);
+    off_t end = (off_t)file_size(seg);
+    fd = open(seg, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, hb, sizeof hb, end), (ssize_t)sizeof hb);
+    ck_assert_int_eq(ftruncate(fd, end + (off_t)sizeof hb + (200ll << 20)), 0);
+    close(fd);
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    ck_assert_uint_eq(st.corrupt_chunks, 2);
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    ck_assert_msg(ru.ru_maxrss < 100 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
+}
+END_TEST
+
+START_TEST(shrinking_segment_is_a_torn_tail)
+{
+    /* A segment cut short while it is read (a hostile user, or retention)
+     * killed the mmap()ing reader with SIGBUS; it is a torn tail now. */
+    char dir[300], seg[400];
+    session_dir(dir, sizeof dir, "shrink");
+    write_real(dir, 0, 64u << 20);
+    snprintf(seg, sizeof seg, "%s/seg-000000.cpt", dir);
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_int_eq(cuptimon__archive_next(r, &c), 1);
+    size_t first = CUPTIMON_SEG_HDR_SIZE + CUPTIMON_CHUNK_HDR_SIZE + (size_t)c.hdr.stored_size;
+    ck_assert_int_eq(truncate(seg, (off_t)first + 4096), 0);
+    int n = 1, rc;
+    while ((rc = cuptimon__archive_next(r, &c)) == 1)
+        n++;
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->torn_tails, 1);
+    cuptimon__archive_close(r);
+}
+END_TEST
+
+START_TEST(damaged_segment_header_costs_only_itself)
+{
+    /* One flipped bit in a segment's file header dropped every chunk of
+     * the segment; the chunks carry their own magic and CRCs. */
+    char dir[300], seg[400];
+    session_dir(dir, sizeof dir, "seghdr");
+    write_real(dir, 1, 64u << 20);
+    snprintf(seg, sizeof seg, "%s/seg-000000.cpt", dir);
+    flip(seg, 3, 0x01);
+    struct cuptimon_archive_stats st;
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    ck_assert_uint_eq(st.corrupt_chunks, 0);
+    ck_assert_uint_eq(st.bad_seg_headers, 1); /* NEWAPI */
+    flip(seg, 3, 0x01);
+    flip(seg, 8, 0x02); /* the version */
+    ck_assert_int_eq(count_chunks(dir, NULL), 6);
+}
+END_TEST
+
+START_TEST(unusable_segment_skips_only_itself)
+{
+    /* A segment that cannot be read (here a directory in its place; a
+     * mode 000 file as a user) stopped the whole session. */
+    char dir[300], seg[400];
+    session_dir(dir, sizeof dir, "unread");
+    write_real(dir, 0, 1u << 20); /* one chunk per segment */
+    snprintf(seg, sizeof seg, "%s/seg-000002.cpt", dir);
+    ck_assert_int_eq(unlink(seg), 0);
+    ck_assert_int_eq(mkdir(seg, 0700), 0);
+    struct cuptimon_archive_stats st;
+    ck_assert_int_eq(count_chunks(dir, &st), 5);
+    ck_assert_uint_eq(st.bad_files, 1); /* NEWAPI */
+}
+END_TEST
+
+START_TEST(duplicated_segment_is_counted_once)
+{
+    /* A segment copied beside itself was read, and counted, twice. */
+    char dir[300], cmd[900];
+    session_dir(dir, sizeof dir, "dup");
+    write_real(dir, 0, 1u << 20); /* one chunk per segment */
+    snprintf(cmd, sizeof cmd, "cp '%s/seg-000003.cpt' '%s/seg-000003-copy.cpt'", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    struct cuptimon_archive_stats st;
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    ck_assert_uint_eq(st.duplicate_chunks, 1); /* NEWAPI */
+}
+END_TEST
+
+START_TEST(damaged_first_string_costs_only_itself)
+{
+    /* One bit in the first strings.bin entry lost every name after it. */
+    char dir[300], p[400];
+    session_dir(dir, sizeof dir, "str1");
+    write_real(dir, 0, 64u << 20);
+    snprintf(p, sizeof p, "%s/strings.bin", dir);
+    flip(p, CUPTIMON_STR_HDR_SIZE + CUPTIMON_STR_ENTRY_HDR + 3, 0x04);
+    struct cuptimon_archive_reader *r;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    struct strs st = {0};
+    ck_assert_int_eq(cuptimon__archive_strings(r, collect_str, &st), 0);
+    ck_assert_int_eq(st.n, 1);
+    ck_assert_str_eq(st.s[0], "_ZN2ns7add_oneEPfi");
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->corrupt_strings, 1);
+    cuptimon__archive_close(r);
+    /* Its length field damaged: the next entry is found by its CRC. */
+    flip(p, CUPTIMON_STR_HDR_SIZE + CUPTIMON_STR_ENTRY_HDR + 3, 0x04);
+    flip(p, CUPTIMON_STR_HDR_SIZE + 8, 0x01);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(cuptimon__archive_strings(r, collect_str, &st), 0);
+    ck_assert_int_eq(st.n, 1);
+    ck_assert_str_eq(st.s[0], "_ZN2ns7add_oneEPfi");
+    cuptimon__archive_close(r);
+}
+END_TEST
+
+START_TEST(session_without_meta_is_found_and_read)
+{
+    /* A missing or looping meta.json dropped the session without a word:
+     * it is found, its chunks are read, and the reason is reported. */
+    char dir[300], p[400];
+    session_dir(dir, sizeof dir, "nometa");
+    write_real(dir, 1, 64u << 20);
+    snprintf(p, sizeof p, "%s/meta.json", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    char **list;
+    ck_assert_int_eq(cuptimon__archive_find_sessions(tmpdir, &list), 0);
+    ck_assert_ptr_nonnull(list[0]);
+    ck_assert_str_eq(list[0], dir);
+    cuptimon__archive_free_list(list);
+    struct cuptimon_archive_stats st;
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    ck_assert_uint_eq(st.meta_damaged, 1); /* NEWAPI */
+    ck_assert_int_eq(symlink("meta.json", p), 0);
+    ck_assert_int_eq(count_chunks(dir, &st), 6);
+    struct cuptimon_archive_reader *r;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_ptr_null(cuptimon__archive_meta(r)); /* no CUPTI version known to the writer */
+    cuptimon__archive_close(r);
+    /* Segments name the CUPTI version meta.json gave the writer, so that a
+     * session without its meta.json is still decoded. */
+    session_dir(dir, sizeof dir, "20261203T124540Z-25339-1");
+    struct cuptimon_archive_writer *w;
+    ck_assert_int_eq(cuptimon__aw_open(dir, "{\"pid\":1,\"cupti_version\":130001}", 1u << 20, 0,
+                                       &w, NULL), 0);
+    cuptimon__aw_close(w);
+    snprintf(p, sizeof p, "%s/meta.json", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_ptr_nonnull(cuptimon__archive_meta(r));
+    ck_assert_str_eq(cuptimon__archive_meta(r), "{\"cupti_version\":130001,\"pid\":25339}\n");
+    cuptimon__archive_close(r);
+}
+END_TEST
+
+START_TEST(damaged_meta_is_salvaged)
+{
+    /* A meta.json that is not valid JSON lost the CUPTI version, and with
+     * it every record; the members that still parse are kept. */
+    static const char good[] = "{\n  \"pid\":25339,\n  \"hostname\":\"vm\",\n"
+                               "  \"exe\":\"\\\"pid\\\":7\",\n  \"cupti_version\":130001,\n"
+                               "  \"record_sizes\":{\n    \"10\":216\n  },\n  \"job\":{\n"
+                               "    \"rank\":\"3\"\n  }\n}\n";
+    struct cuptimon_archive_session as;
+    memset(&as, 0, sizeof as);
+    ck_assert_int_eq(cuptimon__archive_session_meta(&as, good), 0);
+    ck_assert_uint_eq(as.info.cupti_version, 130001);
+    /* A flipped byte between two members, and a file cut short. */
+    char bad[sizeof good];
+    memcpy(bad, good, sizeof good);
+    *strstr(bad, "\"vm\",") = '\x01';
+    ck_assert_int_lt(cuptimon__archive_session_meta(&as, bad), 0);
+    ck_assert_uint_eq(as.info.cupti_version, 130001);
+    ck_assert_uint_eq(as.info.pid, 25339);
+    ck_assert_int_eq(as.info.rank, 3);
+    ck_assert_uint_eq(as.record_sizes[10], 216);
+    ck_assert_int_eq(as.layout.version_known, 1);
+    memcpy(bad, good, sizeof good);
+    *strstr(bad, "  \"job\"") = '\0';
+    ck_assert_int_lt(cuptimon__archive_session_meta(&as, bad), 0);
+    ck_assert_uint_eq(as.info.cupti_version, 130001);
+    ck_assert_int_eq(as.info.rank, -1);
+    ck_assert_int_eq(cuptimon__archive_session_meta(&as, "[1]"), -EINVAL);
+    ck_assert_int_eq(cuptimon__archive_session_meta(&as, "garbage"), -EINVAL);
+    cuptimon__archive_session_clear(&as);
+}
+END_TEST
+
+struct reports {
+    int n[CUPTIMON_DAMAGE_KINDS];
+    uint64_t first_off[CUPTIMON_DAMAGE_KINDS];
+    char first_path[CUPTIMON_DAMAGE_KINDS][400];
+};
+
+static void on_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                      uint64_t offset, const char *what)
+{
+    struct reports *rp = ud;
+    ck_assert_int_lt(kind, CUPTIMON_DAMAGE_KINDS);
+    ck_assert(what[0] != '\0');
+    if (rp->n[kind]++ == 0) {
+        rp->first_off[kind] = offset;
+        snprintf(rp->first_path[kind], sizeof rp->first_path[0], "%s", path);
+    }
+}
+
+START_TEST(damage_is_reported_once_per_kind)
+{
+    char dir[300], seg[400];
+    session_dir(dir, sizeof dir, "report");
+    write_real(dir, 0, 64u << 20);
+    snprintf(seg, sizeof seg, "%s/seg-000000.cpt", dir);
+    /* Two damaged chunks (0 and 2), a torn tail, no meta.json. */
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    uint64_t at[6];
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(cuptimon__archive_next(r, &c), 1);
+        at[i] = c.offset;
+    }
+    cuptimon__archive_close(r);
+    flip(seg, (off_t)at[0] + 20, 0x01);
+    flip(seg, (off_t)at[2] + CUPTIMON_CHUNK_HDR_SIZE + 7, 0x01);
+    ck_assert_int_eq(truncate(seg, file_size(seg) - 10), 0);
+    char p[400];
+    snprintf(p, sizeof p, "%s/meta.json", dir);
+    unlink(p);
+    struct reports rp;
+    memset(&rp, 0, sizeof rp);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    cuptimon__archive_set_report(r, on_damage, &rp);
+    ck_assert_int_eq(rp.n[CUPTIMON_DAMAGE_META], 1);
+    ck_assert_str_eq(rp.first_path[CUPTIMON_DAMAGE_META], p);
+    int n = 0;
+    while (cuptimon__archive_next(r, &c) == 1)
+        n++;
+    ck_assert_int_eq(n, 3);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->corrupt_chunks, 2);
+    ck_assert_int_eq(rp.n[CUPTIMON_DAMAGE_CHUNK], 1);
+    ck_assert_uint_eq(rp.first_off[CUPTIMON_DAMAGE_CHUNK], at[0]);
+    ck_assert_str_eq(rp.first_path[CUPTIMON_DAMAGE_CHUNK], seg);
+    ck_assert_int_eq(rp.n[CUPTIMON_DAMAGE_TORN], 1);
+    ck_assert_uint_eq(rp.first_off[CUPTIMON_DAMAGE_TORN], at[5]);
+    ck_assert_int_eq(rp.n[CUPTIMON_DAMAGE_DUPLICATE], 0);
+    cuptimon__archive_close(r);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("archive");
@@ -405,6 +778,21 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, torn_strings_tail);
     tcase_add_test(t, find_sessions_and_errors);
     tcase_add_test(t, empty_session_is_not_torn);
+    suite_add_tcase(s, t);
+    /* A reader that blocks or crawls fails here rather than at 60 s. */
+    t = tcase_create("hostile");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 15);
+    tcase_add_test(t, fifos_are_refused_not_read);
+    tcase_add_test(t, sparse_segment_costs_what_it_holds);
+    tcase_add_test(t, shrinking_segment_is_a_torn_tail);
+    tcase_add_test(t, damaged_segment_header_costs_only_itself);
+    tcase_add_test(t, unusable_segment_skips_only_itself);
+    tcase_add_test(t, duplicated_segment_is_counted_once);
+    tcase_add_test(t, damaged_first_string_costs_only_itself);
+    tcase_add_test(t, session_without_meta_is_found_and_read);
+    tcase_add_test(t, damaged_meta_is_salvaged);
+    tcase_add_test(t, damage_is_reported_once_per_kind); /* NEWAPI */
     suite_add_tcase(s, t);
     return s;
 }
