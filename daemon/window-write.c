@@ -22,6 +22,7 @@
 #include "archive/strtab.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
+#include "log.h"
 #include "window-write.h"
 
 /* ---- a set of correlation ids -------------------------------------------- */
@@ -99,6 +100,19 @@ static int is_gpu(const struct cuptimon_ev *ev)
            ev->type == CUPTIMON_EV_MEMCPY_P2P || ev->type == CUPTIMON_EV_MEMSET;
 }
 
+/* Damage in a session's archive met while writing a window: logged (the
+ * reader reports the first of each kind per pass), the rest still read. */
+static void on_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                      uint64_t offset, const char *what)
+{
+    (void)ud;
+    (void)kind;
+    if (offset == UINT64_MAX)
+        log_warn("window", "%s: %s", path, what);
+    else
+        log_warn("window", "%s at byte %" PRIu64 ": %s", path, offset, what);
+}
+
 /* Calls fn for every event of the session's chunks inside the window's
  * chunk range. */
 static int each_event(struct wsession *s, int (*fn)(struct wsession *, const struct cuptimon_ev *,
@@ -110,6 +124,7 @@ static int each_event(struct wsession *s, int (*fn)(struct wsession *, const str
     int rc = cuptimon__archive_open(s->src->archive_dir, &r, err);
     if (rc < 0)
         return rc;
+    cuptimon__archive_set_report(r, on_damage, NULL);
     if (!s->loaded) {
         /* A meta.json that cannot be parsed leaves an unknown CUPTI
          * version: the session's records are then counted, not written.
