@@ -68,6 +68,7 @@ static const struct key keys[] = {
      "0 = no age cap"},
     {"retention_period_s", T_SECONDS, FIELD(retention_period_s), 1, 3600, 0, NULL},
     {"window_max_events", T_COUNT, FIELD(window_max_events), 1000, 1e12, 0, NULL},
+    {"control_idle_timeout_s", T_SECONDS, FIELD(control_idle_s), 1, 86400, 0, NULL},
     {"control_group", T_GROUP, FIELD(control_group), 0, 0, 0, NULL},
     {"log_level", T_LEVEL, FIELD(log_level), 0, 0, 0, NULL},
     {"shim_pool_slots", T_COUNT, FIELD(shim_pool_slots), 2, 4096, 0, NULL},
@@ -94,6 +95,7 @@ void cuptimon__config_defaults(struct cuptimon_config *c)
     c->archive_max_age_s = 7 * 86400;
     c->retention_period_s = 10.0;
     c->window_max_events = 50000000;
+    c->control_idle_s = 60.0;
     c->log_level = LOG_INFO;
     c->shim_pool_slots = 16;
     c->shim_slot_size = 4ull << 20;

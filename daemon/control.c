@@ -27,7 +27,9 @@
 
 struct ctl {
     struct conn *conn;
-    int refs;
+    int refs;               /* 1: the connection; +1 per reply it waits for */
+    int64_t last_ns;        /* when it last sent a request or got a reply */
+    struct ctl *prev, *next; /* d->ctls, while connected */
 };
 
 static void ctl_unref(struct ctl *c)
@@ -72,6 +74,8 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
      * for a new one when the daemon ran out of descriptors). */
     json_object_object_add(dm, "silent_connections_closed",
                            json_object_new_int64((int64_t)d->silent_closed));
+    json_object_object_add(dm, "idle_controls_closed",
+                           json_object_new_int64((int64_t)d->ctl_idle_closed));
     json_object_object_add(dm, "losses", lossreport_status(d, conn));
     json_object_object_add(o, "daemon", dm);
     /* Oldest first: the list is kept newest first. */
@@ -99,6 +103,7 @@ struct ctl_reply *ctl_reply_hold(struct conn *conn)
 void ctl_reply_send(struct ctl_reply *r, int ok, json_object *body)
 {
     struct ctl *c = (struct ctl *)r;
+    c->last_ns = unix_ns_now();
     if (c->conn)
         conn_send_json(c->conn, ok ? CUPTIMON_MSG_REPLY_OK : CUPTIMON_MSG_REPLY_ERROR, body);
     ctl_unref(c);
@@ -314,6 +319,7 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
                        int fd)
 {
     struct daemon *d = conn->d;
+    ((struct ctl *)conn->owner)->last_ns = unix_ns_now();
     if (fd >= 0)
         close(fd);
     if (h->type != CUPTIMON_MSG_CONTROL) {
@@ -360,8 +366,37 @@ out:
 static void on_ctl_close(struct conn *conn)
 {
     struct ctl *c = conn->owner;
+    struct daemon *d = conn->d;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (d->ctls == c)
+        d->ctls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
     c->conn = NULL;
     ctl_unref(c);
+}
+
+/* Every few seconds: a control connection that waits for no reply and has
+ * sent nothing for control_idle_timeout_s is closed, so that idle clients
+ * (anyone may connect) cannot hold the daemon's descriptors.  A client
+ * waiting on a flush or a window's end is never idle. */
+static void on_ctl_idle_timer(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    int64_t cutoff = unix_ns_now() - (int64_t)(d->cfg.control_idle_s * 1e9);
+    for (struct ctl *c = d->ctls, *next; c; c = next) {
+        next = c->next;
+        if (c->refs == 1 && c->conn && c->last_ns < cutoff) {
+            if (d->ctl_idle_closed++ % 1000 == 0)
+                log_info("control", "closed an idle control connection of uid %u pid %d "
+                         "(nothing asked for %.0f s; %" PRIu64 " so far)",
+                         (unsigned)c->conn->peer.uid, (int)c->conn->peer.pid,
+                         d->cfg.control_idle_s, d->ctl_idle_closed);
+            conn_close(c->conn);
+        }
+    }
 }
 
 static int is_operator(const struct daemon *d, const struct cuptimon_peer *peer)
@@ -405,6 +440,17 @@ void control_accept(struct daemon *d, int fd)
         close(fd);
         free(c);
         return;
+    }
+    c->last_ns = unix_ns_now();
+    c->next = d->ctls;
+    if (d->ctls)
+        d->ctls->prev = c;
+    d->ctls = c;
+    if (!d->ctl_idle_timer_on) {
+        uv_timer_init(d->loop, &d->ctl_idle_timer);
+        d->ctl_idle_timer.data = d;
+        uv_timer_start(&d->ctl_idle_timer, on_ctl_idle_timer, 1000, 1000);
+        d->ctl_idle_timer_on = 1;
     }
     c->conn->peer = peer;
     /* Operators (root, the daemon's user, the control group) see and steer

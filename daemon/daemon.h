@@ -137,6 +137,7 @@ struct daemon_config {
     int compress_level;
     double flush_timeout_s;
     uint64_t window_max_events;
+    double control_idle_s;
     long control_gid; /* members may control the daemon fully; -1: none */
     uint64_t max_pool_bytes;
     uint64_t max_sessions_per_user;
@@ -174,6 +175,10 @@ struct daemon {
     char archive_root[600];
     uint64_t refused_producers, refused_controls;
     uint64_t silent_closed; /* connections closed for sending no hello */
+    struct ctl *ctls;       /* open control connections (control.c) */
+    uv_timer_t ctl_idle_timer;
+    int ctl_idle_timer_on;
+    uint64_t ctl_idle_closed; /* control connections closed as idle */
     struct cuptimon_agg *agg; /* NULL when aggregation is off; set before the loop runs */
     struct lossreport *loss;  /* lossreport.c */
     uv_timer_t metrics_timer;

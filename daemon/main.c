@@ -286,6 +286,7 @@ static void use_config(struct daemon *d, const struct cuptimon_config *c)
     d->cfg.control_gid = c->has_control_gid ? (long)c->control_gid : -1;
     d->cfg.flush_timeout_s = c->flush_timeout_s;
     d->cfg.window_max_events = c->window_max_events;
+    d->cfg.control_idle_s = c->control_idle_s;
     d->cfg.max_pool_bytes = c->max_pool_bytes;
     d->cfg.max_sessions_per_user = c->max_sessions_per_user;
     d->archive_max_bytes = c->archive_max_bytes;
@@ -504,6 +505,8 @@ static void on_signal(uv_signal_t *h, int signum)
         uv_timer_stop(&d->watchdog);
     uv_timer_stop(&d->retention_timer);
     uv_timer_stop(&d->accept_timer);
+    if (d->ctl_idle_timer_on)
+        uv_timer_stop(&d->ctl_idle_timer);
     if (uv_is_active((uv_handle_t *)&d->metrics_timer)) {
         /* The processes are going: so do their metrics (a file left behind
          * would be exported as if they still ran). */

@@ -15,6 +15,7 @@ FAULT_TESTS = \
 	tests/fault/hostile-log-flood.sh \
 	tests/fault/conn-flood.sh \
 	tests/fault/user-caps.sh \
+	tests/fault/ctl-idle.sh \
 	tests/fault/disk-full.sh \
 	tests/fault/xfsz.sh \
 	tests/fault/readonly-output.sh \
