@@ -7,7 +7,8 @@
 # flows, one event per launch, bandwidths.  decode -o FILE.json.gz writes
 # gzip that holds the same trace.  The checker must also fail on the trace
 # cuptimon wrote on the H200 before the dialect (cuptimon-h200-before), so
-# that a checker which passes everything cannot pass for green.
+# that a checker which passes everything cannot pass for green, and pass
+# the one it wrote there after.
 . "$top_srcdir/tests/integration/lib.sh"
 REF=$top_srcdir/tests/data/kineto-ref/torch-2.11-h200.json.gz
 CHECK=$top_srcdir/tests/integration/kineto-check.py
@@ -18,6 +19,11 @@ if python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-befo
     fail "kineto-check.py passes the trace written before the dialect"
 fi
 grep -q "baseTimeNanoseconds" "$T/before.out" || fail "kineto-check.py failed the old trace for another reason: $(cat "$T/before.out")"
+# ... and pass the window trace cuptimon wrote on the H200 of the same steps
+# after it (cuptimon-h200-after: torch 2.11, CUDA 13.0; its launching
+# threads are pid 620 "python3" and 663 "pt_autograd_0").
+python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" ||
+    fail "kineto-check.py fails the H200 window trace written in Kineto's dialect"
 
 start_daemon --flush-period 0.3
 for r in 0 1; do
