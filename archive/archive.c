@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "archive.h"
+#include "hash.h"
 #include "cuptimon-proto.h"
 #include "json-get.h"
 #include "proto/util.h"
@@ -821,19 +822,10 @@ int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
 
 /* ---- segments ---------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 static size_t seen_slot(const struct seen_set *s, const struct seen_key *k)
 {
-    uint64_t hash = mix64(k->index ^ mix64(k->cupti_ts ^ mix64(k->stored_size ^ k->payload_crc)));
+    uint64_t hash = cuptimon__mix64(k->index ^ cuptimon__mix64(k->cupti_ts ^ cuptimon__mix64(k->stored_size ^ k->payload_crc)));
     size_t i = (size_t)hash;
 
     for (i &= s->cap - 1;; i = (i + 1) & (s->cap - 1)) {

@@ -14,7 +14,7 @@ archive_libcuptimon_archive_la_SOURCES = \
 	archive/demangle.c archive/demangle.h \
 	archive/json-get.c archive/json-get.h \
 	archive/session.c archive/session.h \
-	archive/cbid.h \
+	archive/cbid.h archive/hash.h \
 	archive/trace.c archive/trace.h \
 	archive/summary.c archive/summary.h \
 	archive/utf8.c archive/utf8.h

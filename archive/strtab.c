@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "strtab.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -26,17 +27,6 @@ struct cuptimon_strtab {
     uint64_t refused;
 };
 
-/* splitmix64's finaliser: pointer values differ mostly in their middle
- * bits and are 16-byte aligned, so the low bits alone hash badly. */
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 int cuptimon__strtab_new(const struct cuptimon_strtab_limits *lim, struct cuptimon_strtab **out)
 {
@@ -77,7 +67,7 @@ void cuptimon__strtab_free(struct cuptimon_strtab *t)
 static struct slot *find(const struct cuptimon_strtab *t, uint64_t key)
 {
     size_t mask = t->cap - 1;
-    size_t i = (size_t)mix64(key) & mask;
+    size_t i = (size_t)cuptimon__mix64(key) & mask;
 
     for (;;) {
         struct slot *s = &t->slots[i];

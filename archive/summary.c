@@ -265,11 +265,6 @@ static char *resolve(const struct sproc *sp, uint64_t ptr)
     return strdup(s);
 }
 
-static json_object *u64j(uint64_t v)
-{
-    return json_object_new_uint64(v);
-}
-
 static json_object *kernels_json(struct cuptimon_summary *s, unsigned top_n)
 {
     json_object *k = json_object_new_object(), *top = json_object_new_array();
@@ -319,24 +314,24 @@ static json_object *kernels_json(struct cuptimon_summary *s, unsigned top_n)
         if (e == NULL)
             break;
         json_object_object_add(e, "name", json_object_new_string(v[i].name));
-        json_object_object_add(e, "count", u64j(v[i].count));
-        json_object_object_add(e, "total_ns", u64j(v[i].total));
-        json_object_object_add(e, "mean_ns", u64j(v[i].total / v[i].count));
-        json_object_object_add(e, "min_ns", u64j(v[i].min));
-        json_object_object_add(e, "max_ns", u64j(v[i].max));
+        json_object_object_add(e, "count", json_object_new_uint64(v[i].count));
+        json_object_object_add(e, "total_ns", json_object_new_uint64(v[i].total));
+        json_object_object_add(e, "mean_ns", json_object_new_uint64(v[i].total / v[i].count));
+        json_object_object_add(e, "min_ns", json_object_new_uint64(v[i].min));
+        json_object_object_add(e, "max_ns", json_object_new_uint64(v[i].max));
         json_object_array_add(top, e);
     }
     for (size_t i = 0; i < m; i++)
         free(v[i].name);
     free(v);
 
-    json_object_object_add(k, "count", u64j(s->kernels));
-    json_object_object_add(k, "total_ns", u64j(s->kernel_ns));
-    json_object_object_add(k, "mean_ns", u64j(s->kernels ? s->kernel_ns / s->kernels : 0));
-    json_object_object_add(k, "distinct", u64j(m));
+    json_object_object_add(k, "count", json_object_new_uint64(s->kernels));
+    json_object_object_add(k, "total_ns", json_object_new_uint64(s->kernel_ns));
+    json_object_object_add(k, "mean_ns", json_object_new_uint64(s->kernels ? s->kernel_ns / s->kernels : 0));
+    json_object_object_add(k, "distinct", json_object_new_uint64(m));
     if (s->other_kernels) {
-        json_object_object_add(k, "not_aggregated_count", u64j(s->other_kernels));
-        json_object_object_add(k, "not_aggregated_ns", u64j(s->other_kernel_ns));
+        json_object_object_add(k, "not_aggregated_count", json_object_new_uint64(s->other_kernels));
+        json_object_object_add(k, "not_aggregated_ns", json_object_new_uint64(s->other_kernel_ns));
     }
     json_object_object_add(k, "top", top);
     return k;
@@ -359,27 +354,27 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
         return NULL;
     }
     for (unsigned t = 1; t < CUPTIMON_EV_TYPES; t++)
-        json_object_object_add(rec, cuptimon__ev_type_name(t), u64j(s->by_type[t]));
+        json_object_object_add(rec, cuptimon__ev_type_name(t), json_object_new_uint64(s->by_type[t]));
     json_object_object_add(o, "records", rec);
-    json_object_object_add(gpu, "kernel", u64j(s->gpu_ns[CUPTIMON_EV_KERNEL]));
+    json_object_object_add(gpu, "kernel", json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_KERNEL]));
     json_object_object_add(gpu, "memcpy",
-                           u64j(s->gpu_ns[CUPTIMON_EV_MEMCPY] + s->gpu_ns[CUPTIMON_EV_MEMCPY_P2P]));
-    json_object_object_add(gpu, "memset", u64j(s->gpu_ns[CUPTIMON_EV_MEMSET]));
+                           json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_MEMCPY] + s->gpu_ns[CUPTIMON_EV_MEMCPY_P2P]));
+    json_object_object_add(gpu, "memset", json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_MEMSET]));
     json_object_object_add(o, "gpu_time_ns", gpu);
     kern = kernels_json(s, top_n);
     if (kern != NULL)
         json_object_object_add(o, "kernels", kern);
-    json_object_object_add(o, "dropped_records", u64j(s->dropped));
+    json_object_object_add(o, "dropped_records", json_object_new_uint64(s->dropped));
 
-    json_object_object_add(und, "bytes", u64j(s->dec.undecodable_bytes));
-    json_object_object_add(und, "decoded_bytes", u64j(s->dec.decoded_bytes));
-    json_object_object_add(und, "buffers", u64j(s->dec.buffers));
-    json_object_object_add(und, "unsupported_records", u64j(s->dec.skipped_unsupported));
-    json_object_object_add(und, "unknown_layout_records", u64j(s->dec.skipped_bad_layout));
-    json_object_object_add(und, "unknown_version_records", u64j(s->dec.skipped_bad_version));
-    json_object_object_add(und, "unknown_kind_stops", u64j(s->dec.unknown_kind_stops));
-    json_object_object_add(und, "truncated_buffers", u64j(s->dec.truncated));
-    json_object_object_add(und, "end_before_start", u64j(s->bad_times));
+    json_object_object_add(und, "bytes", json_object_new_uint64(s->dec.undecodable_bytes));
+    json_object_object_add(und, "decoded_bytes", json_object_new_uint64(s->dec.decoded_bytes));
+    json_object_object_add(und, "buffers", json_object_new_uint64(s->dec.buffers));
+    json_object_object_add(und, "unsupported_records", json_object_new_uint64(s->dec.skipped_unsupported));
+    json_object_object_add(und, "unknown_layout_records", json_object_new_uint64(s->dec.skipped_bad_layout));
+    json_object_object_add(und, "unknown_version_records", json_object_new_uint64(s->dec.skipped_bad_version));
+    json_object_object_add(und, "unknown_kind_stops", json_object_new_uint64(s->dec.unknown_kind_stops));
+    json_object_object_add(und, "truncated_buffers", json_object_new_uint64(s->dec.truncated));
+    json_object_object_add(und, "end_before_start", json_object_new_uint64(s->bad_times));
     skipped = json_object_new_object();
     if (skipped != NULL) {
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
@@ -392,7 +387,7 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
                 snprintf(key, sizeof(key), "kind_%u", k);
                 kn = key;
             }
-            json_object_object_add(skipped, kn, u64j(s->dec.skipped_by_kind[k]));
+            json_object_object_add(skipped, kn, json_object_new_uint64(s->dec.skipped_by_kind[k]));
         }
         json_object_object_add(und, "skipped_by_kind", skipped);
     }
@@ -412,9 +407,9 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
             json_object_object_add(p, "rank", json_object_new_int64(sp->info.rank));
         if (sp->info.world_size >= 0)
             json_object_object_add(p, "world_size", json_object_new_int64(sp->info.world_size));
-        json_object_object_add(p, "records", u64j(sp->records));
-        json_object_object_add(p, "kernels", u64j(sp->kernels));
-        json_object_object_add(p, "kernel_ns", u64j(sp->kernel_ns));
+        json_object_object_add(p, "records", json_object_new_uint64(sp->records));
+        json_object_object_add(p, "kernels", json_object_new_uint64(sp->kernels));
+        json_object_object_add(p, "kernel_ns", json_object_new_uint64(sp->kernel_ns));
         json_object_array_add(procs, p);
     }
     json_object_object_add(o, "processes", procs);

@@ -243,11 +243,6 @@ static uint64_t first_time(struct session *s)
     return best;
 }
 
-static json_object *u64j(uint64_t v)
-{
-    return json_object_new_uint64(v);
-}
-
 static json_object *session_json(const struct session *s)
 {
     json_object *o = json_object_new_object();
@@ -258,23 +253,23 @@ static json_object *session_json(const struct session *s)
     json_object_object_add(o, "pid", json_object_new_int64(s->as.info.pid));
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->as.info.cupti_version));
     json_object_object_add(o, "version_known", json_object_new_boolean(s->as.layout.version_known));
-    json_object_object_add(o, "chunks", u64j(s->ast.chunks));
-    json_object_object_add(o, "segments", u64j(s->ast.segments));
-    json_object_object_add(o, "bytes_raw", u64j(s->ast.bytes_raw));
-    json_object_object_add(o, "corrupt_chunks", u64j(s->ast.corrupt_chunks));
-    json_object_object_add(o, "torn_tails", u64j(s->ast.torn_tails));
-    json_object_object_add(o, "skipped_bytes", u64j(s->ast.skipped_bytes));
-    json_object_object_add(o, "strings", u64j(s->ast.strings));
-    json_object_object_add(o, "corrupt_strings", u64j(s->ast.corrupt_strings));
-    json_object_object_add(o, "bad_files", u64j(s->ast.bad_files));
-    json_object_object_add(o, "bad_segment_headers", u64j(s->ast.bad_seg_headers));
-    json_object_object_add(o, "duplicate_chunks", u64j(s->ast.duplicate_chunks));
+    json_object_object_add(o, "chunks", json_object_new_uint64(s->ast.chunks));
+    json_object_object_add(o, "segments", json_object_new_uint64(s->ast.segments));
+    json_object_object_add(o, "bytes_raw", json_object_new_uint64(s->ast.bytes_raw));
+    json_object_object_add(o, "corrupt_chunks", json_object_new_uint64(s->ast.corrupt_chunks));
+    json_object_object_add(o, "torn_tails", json_object_new_uint64(s->ast.torn_tails));
+    json_object_object_add(o, "skipped_bytes", json_object_new_uint64(s->ast.skipped_bytes));
+    json_object_object_add(o, "strings", json_object_new_uint64(s->ast.strings));
+    json_object_object_add(o, "corrupt_strings", json_object_new_uint64(s->ast.corrupt_strings));
+    json_object_object_add(o, "bad_files", json_object_new_uint64(s->ast.bad_files));
+    json_object_object_add(o, "bad_segment_headers", json_object_new_uint64(s->ast.bad_seg_headers));
+    json_object_object_add(o, "duplicate_chunks", json_object_new_uint64(s->ast.duplicate_chunks));
     json_object_object_add(o, "meta_damaged",
                            json_object_new_boolean(s->ast.meta_damaged || s->meta_rc < 0));
-    json_object_object_add(o, "records_decoded", u64j(s->dec.records));
-    json_object_object_add(o, "records_kept", u64j(s->kept));
-    json_object_object_add(o, "undecodable_bytes", u64j(s->dec.undecodable_bytes));
-    json_object_object_add(o, "dropped_records", u64j(s->dropped));
+    json_object_object_add(o, "records_decoded", json_object_new_uint64(s->dec.records));
+    json_object_object_add(o, "records_kept", json_object_new_uint64(s->kept));
+    json_object_object_add(o, "undecodable_bytes", json_object_new_uint64(s->dec.undecodable_bytes));
+    json_object_object_add(o, "dropped_records", json_object_new_uint64(s->dropped));
     return o;
 }
 
@@ -559,9 +554,9 @@ static int decode_main(int argc, char **argv)
     json_object_object_add(extra, "sessions", json_object_get(jsess));
     if (from || to) {
         json_object *rg = json_object_new_object();
-        json_object_object_add(rg, "from_unix_ns", u64j(from));
+        json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(from));
         if (to)
-            json_object_object_add(rg, "to_unix_ns", u64j(to));
+            json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(to));
         json_object_object_add(extra, "range", rg);
     }
     rc = cuptimon__trace_finish(tr, extra);

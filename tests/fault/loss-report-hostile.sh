@@ -9,11 +9,7 @@
 # bounded, and show each user only their own row.  A loss directory that
 # someone else made is not used at all.  Needs root (to act as 'nobody').
 . "$top_srcdir/tests/fault/fault-lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root to act as a second user"
-command -v setpriv >/dev/null || skip "no setpriv"
-chmod 755 "$T"
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-as_nobody test -x "$CTL" || skip "the build tree is not readable by nobody"
+need_nobody
 
 start_daemon
 L=$T/lost

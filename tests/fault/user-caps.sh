@@ -7,11 +7,7 @@
 # one of theirs is let in again.  Pools larger than max_pool_bytes are
 # refused by hostile.sh (hello-geometry).
 . "$top_srcdir/tests/fault/fault-lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root to act as a second user"
-command -v setpriv >/dev/null || skip "no setpriv"
-chmod 755 "$T"
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-as_nobody test -r "$SHIM" -a -x "$WORKLOAD" || skip "the build tree is not readable by nobody"
+need_nobody
 
 echo '{"max_sessions_per_user": 3}' >"$T/caps.conf"
 start_daemon --config "$T/caps.conf"

@@ -8,13 +8,9 @@
 # operator by being in the daemon's control_group; root is held to the
 # same rule for other users' files.  Needs root and setpriv.
 . "$top_srcdir/tests/fault/fault-lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root to act as a second user"
-command -v setpriv >/dev/null || skip "no setpriv"
+need_nobody
 group=$(getent group 65534 | cut -d: -f1)
 [ -n "$group" ] || skip "no group 65534 to make nobody an operator with"
-chmod 755 "$T"
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-as_nobody test -x "$CTL" || skip "the build tree is not readable by nobody"
 
 start_daemon --control-group "$group" --flush-period 0.2
 

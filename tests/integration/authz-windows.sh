@@ -10,11 +10,7 @@
 # the uid of every process.  Runs the second user as 'nobody' (needs root
 # and setpriv).
 . "$top_srcdir/tests/integration/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to act as a second user"; exit 77; }
-command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
-chmod 755 "$T"
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-as_nobody test -r "$SHIM" -a -x "$WORKLOAD" || { echo "SKIP: the build tree is not readable by nobody"; exit 77; }
+need_nobody
 nctl() { as_nobody "$CTL" --control-socket "$CUPTIMON_CONTROL_SOCKET" "$@"; }
 PIDS=
 stop_all() {

@@ -4,12 +4,7 @@
 # processes only; asking for someone else's is refused with a reason and
 # logged.  Runs the unprivileged side as 'nobody' (needs root and setpriv).
 . "$top_srcdir/tests/integration/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to act as a second user"; exit 77; }
-command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
-chmod 755 "$T"
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-# The build tree must be readable by nobody for its half of the test.
-as_nobody test -r "$SHIM" -a -x "$WORKLOAD" || { echo "SKIP: the build tree is not readable by nobody"; exit 77; }
+need_nobody
 
 start_daemon
 # Root's process has a label and a kernel name of its own: neither may reach

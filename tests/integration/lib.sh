@@ -40,6 +40,20 @@ ctl() {
     "$CTL" --control-socket "$CUPTIMON_CONTROL_SOCKET" "$@"
 }
 
+# as_nobody CMD...: runs CMD as the tests' second user, 'nobody'.
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+
+# need_nobody: skips the test (exit 77, saying why) unless it can act as
+# 'nobody' (root, setpriv) and nobody can run the build tree's shim,
+# workload and cuptimonctl; makes $T reachable for nobody.
+need_nobody() {
+    [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to act as a second user"; exit 77; }
+    command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
+    chmod 755 "$T"
+    as_nobody test -r "$SHIM" -a -x "$WORKLOAD" -a -x "$CTL" ||
+        { echo "SKIP: the build tree is not readable by nobody"; exit 77; }
+}
+
 # start_daemon [ARGS...]: starts cuptimond in the background and waits
 # until its control socket answers.
 start_daemon() {
