@@ -9,7 +9,13 @@ check_PROGRAMS += bench/bench-archive
 bench_bench_archive_SOURCES = bench/bench-archive.c
 bench_bench_archive_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
 bench_bench_archive_LDADD = $(ARCHIVE_LIBS)
-EXTRA_DIST += bench/handoff.sh
+# A producer that replays a real H200 buffer over the protocol: cheap enough
+# that many of them reach the daemon's own limit on two cores.
+check_PROGRAMS += bench/replay-producer
+bench_replay_producer_SOURCES = bench/replay-producer.c
+bench_replay_producer_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS)
+bench_replay_producer_LDADD = $(ARCHIVE_LIBS)
+EXTRA_DIST += bench/handoff.sh bench/node-scale.sh
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
 bench-archive: bench/bench-archive$(EXEEXT)
@@ -18,5 +24,8 @@ bench-archive: bench/bench-archive$(EXEEXT)
 bench-handoff: all $(check_PROGRAMS) $(check_LTLIBRARIES)
 	top_builddir='$(abs_top_builddir)' $(SHELL) $(top_srcdir)/bench/handoff.sh $(BENCH_HANDOFF_ARGS)
 
-bench: bench-archive bench-decode bench-handoff
-.PHONY: bench bench-archive bench-handoff
+bench-node: all $(check_PROGRAMS)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/node-scale.sh $(BENCH_NODE_ARGS)
+
+bench: bench-archive bench-decode bench-handoff bench-node
+.PHONY: bench bench-archive bench-handoff bench-node

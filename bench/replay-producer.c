@@ -1,0 +1,288 @@
+/*
+ * replay-producer: a producer that costs almost nothing itself, for
+ * measuring the daemon at node scale (issue 20).  It speaks the shim's
+ * protocol to the producer socket (hello with a sealed memfd pool, then
+ * BUFFER_READY / BUFFER_RELEASE), with every slot holding a real CUPTI
+ * buffer from the H200 (tests/data/cupti-13.0-h200), announced at a
+ * given record rate.  The daemon cannot tell it from a shim: it reads,
+ * archives and aggregates the same bytes.  Where a buffer is due and every
+ * slot is still held by the daemon, its records count as dropped, as CUPTI
+ * drops records when the shim has no buffer to give (the job never waits).
+ *
+ * usage: replay-producer --socket PATH --buffer FILE.bin.zst --records N
+ *                        [--rate R] [--slots S] [--report FILE]
+ * Prints (or writes) one JSON line: records_sent, records_dropped, buffers,
+ * wall_s.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "archive/decode.h"
+#include "cuptimon-proto.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint8_t *load_zst(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "replay-producer: %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *z = malloc((size_t)n);
+    if (!z || fread(z, 1, (size_t)n, f) != (size_t)n)
+        exit(2);
+    fclose(f);
+    unsigned long long raw = ZSTD_getFrameContentSize(z, (size_t)n);
+    uint8_t *out = raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN
+                       ? malloc(raw) : NULL;
+    if (!out || ZSTD_isError(ZSTD_decompress(out, raw, z, (size_t)n))) {
+        fprintf(stderr, "replay-producer: %s is not a zstd frame of known size\n", path);
+        exit(2);
+    }
+    free(z);
+    *len = raw;
+    return out;
+}
+
+/* Sends one frame, with fd passed when fd >= 0. */
+static int send_frame(int sock, uint16_t type, const void *body, size_t len, int fd)
+{
+    struct cuptimon_buf b = {0};
+    if (cuptimon__frame_append(&b, type, body, len) < 0)
+        return -ENOMEM;
+    struct iovec iov = {.iov_base = b.data, .iov_len = b.len};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof cbuf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    size_t off = 0;
+    int rc = 0;
+    while (off < b.len) {
+        iov.iov_base = b.data + off;
+        iov.iov_len = b.len - off;
+        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        off += (size_t)n;
+        mh.msg_control = NULL;
+        mh.msg_controllen = 0;
+    }
+    cuptimon__buf_free(&b);
+    return rc;
+}
+
+/* Reads what the socket has into in; returns 0, or -1 at EOF or error. */
+static int read_some(int sock, struct cuptimon_buf *in)
+{
+    if (cuptimon__buf_reserve(in, 65536) < 0)
+        return -1;
+    ssize_t n = recv(sock, in->data + in->len, 65536, MSG_DONTWAIT);
+    if (n == 0)
+        return -1;
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    in->len += (size_t)n;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'}, {"buffer", required_argument, NULL, 'b'},
+        {"records", required_argument, NULL, 'n'}, {"rate", required_argument, NULL, 'r'},
+        {"slots", required_argument, NULL, 'S'},  {"report", required_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *sock_path = NULL, *buf_path = NULL, *report = NULL;
+    double rate = 0;
+    uint64_t want = 100000;
+    unsigned slots = 16;
+    int c;
+    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sock_path = optarg; break;
+        case 'b': buf_path = optarg; break;
+        case 'n': want = strtoull(optarg, NULL, 10); break;
+        case 'r': rate = atof(optarg); break;
+        case 'S': slots = (unsigned)atoi(optarg); break;
+        case 'o': report = optarg; break;
+        default:
+            fprintf(stderr, "usage: replay-producer --socket PATH --buffer FILE.bin.zst "
+                            "--records N [--rate R] [--slots S] [--report FILE]\n");
+            return 2;
+        }
+    }
+    if (!sock_path || !buf_path || slots < 2 || slots > 4096) {
+        fprintf(stderr, "replay-producer: --socket and --buffer are needed; --slots 2..4096\n");
+        return 2;
+    }
+    size_t len;
+    uint8_t *buf = load_zst(buf_path, &len);
+    /* The records of one buffer, walked as the shim does. */
+    struct cuptimon_layout l;
+    struct cuptimon_decode_stats ds = {0};
+    struct cuptimon_walk w;
+    struct cuptimon_ev ev;
+    cuptimon__layout_init(&l, 130001, NULL);
+    cuptimon__walk_begin(&w, &l, buf, len, &ds);
+    while (cuptimon__walk_next(&w, &ev))
+        ;
+    uint64_t per_buf = ds.records ? ds.records : 1;
+    uint64_t slot_size = (len + 4095) & ~(uint64_t)4095;
+
+    int mfd = memfd_create("replay-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0 || ftruncate(mfd, (off_t)(slots * slot_size)) < 0 ||
+        fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+        perror("replay-producer: pool");
+        return 1;
+    }
+    uint8_t *pool = mmap(NULL, slots * slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (pool == MAP_FAILED) {
+        perror("replay-producer: mmap");
+        return 1;
+    }
+    for (unsigned i = 0; i < slots; i++)
+        memcpy(pool + i * slot_size, buf, len);
+
+    int sock = cuptimon__connect(sock_path, 0);
+    if (sock < 0) {
+        fprintf(stderr, "replay-producer: %s: %s\n", sock_path, strerror(-sock));
+        return 1;
+    }
+    char hello[1024];
+    snprintf(hello, sizeof hello,
+             "{\"pid\":%ld,\"uid\":%u,\"hostname\":\"bench\",\"exe\":\"replay-producer\","
+             "\"cupti_version\":130001,\"record_sizes\":{\"10\":216,\"1\":96,\"2\":88,\"4\":40,"
+             "\"5\":40},\"job\":{\"label\":\"replay\"},"
+             "\"pool\":{\"slots\":%u,\"slot_size\":%" PRIu64 "}}",
+             (long)getpid(), (unsigned)getuid(), slots, slot_size);
+    if (send_frame(sock, CUPTIMON_MSG_HELLO, hello, strlen(hello), mfd) < 0) {
+        perror("replay-producer: hello");
+        return 1;
+    }
+    close(mfd);
+
+    uint8_t *held = calloc(slots, 1);
+    struct cuptimon_buf in = {0};
+    uint64_t sent = 0, dropped = 0, seq = 0, buffers = 0;
+    unsigned outstanding = 0;
+    int acked = 0, dead = 0;
+    double t0 = now_s(), next_due = t0;
+    double period = rate > 0 ? (double)per_buf / rate : 0;
+    while (!dead && (sent + dropped < want || outstanding > 0)) {
+        double t = now_s();
+        while (acked && sent + dropped < want && (period == 0 || t >= next_due)) {
+            unsigned s = 0;
+            while (s < slots && held[s])
+                s++;
+            if (s == slots) {
+                if (period == 0)
+                    break; /* as fast as possible: wait for a release */
+                dropped += per_buf; /* CUPTI would drop: no buffer to give */
+            } else {
+                struct cuptimon_buffer_ready m = {.slot = s,
+                                                  .valid_size = len,
+                                                  .cupti_ts = realtime_ns(),
+                                                  .realtime_ns = realtime_ns(),
+                                                  .seq = seq++,
+                                                  .records = per_buf};
+                uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
+                cuptimon__buffer_ready_encode(body, &m);
+                if (send_frame(sock, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, -1) < 0) {
+                    dead = 1;
+                    break;
+                }
+                held[s] = 1;
+                outstanding++;
+                sent += per_buf;
+                buffers++;
+            }
+            next_due += period;
+        }
+        int wait_ms = period > 0 ? (int)((next_due - now_s()) * 1000) : 100;
+        struct pollfd p = {.fd = sock, .events = POLLIN};
+        if (poll(&p, 1, wait_ms < 0 ? 0 : wait_ms > 100 ? 100 : wait_ms) > 0 &&
+            read_some(sock, &in) < 0)
+            dead = 1;
+        struct cuptimon_msg_hdr h;
+        while (cuptimon__frame_parse(in.data, in.len, &h) == 0) {
+            const uint8_t *body = in.data + CUPTIMON_MSG_HDR_SIZE;
+            struct cuptimon_buffer_release r;
+            if (h.type == CUPTIMON_MSG_HELLO_ACK) {
+                acked = 1;
+                next_due = now_s();
+            } else if (h.type == CUPTIMON_MSG_BUFFER_RELEASE &&
+                       cuptimon__buffer_release_decode(body, h.length, &r) == 0 &&
+                       r.slot < slots && held[r.slot]) {
+                held[r.slot] = 0;
+                outstanding--;
+            } else if (h.type == CUPTIMON_MSG_FLUSH) {
+                /* Nothing held back: answer at once, as a shim would. */
+                struct cuptimon_flush f;
+                if (cuptimon__flush_decode(body, h.length, &f) == 0) {
+                    struct cuptimon_flush_done d = {.flush_id = f.flush_id};
+                    uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
+                    cuptimon__flush_done_encode(out, &d);
+                    send_frame(sock, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out, -1);
+                }
+            } else if (h.type == CUPTIMON_MSG_REPLY_ERROR) {
+                fprintf(stderr, "replay-producer: refused: %.*s\n", (int)h.length, body);
+                dead = 1;
+            }
+            cuptimon__buf_consume(&in, CUPTIMON_MSG_HDR_SIZE + h.length);
+        }
+    }
+    send_frame(sock, CUPTIMON_MSG_BYE, NULL, 0, -1);
+    close(sock);
+    double wall = now_s() - t0;
+    FILE *f = report ? fopen(report, "w") : stdout;
+    if (!f)
+        f = stdout;
+    fprintf(f, "{\"records_sent\":%" PRIu64 ",\"records_dropped\":%" PRIu64 ",\"buffers\":%" PRIu64
+               ",\"records_per_buffer\":%" PRIu64 ",\"wall_s\":%.3f,\"failed\":%s}\n",
+            sent, dropped, buffers, per_buf, wall, dead ? "true" : "false");
+    if (f != stdout)
+        fclose(f);
+    return dead ? 1 : 0;
+}
