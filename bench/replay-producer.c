@@ -11,6 +11,7 @@
  *
  * usage: replay-producer --socket PATH --buffer FILE.bin.zst --records N
  *                        [--rate R] [--slots S] [--report FILE]
+ *                        [--sparse --slot-size Z]   (a pool of holes, Z-byte slots)
  * Prints (or writes) one JSON line: records_sent, records_dropped, buffers,
  * wall_s.
  */
@@ -132,14 +133,16 @@ int main(int argc, char **argv)
         {"socket", required_argument, NULL, 's'}, {"buffer", required_argument, NULL, 'b'},
         {"records", required_argument, NULL, 'n'}, {"rate", required_argument, NULL, 'r'},
         {"slots", required_argument, NULL, 'S'},  {"report", required_argument, NULL, 'o'},
+        {"slot-size", required_argument, NULL, 'Z'}, {"sparse", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *sock_path = NULL, *buf_path = NULL, *report = NULL;
     double rate = 0;
     uint64_t want = 100000;
     unsigned slots = 16;
-    int c;
-    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:", opts, NULL)) != -1) {
+    uint64_t want_slot = 0;
+    int sparse = 0, c;
+    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:P", opts, NULL)) != -1) {
         switch (c) {
         case 's': sock_path = optarg; break;
         case 'b': buf_path = optarg; break;
@@ -147,6 +150,8 @@ int main(int argc, char **argv)
         case 'r': rate = atof(optarg); break;
         case 'S': slots = (unsigned)atoi(optarg); break;
         case 'o': report = optarg; break;
+        case 'Z': want_slot = strtoull(optarg, NULL, 10); break;
+        case 'P': sparse = 1; break;
         default:
             fprintf(stderr, "usage: replay-producer --socket PATH --buffer FILE.bin.zst "
                             "--records N [--rate R] [--slots S] [--report FILE]\n");
@@ -170,6 +175,14 @@ int main(int argc, char **argv)
         ;
     uint64_t per_buf = ds.records ? ds.records : 1;
     uint64_t slot_size = (len + 4095) & ~(uint64_t)4095;
+    /* --sparse --slot-size Z: a hostile producer's pool, never written
+     * (all holes), every byte of each slot announced: what a sparse pool
+     * costs the daemon and the producers beside it. */
+    if (sparse && want_slot >= 4096) {
+        slot_size = (want_slot + 4095) & ~(uint64_t)4095;
+        len = slot_size;
+        per_buf = 1;
+    }
 
     int mfd = memfd_create("replay-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mfd < 0 || ftruncate(mfd, (off_t)(slots * slot_size)) < 0 ||
@@ -182,7 +195,7 @@ int main(int argc, char **argv)
         perror("replay-producer: mmap");
         return 1;
     }
-    for (unsigned i = 0; i < slots; i++)
+    for (unsigned i = 0; i < slots && !sparse; i++)
         memcpy(pool + i * slot_size, buf, len);
 
     int sock = cuptimon__connect(sock_path, 0);

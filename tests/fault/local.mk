@@ -16,6 +16,7 @@ FAULT_TESTS = \
 	tests/fault/conn-flood.sh \
 	tests/fault/user-caps.sh \
 	tests/fault/ctl-idle.sh \
+	tests/fault/fair-workers.sh \
 	tests/fault/disk-full.sh \
 	tests/fault/xfsz.sh \
 	tests/fault/readonly-output.sh \

@@ -48,8 +48,11 @@ def test_window_by_pid(daemon, workload):
 
 
 def test_trace_window_by_label_with_output(daemon, workload, tmp_path):
-    a = workload("--kernels", 60000, "--rate", 20000, env={"CUPTIMON_LABEL": "pytest-a"})
-    b = workload("--kernels", 60000, "--rate", 20000, env={"CUPTIMON_LABEL": "pytest-b"})
+    # They linger, so that a loaded machine's slow start still finds them.
+    a = workload("--kernels", 60000, "--rate", 20000, "--linger-ms", 5000,
+                 env={"CUPTIMON_LABEL": "pytest-a"})
+    b = workload("--kernels", 60000, "--rate", 20000, "--linger-ms", 5000,
+                 env={"CUPTIMON_LABEL": "pytest-b"})
     assert wait_for(lambda: session_of(daemon, a.pid) and session_of(daemon, b.pid), 10)
     out = tmp_path / "label-window.json"
     with cuptimon.trace_window(label="pytest-a", output=str(out),
