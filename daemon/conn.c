@@ -119,6 +119,8 @@ static void on_poll(uv_poll_t *p, int status, int events)
                 if (c->pending_fd >= 0)
                     close(c->pending_fd);
                 c->pending_fd = fd;
+            } else if (fd == -EMFILE) {
+                c->fd_lost = 1; /* the hello says so, not "carried no fd" */
             }
             if (n == -EAGAIN)
                 break;

@@ -33,6 +33,7 @@ struct conn {
     int write_dead; /* the peer stopped reading (EPIPE...): read what it sent, then close */
     int accept_fd;   /* an fd may still arrive (before the hello) */
     int pending_fd;  /* received with the bytes now in `in` */
+    int fd_lost;     /* an fd was sent, but we had no descriptor for it */
     int watching;    /* current uv_poll events */
     struct cuptimon_peer peer;
     int restricted; /* control: this peer may see and act on its own uid's sessions only */

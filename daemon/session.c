@@ -456,6 +456,11 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         snprintf(why, sizeof why, "the hello is not a JSON object");
         goto refuse;
     }
+    if (fd < 0 && s->conn && s->conn->fd_lost) {
+        snprintf(why, sizeof why, "the daemon is out of file descriptors and could not take the "
+                 "pool fd (EMFILE); the shim tries again");
+        goto refuse;
+    }
     if (fd < 0) {
         snprintf(why, sizeof why, "the hello carried no pool fd");
         goto refuse;

@@ -233,7 +233,9 @@ ssize_t cuptimon__send_fd(int sock, const void *buf, size_t len, int fd);
  * recvmsg into buf.  At most one fd is accepted into *fd_out when fd_out is
  * not NULL (else *fd_out = -1); every other received fd is closed at once,
  * and *extra_fds (when not NULL) is set to how many (a lower bound when the
- * kernel truncated the control data).  Returns bytes read (0 = EOF) or -errno.
+ * kernel truncated the control data).  *fd_out is -EMFILE when an fd was
+ * sent but none could be installed (this process is out of descriptors).
+ * Returns bytes read (0 = EOF) or -errno.
  */
 ssize_t cuptimon__recv_fd(int sock, void *buf, size_t len, int *fd_out, int *extra_fds);
 

@@ -80,7 +80,11 @@ ssize_t cuptimon__recv_fd(int sock, void *buf, size_t len, int *fd_out, int *ext
             }
         }
     }
-    if ((msg.msg_flags & MSG_CTRUNC) && extra_fds)
+    /* Truncated with no fd installed: the kernel could not give us one (we
+     * are out of descriptors), not a peer that sent too many. */
+    if ((msg.msg_flags & MSG_CTRUNC) && fd_out && *fd_out < 0)
+        *fd_out = -EMFILE;
+    else if ((msg.msg_flags & MSG_CTRUNC) && extra_fds)
         (*extra_fds)++;
     return n;
 }

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -981,6 +983,38 @@ START_TEST(test_send_recv_fd)
 }
 END_TEST
 
+/* A receiver out of descriptors: the kernel cannot install the fd, and
+ * recv_fd says so (-EMFILE) instead of "no fd" or "too many fds".  In a
+ * child, whose descriptor limit is lowered to what it holds. */
+START_TEST(test_recv_fd_emfile)
+{
+    int sv[2];
+    make_socketpair(sv);
+    int f = make_tmpfile();
+    ck_assert_int_eq(cuptimon__send_fd(sv[0], "hello", 5, f), 5);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* Fill every descriptor below the limit, then receive. */
+        struct rlimit rl = {64, 64};
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            _exit(10);
+        while (dup(0) >= 0)
+            ;
+        char buf[16];
+        int got = 1234, extra = 0;
+        ssize_t n = cuptimon__recv_fd(sv[1], buf, sizeof buf, &got, &extra);
+        _exit(n == 5 && got == -EMFILE && extra == 0 ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "recv_fd at EMFILE: child status %d", st);
+    close(f);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
 START_TEST(test_send_recv_no_fd)
 {
     int sv[2];
@@ -1633,6 +1667,7 @@ Suite *cuptimon__test_suite(void)
     tcase_set_timeout(t, 30);
     tcase_add_test(t, test_send_recv_fd);
     tcase_add_test(t, test_send_recv_no_fd);
+    tcase_add_test(t, test_recv_fd_emfile);
     tcase_add_test(t, test_recv_fd_null_closes);
     tcase_add_test(t, test_recv_several_fds);
     tcase_add_test(t, test_recv_too_many_fds);
