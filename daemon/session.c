@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
@@ -78,7 +79,9 @@ static int64_t jint(json_object *o, const char *key, int64_t def)
 /* ---- archive work (worker threads) ------------------------------------- */
 
 /* Each worker's copy of the slot it is reading, grown to the largest slot
- * it has read; kept between batches only up to SLOT_COPY_KEEP. */
+ * it has read; kept between batches only up to SLOT_COPY_KEEP.  Mapped,
+ * not malloc'd: an unmapped copy is back with the system at once (malloc
+ * may keep it, and a sanitizer's quarantine does). */
 #define SLOT_COPY_KEEP (16u << 20)
 static _Thread_local struct {
     uint8_t *p;
@@ -93,16 +96,26 @@ static _Thread_local struct {
  * allocates nothing.  A hole inside the valid part (CUPTI wrote there, so
  * an honest producer has none) is counted as a sign of a hostile
  * producer.  Returns the bytes or NULL with errno set. */
+static void slot_copy_drop(void)
+{
+    if (slot_copy.p)
+        munmap(slot_copy.p, slot_copy.cap);
+    slot_copy.p = NULL;
+    slot_copy.cap = 0;
+}
+
 static const uint8_t *read_slot(struct session *s, const struct cuptimon_buffer_ready *m)
 {
     off_t off = (off_t)m->slot * (off_t)s->slot_size;
     size_t len = (size_t)m->valid_size, done = 0;
     if (len > slot_copy.cap) {
-        uint8_t *p = realloc(slot_copy.p, len);
-        if (!p)
+        size_t cap = (len + 4095) & ~(size_t)4095;
+        void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
             return NULL;
+        slot_copy_drop();
         slot_copy.p = p;
-        slot_copy.cap = len;
+        slot_copy.cap = cap;
     }
     off_t hole = len ? lseek(s->pool_fd, off, SEEK_HOLE) : -1;
     if (hole >= 0 && hole < off + (off_t)len)
@@ -187,11 +200,8 @@ static void work_cb(uv_work_t *w)
     }
     /* A copy larger than an ordinary slot is not kept: a producer with
      * huge slots must not leave each worker holding one. */
-    if (slot_copy.cap > SLOT_COPY_KEEP) {
-        free(slot_copy.p);
-        slot_copy.p = NULL;
-        slot_copy.cap = 0;
-    }
+    if (slot_copy.cap > SLOT_COPY_KEEP)
+        slot_copy_drop();
 }
 
 static void release_slot(struct session *s, const struct cuptimon_buffer_ready *m, int status)
