@@ -297,5 +297,9 @@ int main(int argc, char **argv)
             sent, dropped, buffers, per_buf, wall, dead ? "true" : "false");
     if (f != stdout)
         fclose(f);
+    cuptimon__buf_free(&in);
+    free(held);
+    free(buf);
+    munmap(pool, slots * slot_size);
     return dead ? 1 : 0;
 }
