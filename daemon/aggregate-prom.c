@@ -397,8 +397,10 @@ int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path)
     if (text == NULL)
         return -ENOMEM;
     len = strlen(text);
-    /* node_exporter may run as another user: 0644 whatever the umask. */
-    if ((rc = cuptimon__outfile_open(&of, path, 0644)) < 0) {
+    /* It names every user's processes and kernels: not world-readable
+     * (issue 21).  0640 whatever the umask; node_exporter reads it through
+     * the group or a default ACL of the directory (cuptimond.conf(5)). */
+    if ((rc = cuptimon__outfile_open(&of, path, 0640)) < 0) {
         free(text);
         return rc;
     }

@@ -1359,7 +1359,8 @@ START_TEST(prometheus_file_is_written_atomically)
     ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path), 0);
     umask(old);
     ck_assert_int_eq(stat(path, &sb), 0);
-    ck_assert_uint_eq(sb.st_mode & 0777, 0644);
+    /* Every user's processes are in it: not world-readable. */
+    ck_assert_uint_eq(sb.st_mode & 0777, 0640);
     ck_assert_int_ne(access(tmp, F_OK), 0);
     f = fopen(path, "r");
     n = fread(buf, 1, sizeof(buf) - 1, f);
