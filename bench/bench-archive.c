@@ -18,6 +18,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "load-zst.h"
+
 #include "archive/archive.h"
 
 static double cpu_now(void)
@@ -31,24 +33,9 @@ static uint8_t *load(const char *name, size_t *len)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/cupti-13.0-h200/%s", TEST_DATA_DIR, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "bench-archive: cannot open %s: %s\n", path, strerror(errno));
+    uint8_t *out = bench_load_zst("bench-archive", path, len);
+    if (!out)
         exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *z = malloc((size_t)n);
-    if (!z || fread(z, 1, (size_t)n, f) != (size_t)n)
-        exit(1);
-    fclose(f);
-    unsigned long long raw = ZSTD_getFrameContentSize(z, (size_t)n);
-    uint8_t *out = malloc(raw);
-    if (!out || ZSTD_isError(ZSTD_decompress(out, raw, z, (size_t)n)))
-        exit(1);
-    free(z);
-    *len = raw;
     return out;
 }
 

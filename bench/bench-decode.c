@@ -30,6 +30,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "load-zst.h"
+
 #include "archive/decode.h"
 #include "archive/demangle.h"
 #include "archive/strtab.h"
@@ -48,42 +50,9 @@ struct buf {
 static int load(const char *dir, const char *name, struct buf *b)
 {
     char path[1024];
-    FILE *f;
-    long n;
-    uint8_t *z;
-    unsigned long long raw;
-
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "bench-decode: cannot open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    z = malloc((size_t)n);
-    if (z == NULL || fread(z, 1, (size_t)n, f) != (size_t)n) {
-        fprintf(stderr, "bench-decode: cannot read %s\n", path);
-        fclose(f);
-        free(z);
-        return -1;
-    }
-    fclose(f);
-    raw = ZSTD_getFrameContentSize(z, (size_t)n);
-    if (raw == ZSTD_CONTENTSIZE_ERROR || raw == ZSTD_CONTENTSIZE_UNKNOWN || raw > (256u << 20)) {
-        fprintf(stderr, "bench-decode: %s: not a zstd frame with a size\n", path);
-        free(z);
-        return -1;
-    }
-    b->data = malloc(raw);
-    b->len = ZSTD_decompress(b->data, raw, z, (size_t)n);
-    free(z);
-    if (ZSTD_isError(b->len)) {
-        fprintf(stderr, "bench-decode: %s: %s\n", path, ZSTD_getErrorName(b->len));
-        return -1;
-    }
-    return 0;
+    b->data = bench_load_zst("bench-decode", path, &b->len);
+    return b->data ? 0 : -1;
 }
 
 static double now(clockid_t c)

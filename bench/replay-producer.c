@@ -33,6 +33,7 @@
 #include <zstd.h>
 
 #include "archive/decode.h"
+#include "load-zst.h"
 #include "cuptimon-proto.h"
 
 static double now_s(void)
@@ -49,31 +50,6 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint8_t *load_zst(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "replay-producer: %s: %s\n", path, strerror(errno));
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *z = malloc((size_t)n);
-    if (!z || fread(z, 1, (size_t)n, f) != (size_t)n)
-        exit(2);
-    fclose(f);
-    unsigned long long raw = ZSTD_getFrameContentSize(z, (size_t)n);
-    uint8_t *out = raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN
-                       ? malloc(raw) : NULL;
-    if (!out || ZSTD_isError(ZSTD_decompress(out, raw, z, (size_t)n))) {
-        fprintf(stderr, "replay-producer: %s is not a zstd frame of known size\n", path);
-        exit(2);
-    }
-    free(z);
-    *len = raw;
-    return out;
-}
 
 /* Sends one frame, with fd passed when fd >= 0. */
 static int send_frame(int sock, uint16_t type, const void *body, size_t len, int fd)
@@ -163,7 +139,9 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t len;
-    uint8_t *buf = load_zst(buf_path, &len);
+    uint8_t *buf = bench_load_zst("replay-producer", buf_path, &len);
+    if (!buf)
+        return 2;
     /* The records of one buffer, walked as the shim does. */
     struct cuptimon_layout l;
     struct cuptimon_decode_stats ds = {0};
