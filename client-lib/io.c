@@ -37,6 +37,7 @@ struct io {
     struct cuptimon_buf out, in;
     long long next_attempt;
     int backoff_ms;
+    int busy_backoff_ms; /* after "out of descriptors" refusals in a row */
     int stop;
     int refused_logged;
     uint64_t session;
@@ -442,21 +443,50 @@ static void on_enable(struct io *io, const uint8_t *body, size_t len, int on)
     json_object_put(o);
 }
 
+/* Whether a refusal says "try again": the daemon was out of descriptors
+ * when the hello came (EMFILE), which passes in moments. */
+static int refusal_is_transient(const uint8_t *body, size_t len)
+{
+    json_tokener *tok = json_tokener_new();
+    json_object *o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL, *e;
+    if (tok)
+        json_tokener_free(tok);
+    int transient = o && json_object_object_get_ex(o, "error", &e) &&
+                    json_object_is_type(e, json_type_string) &&
+                    strcmp(json_object_get_string(e), "EMFILE") == 0;
+    json_object_put(o);
+    return transient;
+}
+
 static void on_error(struct io *io, const uint8_t *body, size_t len)
 {
-    if (!io->refused_logged) {
+    int transient = refusal_is_transient(body, len);
+    if (!io->refused_logged && !transient) {
         cuptimon__log("the daemon refused this process: %.*s", (int)(len > 300 ? 300 : len),
                       (const char *)body);
         io->refused_logged = 1;
     }
-    disconnect(io, "refused");
+    disconnect(io, transient ? "out of descriptors" : "refused");
+    if (transient) {
+        /* Tried again on a backoff of its own: connecting succeeds each
+         * time, which resets the connect backoff. */
+        int b = io->busy_backoff_ms ? io->busy_backoff_ms : BACKOFF_MIN_MS;
+        io->next_attempt = mono_ms() + b;
+        io->busy_backoff_ms = b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
+        return;
+    }
     atomic_store(&io->s->refused, 1);
     io->backoff_ms = BACKOFF_MAX_MS * 6;
     io->next_attempt = mono_ms() + io->backoff_ms;
 }
 
+static void dispatch_input(struct io *io);
+
 static void read_input(struct io *io)
 {
+    /* Messages that came before the daemon hung up are acted on first: the
+     * releases of buffers it archived, and the reason it refused us. */
+    const char *gone = NULL;
     for (;;) {
         if (cuptimon__buf_reserve(&io->in, 65536) < 0) {
             disconnect(io, "out of memory");
@@ -468,11 +498,18 @@ static void read_input(struct io *io)
         if (n < 0 && errno == EAGAIN)
             break;
         if (n <= 0) {
-            disconnect(io, n == 0 ? "daemon closed the connection" : strerror(errno));
-            return;
+            gone = n == 0 ? "daemon closed the connection" : strerror(errno);
+            break;
         }
         io->in.len += (size_t)n;
     }
+    dispatch_input(io);
+    if (gone)
+        disconnect(io, gone); /* nothing if a message closed it already */
+}
+
+static void dispatch_input(struct io *io)
+{
     for (;;) {
         struct cuptimon_msg_hdr h;
         int rc = cuptimon__frame_parse(io->in.data, io->in.len, &h);
@@ -496,6 +533,8 @@ static void read_input(struct io *io)
             on_enable(io, body, h.length, h.type == CUPTIMON_MSG_ENABLE);
             break;
         case CUPTIMON_MSG_HELLO_ACK:
+            io->busy_backoff_ms = 0;
+            break;
         case CUPTIMON_MSG_CONFIG:
             break;
         case CUPTIMON_MSG_REPLY_ERROR:

@@ -34,6 +34,7 @@ static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
 static void on_flush_timer(uv_timer_t *t);
 static void on_hello_timeout(uv_timer_t *t);
+static int session_evict_silent_except(struct daemon *d, const struct session *keep);
 #define HELLO_TIMEOUT_MS 2000
 /* Out of descriptors, a connection silent this long makes room for a new
  * one: a shim says hello as soon as it connects, so only a client that
@@ -456,6 +457,9 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
 {
     struct daemon *d = s->d;
     char why[300];
+    /* EMFILE tells the shim to try again on its usual backoff; anything
+     * else is a refusal it waits out (30 s). */
+    const char *refusal = "EINVAL";
     json_tokener *tok = json_tokener_new();
     json_object *o = json_tokener_parse_ex(tok, (const char *)body, (int)len);
     int complete = json_tokener_get_error(tok) == json_tokener_success &&
@@ -469,6 +473,11 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     if (fd < 0 && s->conn && s->conn->fd_lost) {
         snprintf(why, sizeof why, "the daemon is out of file descriptors and could not take the "
                  "pool fd (EMFILE); the shim tries again");
+        refusal = "EMFILE";
+        /* Make room for that try: connections that have said nothing
+         * go first, as at accept. */
+        for (int i = 0; i < 8 && session_evict_silent_except(d, s); i++)
+            ;
         goto refuse;
     }
     if (fd < 0) {
@@ -588,7 +597,7 @@ refuse:
     s->d->refused_producers++;
     lossreport_refused(s->d, s->peer.uid);
     if (s->conn)
-        conn_send_error(s->conn, "EINVAL", "%s", why);
+        conn_send_error(s->conn, refusal, "%s", why);
     if (s->conn)
         conn_close(s->conn);
 }
@@ -862,11 +871,16 @@ static void on_hello_timeout(uv_timer_t *t)
 
 int session_evict_silent(struct daemon *d)
 {
+    return session_evict_silent_except(d, NULL);
+}
+
+static int session_evict_silent_except(struct daemon *d, const struct session *keep)
+{
     /* The list is newest first: the last match is the oldest. */
     struct session *oldest = NULL;
     int64_t cutoff = unix_ns_now() - (int64_t)EVICT_MIN_AGE_MS * 1000000;
     for (struct session *s = d->sessions; s; s = s->next)
-        if (s->conn && !s->hello && s->connected_unix_ns <= cutoff)
+        if (s != keep && s->conn && !s->hello && s->connected_unix_ns <= cutoff)
             oldest = s;
     if (!oldest)
         return 0;

@@ -14,6 +14,7 @@ FAULT_TESTS = \
 	tests/fault/hostile.sh \
 	tests/fault/hostile-log-flood.sh \
 	tests/fault/conn-flood.sh \
+	tests/fault/fd-full.sh \
 	tests/fault/user-caps.sh \
 	tests/fault/ctl-idle.sh \
 	tests/fault/fair-workers.sh \
