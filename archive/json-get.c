@@ -88,3 +88,10 @@ int64_t cuptimon__json_int_strict(json_object *o, const char *key, int64_t dflt)
 
     return cuptimon__json_get_int(o, key, &v) == 0 ? v : dflt;
 }
+
+int64_t cuptimon__json_integer(json_object *o, const char *key, int64_t dflt)
+{
+    json_object *v = cuptimon__json_get(o, key);
+
+    return v != NULL && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : dflt;
+}

@@ -45,4 +45,8 @@ int cuptimon__json_get_int(struct json_object *o, const char *key, int64_t *out)
 /* cuptimon__json_get_int(), with dflt for every failure. */
 int64_t cuptimon__json_int_strict(struct json_object *o, const char *key, int64_t dflt);
 
+/* Strictest: the member only when it is a JSON integer, else dflt; for the
+ * protocol's messages, whose integers are typed ("4" is refused). */
+int64_t cuptimon__json_integer(struct json_object *o, const char *key, int64_t dflt);
+
 #endif

@@ -23,6 +23,7 @@
 
 #include "daemon.h"
 #include "archive/strtab.h"
+#include "archive/json-get.h"
 
 #define QUEUE_MAX 65536u
 /* The most a session's work item reads before the next session's turn. */
@@ -59,22 +60,6 @@ size_t session_count(const struct daemon *d)
 int session_idle(const struct session *s)
 {
     return !s->working && s->qlen == 0;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static int64_t jint(json_object *o, const char *key, int64_t def)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-        return def;
-    return json_object_get_int64(v);
 }
 
 /* ---- archive work (worker threads) ------------------------------------- */
@@ -488,7 +473,8 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         snprintf(why, sizeof why, "the hello has no \"pool\"");
         goto refuse;
     }
-    int64_t slots = jint(pool, "slots", -1), slot_size = jint(pool, "slot_size", -1);
+    int64_t slots = cuptimon__json_integer(pool, "slots", -1);
+    int64_t slot_size = cuptimon__json_integer(pool, "slot_size", -1);
     if (slots < 1 || slots > 4096 || slot_size < 4096 || slot_size > (256 << 20) ||
         slot_size % 8) {
         snprintf(why, sizeof why, "pool geometry %" PRId64 " x %" PRId64 " is out of range "
@@ -509,18 +495,19 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     fd = -1;
     s->slot_held = calloc(s->nslots, 1);
     s->hello = o;
-    s->reported_pid = jint(o, "pid", -1);
-    s->cupti_version = (uint32_t)jint(o, "cupti_version", 0);
-    snprintf(s->hostname, sizeof s->hostname, "%s", jstr(o, "hostname") ? jstr(o, "hostname") : "");
-    snprintf(s->exe, sizeof s->exe, "%s", jstr(o, "exe") ? jstr(o, "exe") : "");
+    s->reported_pid = cuptimon__json_integer(o, "pid", -1);
+    s->cupti_version = (uint32_t)cuptimon__json_integer(o, "cupti_version", 0);
+    snprintf(s->hostname, sizeof s->hostname, "%s", cuptimon__json_str(o, "hostname", ""));
+    snprintf(s->exe, sizeof s->exe, "%s", cuptimon__json_str(o, "exe", ""));
     json_object *job, *cnt;
     if (json_object_object_get_ex(o, "counters", &cnt)) {
-        int64_t lost = jint(cnt, "buffers_lost", 0), declined = jint(cnt, "requests_declined", 0);
+        int64_t lost = cuptimon__json_integer(cnt, "buffers_lost", 0);
+        int64_t declined = cuptimon__json_integer(cnt, "requests_declined", 0);
         s->shim_lost = lost > 0 && (uint64_t)lost <= CLAIM_MAX ? (uint64_t)lost : 0;
         s->shim_declined = declined > 0 && (uint64_t)declined <= CLAIM_MAX ? (uint64_t)declined : 0;
     }
-    if (json_object_object_get_ex(o, "job", &job) && jstr(job, "label"))
-        snprintf(s->label, sizeof s->label, "%s", jstr(job, "label"));
+    if (json_object_object_get_ex(o, "job", &job))
+        snprintf(s->label, sizeof s->label, "%s", cuptimon__json_str(job, "label", ""));
     /* The layout is usable whatever the version: unknown kinds are only
      * counted.  The table is NULL only without memory (pointers shown). */
     cuptimon__agg_layout_from_hello(o, &s->layout);
@@ -723,18 +710,18 @@ static void on_bye(struct session *s, const uint8_t *body, size_t len)
         return;
     }
     int64_t v;
-    if ((v = jint(o, "dropped_records", -1)) > 0)
+    if ((v = cuptimon__json_integer(o, "dropped_records", -1)) > 0)
         s->dropped_records =
             sat_add(s->dropped_records, claim(s, "BYE dropped_records", (uint64_t)v, CLAIM_MAX));
-    if ((v = jint(o, "requests_declined", -1)) >= 0)
+    if ((v = cuptimon__json_integer(o, "requests_declined", -1)) >= 0)
         s->shim_declined = claim(s, "BYE requests_declined", (uint64_t)v, CLAIM_MAX);
-    if ((v = jint(o, "buffers_lost", -1)) >= 0)
+    if ((v = cuptimon__json_integer(o, "buffers_lost", -1)) >= 0)
         s->shim_lost = claim(s, "BYE buffers_lost", (uint64_t)v, CLAIM_MAX);
     /* Nanoseconds: an hour is past any completion callback's. */
     const uint64_t hour_ns = 3600ull * 1000000000;
-    if ((v = jint(o, "completion_p99_ns_max", 0)) > 0)
+    if ((v = cuptimon__json_integer(o, "completion_p99_ns_max", 0)) > 0)
         s->completion_p99_ns = claim(s, "BYE completion_p99_ns_max", (uint64_t)v, hour_ns);
-    if ((v = jint(o, "completion_longest_ns", 0)) > 0)
+    if ((v = cuptimon__json_integer(o, "completion_longest_ns", 0)) > 0)
         s->completion_longest_ns = claim(s, "BYE completion_longest_ns", (uint64_t)v, hour_ns);
     json_object_put(o);
 }

@@ -29,6 +29,7 @@
 
 #include "daemon.h"
 #include "window-write.h"
+#include "archive/json-get.h"
 
 enum wstate { W_PREPARED, W_STARTING, W_ACTIVE, W_ENDING, W_WRITING, W_DONE, W_FAILED };
 static const char *const wstate_names[] = {"prepared", "starting", "active", "ending",
@@ -108,14 +109,6 @@ static void send_err(struct conn *c, const char *e, const char *fmt, ...)
     conn_send_error(c, e, "%s", msg);
 }
 
-static const char *js(json_object *o, const char *k)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, k, &v))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 /* ---- selection ---------------------------------------------------------- */
 
 static int parse_selector(json_object *req, struct selector *sel, char *why, size_t wl)
@@ -139,15 +132,15 @@ static int parse_selector(json_object *req, struct selector *sel, char *why, siz
         any = 1;
     }
     const char *s;
-    if ((s = js(req, "job"))) {
+    if ((s = cuptimon__json_str(req, "job", NULL))) {
         snprintf(sel->job, sizeof sel->job, "%s", s);
         any = 1;
     }
-    if ((s = js(req, "rank"))) {
+    if ((s = cuptimon__json_str(req, "rank", NULL))) {
         snprintf(sel->rank, sizeof sel->rank, "%s", s);
         any = 1;
     }
-    if ((s = js(req, "label"))) {
+    if ((s = cuptimon__json_str(req, "label", NULL))) {
         snprintf(sel->label, sizeof sel->label, "%s", s);
         any = 1;
     }
@@ -181,11 +174,12 @@ static int matches(const struct selector *sel, const struct session *s)
     json_object *job = NULL;
     json_object_object_get_ex(s->hello, "job", &job);
     if (sel->job[0]) {
-        const char *a = js(job, "slurm_job_id"), *b = js(job, "torchelastic_run_id");
+        const char *a = cuptimon__json_str(job, "slurm_job_id", NULL);
+        const char *b = cuptimon__json_str(job, "torchelastic_run_id", NULL);
         if (!(a && strcmp(a, sel->job) == 0) && !(b && strcmp(b, sel->job) == 0))
             return 0;
     }
-    if (sel->rank[0] && !(js(job, "rank") && strcmp(js(job, "rank"), sel->rank) == 0))
+    if (sel->rank[0] && strcmp(cuptimon__json_str(job, "rank", ""), sel->rank) != 0)
         return 0;
     if (sel->label[0] && strcmp(s->label, sel->label) != 0)
         return 0;
@@ -204,10 +198,10 @@ static void describe_sessions(struct daemon *d, const struct conn *conn, char *o
             continue;
         json_object *job = NULL;
         json_object_object_get_ex(s->hello, "job", &job);
+        const char *rank = cuptimon__json_str(job, "rank", NULL);
         int w = snprintf(out + o, len - o, "%spid %d uid %u%s%s%s%s", n++ ? "; " : "",
                          (int)s->peer.pid, (unsigned)s->peer.uid, s->label[0] ? " label " : "",
-                         s->label, js(job, "rank") ? " rank " : "",
-                         js(job, "rank") ? js(job, "rank") : "");
+                         s->label, rank ? " rank " : "", rank ? rank : "");
         if (w < 0)
             break;
         o += (size_t)w;
@@ -760,7 +754,7 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
     }
     w->id = ++d->next_window_id;
     w->prepared_ns = unix_ns_now();
-    const char *out = js(req, "output");
+    const char *out = cuptimon__json_str(req, "output", NULL);
     if (out && *out && conn->restricted) {
         /* The daemon writes the trace with its own rights: only an
          * operator may say where. */

@@ -267,6 +267,22 @@ START_TEST(json_get_int_is_strict)
 }
 END_TEST
 
+START_TEST(json_integer_takes_only_integers)
+{
+    /* A protocol integer is a JSON integer: a numeric string, a double, a
+     * boolean and null are the default. */
+    ck_assert_int_eq(cuptimon__json_integer(doc, "i", -1), 42);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "neg", 0), -7);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "numneg", -1), -1);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "num", -1), -1);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "d", -1), -1);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "t", -1), -1);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "n", -1), -1);
+    ck_assert_int_eq(cuptimon__json_integer(doc, "missing", -2), -2);
+    ck_assert_int_eq(cuptimon__json_integer(NULL, "i", -3), -3);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("util");
@@ -288,6 +304,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, json_uint_never_negative);
     tcase_add_test(t, json_double_and_bool);
     tcase_add_test(t, json_get_int_is_strict);
+    tcase_add_test(t, json_integer_takes_only_integers);
     suite_add_tcase(s, t);
     return s;
 }
