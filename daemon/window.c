@@ -131,17 +131,24 @@ static int parse_selector(json_object *req, struct selector *sel, char *why, siz
         sel->uid = json_object_get_int64(v);
         any = 1;
     }
-    const char *s;
-    if ((s = cuptimon__json_str(req, "job", NULL))) {
-        snprintf(sel->job, sizeof sel->job, "%s", s);
-        any = 1;
-    }
-    if ((s = cuptimon__json_str(req, "rank", NULL))) {
-        snprintf(sel->rank, sizeof sel->rank, "%s", s);
-        any = 1;
-    }
-    if ((s = cuptimon__json_str(req, "label", NULL))) {
-        snprintf(sel->label, sizeof sel->label, "%s", s);
+    /* A selector of the wrong type is an error, never no selector (which
+     * would select everything). */
+    const struct {
+        const char *key;
+        char *dst;
+        size_t len;
+    } strs[] = {{"job", sel->job, sizeof sel->job},
+                {"rank", sel->rank, sizeof sel->rank},
+                {"label", sel->label, sizeof sel->label}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        if (!cuptimon__json_get(req, strs[i].key))
+            continue;
+        const char *s = cuptimon__json_str(req, strs[i].key, NULL);
+        if (!s) {
+            snprintf(why, wl, "\"%s\" must be a string", strs[i].key);
+            return -EINVAL;
+        }
+        snprintf(strs[i].dst, strs[i].len, "%s", s);
         any = 1;
     }
     if (json_object_object_get_ex(req, "all_users", &v) && json_object_get_boolean(v)) {

@@ -24,6 +24,22 @@ set -e
 [ $rc -eq 1 ] && echo "$out" | grep -q "matches no session" && echo "$out" | grep -q "label traced" \
     || fail "empty selector: $rc $out"
 
+# A selector of the wrong type is refused by name; it must not select
+# every session (a number for "label" once read as no label at all).
+for key in label rank job; do
+    out=$(PYTHONPATH="$top_srcdir/python" python3 - "$CUPTIMON_CONTROL_SOCKET" "$key" <<'PY' 2>&1
+import sys
+import cuptimon._control as c
+try:
+    r = c.request("window_begin", socket_path=sys.argv[1], timeout=10, **{sys.argv[2]: 3})
+    print("accepted", r)
+except Exception as e:
+    print("refused", e)
+PY
+)
+    echo "$out" | grep -q "refused.*\"$key\" must be a string" || fail "a numeric $key selector: $out"
+done
+
 ctl begin-window --label traced --json > "$T/begin.json" || fail "begin-window failed"
 # Overlapping windows on the same session are refused.
 set +e
