@@ -123,11 +123,21 @@ static int parse_selector(json_object *req, struct selector *sel, char *why, siz
             snprintf(why, wl, "\"pids\" must be a list of 1..64 process ids");
             return -EINVAL;
         }
-        for (size_t i = 0; i < json_object_array_length(v); i++)
-            sel->pids[sel->npids++] = json_object_get_int64(json_object_array_get_idx(v, i));
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+            json_object *p = json_object_array_get_idx(v, i);
+            if (!json_object_is_type(p, json_type_int)) {
+                snprintf(why, wl, "\"pids\" must be a list of 1..64 process ids (integers)");
+                return -EINVAL;
+            }
+            sel->pids[sel->npids++] = json_object_get_int64(p);
+        }
         any = 1;
     }
     if (json_object_object_get_ex(req, "uid", &v)) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0) {
+            snprintf(why, wl, "\"uid\" must be a user id (an integer of 0 or more)");
+            return -EINVAL;
+        }
         sel->uid = json_object_get_int64(v);
         any = 1;
     }

@@ -39,6 +39,19 @@ PY
 )
     echo "$out" | grep -q "refused.*\"$key\" must be a string" || fail "a numeric $key selector: $out"
 done
+for sel in 'pids=["1"]' 'uid="0"'; do
+    out=$(PYTHONPATH="$top_srcdir/python" python3 - "$CUPTIMON_CONTROL_SOCKET" "$sel" <<'PY' 2>&1
+import sys
+import cuptimon._control as c
+try:
+    r = c.request("window_begin", socket_path=sys.argv[1], timeout=10, **eval("dict(" + sys.argv[2] + ")"))
+    print("accepted", r)
+except Exception as e:
+    print("refused", e)
+PY
+)
+    echo "$out" | grep -q "refused.*must be" || fail "a selector $sel: $out"
+done
 
 ctl begin-window --label traced --json > "$T/begin.json" || fail "begin-window failed"
 # Overlapping windows on the same session are refused.
