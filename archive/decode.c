@@ -506,8 +506,32 @@ void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout 
     w->l = l;
     w->st = st;
     w->done = 0;
+    w->brief = 0;
     st->buffers++;
     st->bytes += w->len;
+}
+
+void cuptimon__walk_begin_brief(struct cuptimon_walk *w, const struct cuptimon_layout *l,
+                                const void *buf, size_t len, struct cuptimon_decode_stats *st)
+{
+    cuptimon__walk_begin(w, l, buf, len, st);
+    w->brief = 1;
+}
+
+/* The brief decode of a kernel (cuptimon__walk_begin_brief). */
+static void dec_kernel_brief(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                             struct cuptimon_ev *ev)
+{
+    ev->type = CUPTIMON_EV_KERNEL;
+    ev->correlation_id = (uint32_t)G(FK, correlationId);
+    ev->start = G(FK, start);
+    ev->end = G(FK, end);
+    ev->device_id = (uint32_t)G(FK, deviceId);
+    ev->context_id = (uint32_t)G(FK, contextId);
+    ev->stream_id = (uint32_t)G(FK, streamId);
+    ev->graph_id = (uint32_t)G(FK, graphId);
+    ev->graph_node_id = G(FK, graphNodeId);
+    ev->u.kernel.name_ptr = G(FK, name);
 }
 
 /* Ends the walk, counting what is left as undecodable. */
@@ -564,7 +588,14 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
             w->off += size;
             continue;
         }
-        st->bad_times += (uint64_t)decode_one(l->rec[kind], kind, w->p + w->off, ev);
+        if (w->brief && l->rec[kind]->type == CUPTIMON_REC_KERNEL) {
+            memset(ev, 0, sizeof(*ev));
+            ev->cupti_kind = (uint16_t)kind;
+            dec_kernel_brief(l->rec[kind], w->p + w->off, ev);
+            st->bad_times += ev->end < ev->start;
+        } else {
+            st->bad_times += (uint64_t)decode_one(l->rec[kind], kind, w->p + w->off, ev);
+        }
         st->by_kind[kind]++;
         st->records++;
         st->decoded_bytes += size;

@@ -1033,7 +1033,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         memset(&st, 0, sizeof(st));
         pthread_mutex_unlock(&a->mu);
         /* Counted, so that a bound being hit shows. */
-        cuptimon__walk_begin(&w, l, buf, len, &st);
+        cuptimon__walk_begin_brief(&w, l, buf, len, &st);
         while (cuptimon__walk_next(&w, &ev))
             ;
         pthread_mutex_lock(&a->mu);
@@ -1053,7 +1053,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
     }
     refresh_names(a, s, names);
     memset(&st, 0, sizeof(st));
-    cuptimon__walk_begin(&w, l, buf, len, &st);
+    cuptimon__walk_begin_brief(&w, l, buf, len, &st);
     while (cuptimon__walk_next(&w, &ev)) {
         uint64_t dur, t0, t1;
         int dslot;
