@@ -70,6 +70,8 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
     json_object_object_add(dm, "sessions_total", json_object_new_int64((int64_t)d->sessions_total));
     json_object_object_add(dm, "refused_producers",
                            json_object_new_int64((int64_t)d->refused_producers));
+    json_object_object_add(dm, "hellos_deferred",
+                           json_object_new_int64((int64_t)d->hellos_deferred));
     /* Connections closed for saying no hello (timed out, or made room
      * for a new one when the daemon ran out of descriptors). */
     json_object_object_add(dm, "silent_connections_closed",

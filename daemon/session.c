@@ -607,8 +607,14 @@ refuse:
     json_object_put(o);
     log_warn("session", "refused a producer, pid %d uid %u: %s", (int)s->peer.pid,
              (unsigned)s->peer.uid, why);
-    s->d->refused_producers++;
-    lossreport_refused(s->d, s->peer.uid);
+    /* Out of descriptors is a moment's wait, not a refusal of the job: the
+     * shim is back in a few hundred ms, and each try would count again. */
+    if (strcmp(refusal, "EMFILE") == 0) {
+        s->d->hellos_deferred++;
+    } else {
+        s->d->refused_producers++;
+        lossreport_refused(s->d, s->peer.uid);
+    }
     if (s->conn)
         conn_send_error(s->conn, refusal, "%s", why);
     if (s->conn)

@@ -58,5 +58,10 @@ if grep -q "refused this process" "$T/p$i.err"; then
     cat "$T/p$i.err"
     fail "the shim took an out-of-descriptors refusal for a real one"
 fi
+deferred=$(status_py 'st["daemon"]["hellos_deferred"]')
+refusedp=$(status_py 'st["daemon"]["refused_producers"]')
+echo "fd-full: status counts $deferred hellos deferred, $refusedp producers refused"
+[ "$deferred" -ge 1 ] || fail "status counts $deferred hellos deferred for EMFILE"
+[ "$refusedp" -eq 0 ] || fail "status counts $refusedp refused producers; none was refused for good"
 kill -0 "$DPID" 2>/dev/null || fail "the daemon died"
 echo "ok"
