@@ -711,6 +711,36 @@ static void in_child(void)
     forked_child = 1;
 }
 
+/* NVTX ranges reach CUPTI only through NVTX's injection hook, which NVTX
+ * reads from NVTX_INJECTION64_PATH at a process's first NVTX call.  When
+ * nothing set it (a tool such as nsys sets its own: that one is never
+ * replaced) and CUPTIMON_NVTX is not 0, it is pointed at the libcupti in
+ * use, by the file that holds it, so that NVTX loads that very copy.  The
+ * ranges are recorded only while the marker kinds are on (in windows). */
+static void arrange_nvtx(struct shim *s)
+{
+    const char *v = getenv("CUPTIMON_NVTX");
+    Dl_info info;
+    void *entry;
+    if (getenv("NVTX_INJECTION64_PATH")) {
+        shim_debug(s, "NVTX_INJECTION64_PATH is set already; left as it is");
+        return;
+    }
+    if (v && strcmp(v, "0") == 0)
+        return;
+    entry = dlsym(s->cupti.handle, "InitializeInjectionNvtx2");
+    if (!entry || !dladdr(entry, &info) || !info.dli_fname || info.dli_fname[0] != '/') {
+        shim_debug(s, "%s has no NVTX injection entry point; NVTX ranges are not recorded",
+                   s->cupti.path);
+        return;
+    }
+    /* This runs at load (preloaded) or at cuInit (injected), before a
+     * job's first NVTX call in all but odd cases; a job that called NVTX
+     * earlier keeps NVTX off, nothing worse. */
+    if (setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0) == 0)
+        shim_debug(s, "NVTX_INJECTION64_PATH=%s", info.dli_fname);
+}
+
 static int start(void)
 {
     struct shim *s = &cuptimon__shim;
@@ -718,6 +748,7 @@ static int start(void)
     read_config(s);
     if ((rc = load_cupti(s)) < 0)
         return rc;
+    arrange_nvtx(s);
     pthread_mutex_init(&s->qlock, NULL);
     pthread_cond_init(&s->drained, NULL);
     if ((rc = pool_create(s)) < 0) {

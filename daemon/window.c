@@ -94,7 +94,8 @@ static const uint32_t default_kinds[] = {
     CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     CUPTI_ACTIVITY_KIND_OVERHEAD,          CUPTI_ACTIVITY_KIND_CUDA_EVENT,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_MARKER_DATA, /* NVTX ranges (the shim arranges NVTX injection) */
 };
 
 static void send_err(struct conn *c, const char *e, const char *fmt, ...)

@@ -1523,6 +1523,18 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
     return CUPTI_SUCCESS;
 }
 
+/* libcupti's NVTX injection entry point, which NVTX calls when
+ * NVTX_INJECTION64_PATH names the library.  The double records no NVTX
+ * ranges: it exports the symbol so that the shim's NVTX arrangement
+ * (client-lib/shim.c arrange_nvtx) can be tested, and refuses the
+ * injection (0), which leaves NVTX off in a process that calls it. */
+__attribute__((visibility("default"))) int InitializeInjectionNvtx2(void *get_export_table);
+int InitializeInjectionNvtx2(void *get_export_table)
+{
+    (void)get_export_table;
+    return 0;
+}
+
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
     CUpti_BuffersCallbackRequestFunc funcBufferRequested,
     CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)

@@ -264,6 +264,14 @@ static int write_report(const char *path, const struct worker *tot, uint64_t sta
     fakecupti_get_stats(&st);
     fprintf(f, "{\n");
     fprintf(f, "  \"pid\": %ld,\n", (long)getpid());
+    /* What NVTX would read at this process's first NVTX call. */
+    const char *nvtx = getenv("NVTX_INJECTION64_PATH");
+    fprintf(f, "  \"nvtx_injection64_path\": ");
+    if (nvtx)
+        json_string(f, nvtx);
+    else
+        fprintf(f, "null");
+    fprintf(f, ",\n");
     fprintf(f, "  \"kernels\": %" PRIu64 ",\n", tot->kernels);
     fprintf(f, "  \"memcpys\": %" PRIu64 ",\n", tot->memcpys);
     fprintf(f, "  \"memsets\": %" PRIu64 ",\n", tot->memsets);

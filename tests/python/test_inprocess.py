@@ -121,8 +121,9 @@ result(**res)
     assert r["init"] == 0
     print(f"annotate with the shim loaded, outside a window: {r['outside_us']:.3f} us")
     assert r["outside_us"] < 20, f"annotate costs {r['outside_us']:.2f} us outside a window"
-    # The window adds the API kinds and external correlation to the always-on ones.
-    assert set(r["extra"]) == {4, 5, 17, 36, 38, 39}
+    # The window adds the API kinds, external correlation and the NVTX (marker)
+    # kinds to the always-on ones.
+    assert set(r["extra"]) == {4, 5, 12, 13, 17, 36, 38, 39}
     assert r["extra_activities"] == r["extra"]
     assert r["stats_in_window"]["trace_window_prepared"] and r["stats_in_window"]["trace_window_active"]
     assert r["label_rc"] == 0
