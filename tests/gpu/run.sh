@@ -26,9 +26,10 @@
 #   CUPTIMON_GPU_SKIP        space-separated case kinds to skip (known-alone
 #                            known-extra-kinds known-4 torch-shim
 #                            torch-profile-shim torch-profile-noshim overhead)
-#   CUPTIMON_GPU_STRICT=1    make the torch.profiler coexistence checks hard
-#                            (torch.profiler's trace complete with the shim
-#                            present; status says another CUPTI client holds it)
+#   CUPTIMON_GPU_STRICT=1    make case 05's status-cupti-shared hard (status
+#                            says the shim kept CUPTI, shared); its trace
+#                            against case 06's, per name and per step, is
+#                            always hard
 #   CUPTIMON_GPU_KEEP=1      keep the work dir (its path is printed)
 #   PYTHON                   the python with torch (default python3)
 #   CUDA_HOME                default /usr/local/cuda (to find libcupti.so.13)
