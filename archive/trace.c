@@ -550,6 +550,7 @@ static void proc_free(struct tproc *P)
     free((char *)P->info.hostname);
     free((char *)P->info.label);
     free((char *)P->info.job_id);
+    free((char *)P->info.exe);
     free(P);
 }
 
@@ -621,8 +622,9 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
     P->info.hostname = xstrdup(p->hostname);
     P->info.label = xstrdup(p->label);
     P->info.job_id = xstrdup(p->job_id);
+    P->info.exe = xstrdup(p->exe);
     if ((p->hostname && !P->info.hostname) || (p->label && !P->info.label) ||
-        (p->job_id && !P->info.job_id)) {
+        (p->job_id && !P->info.job_id) || (p->exe && !P->info.exe)) {
         proc_free(P);
         return -ENOMEM;
     }
@@ -636,14 +638,24 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
     P->names_epoch = cuptimon__strtab_epoch(names);
     t->procs[t->nprocs++] = P;
 
-    /* "host pid 1234 rank 3 (label)" */
-    n += (size_t)snprintf(text + n, sizeof(text) - n, "%s pid %u",
-                          p->hostname && *p->hostname ? p->hostname : "?", p->pid);
+    /* Kineto's process metadata: process_name is the command's name
+     * ("python3"), here with the rank and label that tell ranks apart in
+     * a merged trace; the rest goes into process_labels after Kineto's
+     * "CPU".  All three carry "tid":0 as Kineto's do. */
+    {
+        const char *exe = p->exe && *p->exe ? p->exe : NULL;
+        const char *base = exe ? strrchr(exe, '/') : NULL;
+        base = base ? base + 1 : exe;
+        if (base && *base)
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "%.255s", base);
+        else
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "pid %u", p->pid);
+    }
     if (p->rank >= 0 && n < sizeof(text))
         n += (size_t)snprintf(text + n, sizeof(text) - n, " rank %lld", (long long)p->rank);
     if (p->label && *p->label && n < sizeof(text))
-        n += (size_t)snprintf(text + n, sizeof(text) - n, " (%s)", p->label);
-    meta_string(t, P->pid, 0, 0, "process_name", "name", text);
+        n += (size_t)snprintf(text + n, sizeof(text) - n, " (%.255s)", p->label);
+    meta_string(t, P->pid, 1, 0, "process_name", "name", text);
 
     n = 0;
     text[0] = '\0';
@@ -652,26 +664,29 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
         if (n < sizeof(text))                                                                      \
             n += (size_t)snprintf(text + n, sizeof(text) - n, __VA_ARGS__);                        \
     } while (0)
+    ADDL("CPU");
+    if (p->hostname && *p->hostname)
+        ADDL(", host %.255s", p->hostname);
     if (p->rank >= 0) {
-        ADDL("rank %lld", (long long)p->rank);
+        ADDL(", rank %lld", (long long)p->rank);
         if (p->world_size >= 0)
             ADDL("/%lld", (long long)p->world_size);
     }
     if (p->local_rank >= 0)
-        ADDL("%slocal rank %lld", n ? ", " : "", (long long)p->local_rank);
+        ADDL(", local rank %lld", (long long)p->local_rank);
     if (p->job_id && *p->job_id)
-        ADDL("%sjob %s", n ? ", " : "", p->job_id);
+        ADDL(", job %.255s", p->job_id);
     if (p->label && *p->label)
-        ADDL("%s%s", n ? ", " : "", p->label);
+        ADDL(", %.255s", p->label);
     if (p->cupti_version)
-        ADDL("%sCUPTI %u", n ? ", " : "", p->cupti_version);
+        ADDL(", CUPTI %u", p->cupti_version);
     if (P->pid != p->pid)
-        ADDL("%spid %u", n ? ", " : "", p->pid);
+        ADDL(", pid %u", p->pid);
 #undef ADDL
-    if (n)
-        meta_string(t, P->pid, 0, 0, "process_labels", "labels", text);
-    meta_int(t, P->pid, 0, 0, "process_sort_index",
-             p->rank >= 0 ? p->rank : (int64_t)1000000 + P->idx);
+    meta_string(t, P->pid, 1, 0, "process_labels", "labels", text);
+    /* Kineto sorts a CPU process by its pid; a rank, when known, keeps the
+     * ranks of a merged trace in order (ranks are far below pids). */
+    meta_int(t, P->pid, 1, 0, "process_sort_index", p->rank >= 0 ? p->rank : (int64_t)P->pid);
     return t->err ? t->err : (int)P->idx;
 }
 
@@ -1758,6 +1773,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
             json_object_object_add(jp, "label", jstr_or_null(in->label));
         if (in->job_id)
             json_object_object_add(jp, "job_id", jstr_or_null(in->job_id));
+        if (in->exe)
+            json_object_object_add(jp, "exe", jstr_or_null(in->exe));
         if (in->rank >= 0)
             json_object_object_add(jp, "rank", json_object_new_int64(in->rank));
         if (in->local_rank >= 0)

@@ -21,9 +21,16 @@ fi
 grep -q "baseTimeNanoseconds" "$T/before.out" || fail "kineto-check.py failed the old trace for another reason: $(cat "$T/before.out")"
 # ... and pass the window trace cuptimon wrote on the H200 of the same steps
 # after it (cuptimon-h200-after: torch 2.11, CUDA 13.0; its launching
-# threads are pid 620 "python3" and 663 "pt_autograd_0").
-python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" ||
+# threads are pid 620 "python3" and 663 "pt_autograd_0"), but for its
+# process metadata, which it has from before that was written Kineto's way
+# (the window trace below is checked for it) ...
+python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" --no-process-meta ||
     fail "kineto-check.py fails the H200 window trace written in Kineto's dialect"
+# ... and fail it on the metadata, so that the metadata check is known to bite.
+python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" >"$T/meta.out" 2>&1 &&
+    fail "kineto-check.py passes the H200 trace's old process metadata"
+grep -q 'process_labels of pid 620 is .CUPTI 130001., not Kineto' "$T/meta.out" ||
+    fail "kineto-check.py failed the old process metadata for another reason: $(cat "$T/meta.out")"
 
 start_daemon --flush-period 0.3
 for r in 0 1; do
@@ -66,6 +73,14 @@ names = {(e["pid"], e["tid"]): e["args"]["name"] for e in t["traceEvents"]
 unnamed = [(p, x) for p, v in tids.items() for x in v if names.get((p, x)) != comm]
 assert not unnamed, ("threads not named %r" % comm, unnamed, names)
 print("window: every launching thread named", repr(comm))
+# Each process is named as Kineto names it (the command's base name), with
+# its rank and label, and its labels start with Kineto's "CPU".
+pn = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "process_name"}
+rank = {p["trace_pid"]: p["rank"] for p in t["otherData"]["processes"]}
+exe = os.path.basename(sys.argv[2])
+want = {p: "%s rank %d (kineto)" % (exe, rank[p]) for p in tids}
+assert {p: pn.get(p) for p in tids} == want, (pn, want)
+print("window: processes named", sorted(want.values()))
 PY
 wait "$p0" && wait "$p1" || fail "a workload failed"
 stop_daemon

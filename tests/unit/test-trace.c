@@ -565,9 +565,9 @@ static const char golden[] =
     "{\"schemaVersion\": 1,\n"
     "\"baseTimeNanoseconds\": 1796208557000000000,\n"
     "\"traceEvents\":[\n"
-    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":455,\"args\":{\"name\":\"node01 pid 455 rank 1 (train \\\"A\\\")\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":455,\"args\":{\"labels\":\"rank 1/8, local rank 1, job 1234, train \\\"A\\\", CUPTI 130001\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":455,\"args\":{\"sort_index\":1}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":455,\"tid\":0,\"args\":{\"name\":\"python3.12 rank 1 (train \\\"A\\\")\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":455,\"tid\":0,\"args\":{\"labels\":\"CPU, host node01, rank 1/8, local rank 1, job 1234, train \\\"A\\\", CUPTI 130001\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":455,\"tid\":0,\"args\":{\"sort_index\":1}},\n"
     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":455,\"tid\":3847278592,\"ts\":1.000,\"dur\":4.000,\"args\":{\"cbid\":211,\"correlation\":10,\"return value\":0,\"External id\":77,\"external kind\":\"custom0\"}},\n"
     "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2147483761,\"args\":{\"name\":\"GPU 0 stream 7\"}},\n"
     "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2147483761,\"args\":{\"sort_index\":100007}},\n"
@@ -594,7 +594,7 @@ static const char golden[] =
     "],\n"
     "\"displayTimeUnit\": \"ms\",\n"
     "\"distributedInfo\": { \"rank\": 1, \"world_size\": 8 },\n"
-    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1},\"test\":1}}\n";
+    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"exe\":\"/usr/bin/python3.12\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1},\"test\":1}}\n";
 
 static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
 {
@@ -609,6 +609,7 @@ static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
                                    .hostname = "node01",
                                    .label = "train \"A\"",
                                    .job_id = "1234",
+                                   .exe = "/usr/bin/python3.12",
                                    .rank = 1,
                                    .local_rank = 1,
                                    .world_size = 8,
@@ -681,13 +682,15 @@ START_TEST(golden_trace_schema)
     ck_assert_uint_eq(sc.ph['i'], 2); /* the CUDA event and the NVTX instant */
     ck_assert_uint_eq(flows_check(root), 2);
 
-    /* The process, named with host, pid, rank and label. */
+    /* The process, named as Kineto names it (the command's base name),
+     * with rank and label; "CPU" and the rest in its labels. */
     e = find_ev(root, "M", "process_name");
-    ck_assert_str_eq(gets(get(e, "args"), "name"), "node01 pid 455 rank 1 (train \"A\")");
+    ck_assert_str_eq(gets(get(e, "args"), "name"), "python3.12 rank 1 (train \"A\")");
     ck_assert_int_eq(json_object_get_int(get(e, "pid")), 455);
+    ck_assert_int_eq(json_object_get_int(get(e, "tid")), 0);
     e = find_ev(root, "M", "process_labels");
     ck_assert_str_eq(gets(get(e, "args"), "labels"),
-                     "rank 1/8, local rank 1, job 1234, train \"A\", CUPTI 130001");
+                     "CPU, host node01, rank 1/8, local rank 1, job 1234, train \"A\", CUPTI 130001");
     e = find_ev(root, "M", "process_sort_index");
     ck_assert_int_eq(json_object_get_int(get(get(e, "args"), "sort_index")), 1);
 
@@ -949,8 +952,8 @@ START_TEST(streams_in_bounded_chunks)
     ck_assert_uint_le(mb.max_chunk, 128u << 10);
     ck_assert_uint_gt(mb.calls, 1000);
     ck_assert_uint_eq(ts.bytes, mb.len);
-    /* process_name and process_sort_index (no labels), 2 per track */
-    ck_assert_uint_eq(ts.events, 500000 + 2 + 2 * 64);
+    /* process_name, process_labels ("CPU") and process_sort_index, 2 per track */
+    ck_assert_uint_eq(ts.events, 500000 + 3 + 2 * 64);
 }
 END_TEST
 
@@ -1008,6 +1011,60 @@ START_TEST(two_processes_same_pid_and_ranks)
     ck_assert_int_eq(json_object_array_length(get(di, "ranks")), 2);
     od = get(root, "otherData");
     ck_assert_int_eq(json_object_array_length(get(od, "processes")), 2);
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
+/* Kineto's process metadata when little is known: no executable, no rank.
+ * The name falls back to the pid, the sort index is the pid (Kineto's
+ * value), and the labels still start with "CPU"; a pid shared with an
+ * earlier process is named by its own pid and sorted by the trace's. */
+START_TEST(process_metadata_fallbacks)
+{
+    struct membuf mb = {0};
+    struct cuptimon_trace *t;
+    struct cuptimon_trace_opts o = {.base_ns = BASE};
+    struct cuptimon_proc_info p0 = {.pid = 4242, .rank = -1, .local_rank = -1, .world_size = -1};
+    struct cuptimon_proc_info p1 = {.pid = 4242,
+                                    .hostname = "h2",
+                                    .exe = "noslash",
+                                    .rank = -1,
+                                    .local_rank = -1,
+                                    .world_size = -1};
+    json_object *root, *evs;
+    const char *want_name[2] = {"pid 4242", "noslash"};
+    const char *want_labels[2] = {"CPU", "CPU, host h2, pid 4242"};
+    int64_t want_sort[2] = {4242, 0x40000001};
+    int seen[3] = {0, 0, 0};
+
+    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p0, NULL, NULL), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p1, NULL, NULL), 1);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_free(t);
+    root = parse(mb.data, mb.len);
+    evs = get(root, "traceEvents");
+    for (size_t i = 0; i < json_object_array_length(evs); i++) {
+        json_object *e = json_object_array_get_idx(evs, i), *args = get(e, "args");
+        int which = json_object_get_int64(get(e, "pid")) == 4242 ? 0 : 1;
+        const char *nm = gets(e, "name");
+        ck_assert_str_eq(gets(e, "ph"), "M");
+        ck_assert_int_eq(json_object_get_int(get(e, "tid")), 0);
+        if (strcmp(nm, "process_name") == 0) {
+            ck_assert_str_eq(gets(args, "name"), want_name[which]);
+            seen[0]++;
+        } else if (strcmp(nm, "process_labels") == 0) {
+            ck_assert_str_eq(gets(args, "labels"), want_labels[which]);
+            seen[1]++;
+        } else if (strcmp(nm, "process_sort_index") == 0) {
+            ck_assert_int_eq(json_object_get_int64(get(args, "sort_index")), want_sort[which]);
+            seen[2]++;
+        }
+    }
+    ck_assert_int_eq(seen[0], 2);
+    ck_assert_int_eq(seen[1], 2);
+    ck_assert_int_eq(seen[2], 2);
     json_object_put(root);
     free(mb.data);
 }
@@ -1457,7 +1514,8 @@ START_TEST(parse_time_forms)
 END_TEST
 
 #define META_FMT                                                                                   \
-    "{\"pid\": %u, \"hostname\": \"node01\", \"cupti_version\": %u, "                              \
+    "{\"pid\": %u, \"hostname\": \"node01\", \"exe\": \"/opt/app/bin/train\", "                   \
+    "\"cupti_version\": %u, "                                                                        \
     "\"record_sizes\": {\"1\": 96, \"2\": 88, \"3\": 216, \"4\": 40, \"5\": 40, \"10\": 216},"     \
     "\"job\": {\"rank\": \"%d\", \"local_rank\": \"0\", \"world_size\": \"2\", "                   \
     "\"slurm_job_id\": \"777\", \"label\": \"lbl%d\"}}"
@@ -1593,7 +1651,13 @@ START_TEST(cli_decode_archive)
     ck_assert_ptr_null(find_ev(tr, "X", "<unknown kernel 0x5615ff2c56d0>"));
     {
         json_object *pn = find_ev(tr, "M", "process_name");
-        ck_assert_str_eq(gets(get(pn, "args"), "name"), "node01 pid 1001 rank 0 (lbl0)");
+        /* Kineto's way: the command's name (meta.json's exe), here with
+         * the rank and label; the host in the labels, after "CPU". */
+        ck_assert_str_eq(gets(get(pn, "args"), "name"), "train rank 0 (lbl0)");
+        ck_assert_int_eq(json_object_get_int(get(pn, "tid")), 0);
+        pn = find_ev(tr, "M", "process_labels");
+        ck_assert_str_eq(gets(get(pn, "args"), "labels"),
+                         "CPU, host node01, rank 0/2, local rank 0, job 777, lbl0, CUPTI 130001");
     }
     od = get(tr, "otherData");
     sess = get(od, "sessions");
@@ -1715,6 +1779,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, sink_errors_are_sticky);
     tcase_add_test(t, streams_in_bounded_chunks);
     tcase_add_test(t, two_processes_same_pid_and_ranks);
+    tcase_add_test(t, process_metadata_fallbacks);
     tcase_add_test(t, empty_trace);
     tcase_add_test(t, fd_and_file_sinks);
     tcase_add_test(t, garbage_records_give_valid_json);
