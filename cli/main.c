@@ -262,7 +262,7 @@ static void window_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
 "Usage: cuptimonctl %s [SELECTOR] [--activities=LIST] [--duration=S] [--at=T]\n"
-"                          [--output=FILE] [--json]\n"
+"                          [--output=FILE] [--gzip=N] [--json]\n"
 "Open a trace window over every process that SELECTOR picks (default --all).\n"
 "\n"
 "Selector (combine to narrow):\n"
@@ -283,7 +283,10 @@ static void window_usage(FILE *f, const char *cmd)
 "                        or ns): the same command sent to many nodes gives\n"
 "                        windows that line up\n"
 "      --output=FILE     where the daemon writes the trace (default:\n"
-"                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only\n"
+"                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only;\n"
+"                        FILE.gz is written gzipped, any other name plain JSON\n"
+"      --gzip=N          gzip the trace at level N (1-9; 0: plain JSON) and name\n"
+"                        it .json.gz (default: the daemon's window_gzip_level)\n"
 "      --json            print the daemon's answer as JSON\n"
 "Processes that start during the window and match are included.  End it with\n"
 "'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
@@ -367,12 +370,13 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         {"activities", required_argument, NULL, 'k'}, {"duration", required_argument, NULL, 'd'},
         {"at", required_argument, NULL, 'T'},     {"output", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'J'},         {"help", no_argument, NULL, 'h'},
-        {"all-users", no_argument, NULL, 'U'},    {NULL, 0, NULL, 0}};
+        {"all-users", no_argument, NULL, 'U'},    {"gzip", required_argument, NULL, 'z'},
+        {NULL, 0, NULL, 0}};
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
-    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:Jh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:z:Jh", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 'a': break;
@@ -447,6 +451,18 @@ static int cmd_window_open(int argc, char **argv, const char *op)
                 snprintf(path, sizeof path, "%s", optarg);
             }
             json_object_object_add(req, "output", json_object_new_string(path));
+            break;
+        }
+        case 'z': {
+            /* Range-checked by the daemon too, which names the bad level. */
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 9) {
+                fprintf(stderr, "cuptimonctl: --gzip '%s' is not a level from 0 (plain JSON) "
+                                "to 9\n", optarg);
+                json_object_put(req);
+                return 2;
+            }
+            json_object_object_add(req, "gzip_level", json_object_new_int64(v));
             break;
         }
         case 'J': json = 1; break;

@@ -50,6 +50,7 @@ struct cuptimon_window_spec {
     size_t nsrc;
     const char *output;  /* trace path: written to a temporary name, then renamed */
     uint64_t max_events; /* stop writing past this many events (0: no cap); the summary says so */
+    int gzip_level;      /* 1..9: the trace is written gzipped; 0: plain JSON */
     /* Whose trace it is, and where it may go, by window-output.h's rules:
      * user_dir when the user chose the directory (--output); dir, when
      * not NULL, the directory that was checked when the window opened. */

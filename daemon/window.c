@@ -72,6 +72,7 @@ struct window {
     int64_t prepared_ns, start_ns, end_ns, at_ns;
     double duration_s;
     char output[700];
+    int gzip_level;                /* 1..9: written gzipped (.json.gz); 0: plain JSON */
     struct member *m;
     size_t nm, capm;
     uv_timer_t timer;
@@ -440,6 +441,7 @@ static void write_cb(uv_work_t *req)
                                         .nsrc = w->nm,
                                         .output = w->output,
                                         .max_events = w->d->cfg.window_max_events,
+                                        .gzip_level = w->gzip_level,
                                         .owner = &w->req,
                                         .user_dir = w->user_dir,
                                         .dir = &w->dirid};
@@ -779,6 +781,26 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         free(w);
         return;
     }
+    /* gzip: the request's level (begin-window --gzip N), else the
+     * configuration's window_gzip_level.  A path the user chose decides by
+     * its name, as decode -o does: FILE.gz is gzipped (at level 1 when the
+     * level says plain), any other name is plain JSON. */
+    w->gzip_level = d->conf.window_gzip_level;
+    if (json_object_object_get_ex(req, "gzip_level", &v)) {
+        int64_t lv = cuptimon__json_integer(req, "gzip_level", -1);
+        if (lv < 0 || lv > 9) {
+            send_err(conn, "EINVAL", "gzip level %s is not an integer from 0 (plain JSON) to 9",
+                     json_object_to_json_string(v));
+            free(w);
+            return;
+        }
+        w->gzip_level = (int)lv;
+    }
+    if (out && *out) {
+        size_t ol = strlen(out);
+        int gz_name = ol > 3 && strcmp(out + ol - 3, ".gz") == 0;
+        w->gzip_level = gz_name ? (w->gzip_level > 0 ? w->gzip_level : 1) : 0;
+    }
     w->req = (struct cuptimon_requester){.uid = conn->peer.uid, .gid = conn->peer.gid};
     if (out && *out) {
         snprintf(w->output, sizeof w->output, "%s", out);
@@ -789,9 +811,10 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         struct tm tm;
         gmtime_r(&secs, &tm);
         windows_dir(d, w->req.uid, dir, sizeof dir);
-        snprintf(w->output, sizeof w->output, "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json",
-                 dir, w->id, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                 tm.tm_sec);
+        snprintf(w->output, sizeof w->output,
+                 "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json%s", dir, w->id,
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 w->gzip_level > 0 ? ".gz" : "");
     }
     int orc = check_output(w, why, sizeof why);
     if (orc < 0) {

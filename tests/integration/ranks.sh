@@ -1,0 +1,73 @@
+#!/bin/bash
+# Traces for Kineto's multi-rank tools (issue 18): window_gzip_level and
+# begin-window --gzip (window traces as .json.gz), checked on a window over
+# two test-double processes on ranks 0 and 1.
+. "$top_srcdir/tests/integration/lib.sh"
+REF=$top_srcdir/tests/data/kineto-ref/torch-2.11-h200.json.gz
+CHECK=$top_srcdir/tests/integration/kineto-check.py
+
+# The key is range-checked like every other, naming itself and the value.
+echo '{"window_gzip_level": 10}' >"$T/bad.conf"
+set +e
+out=$("$CUPTIMOND" --config "$T/bad.conf" --check-config 2>&1); rc=$?
+set -e
+[ $rc -ne 0 ] || fail "window_gzip_level 10 was accepted: $out"
+echo "$out" | grep -q "window_gzip_level: 10 is not a whole number in 0..9" ||
+    fail "the refusal does not name window_gzip_level and 10: $out"
+echo '{"window_gzip_level": 6}' >"$T/gz.conf"
+"$CUPTIMOND" --config "$T/gz.conf" --check-config | grep -q '"window_gzip_level": 6' ||
+    fail "--check-config does not show window_gzip_level 6"
+
+start_daemon --config "$T/gz.conf" --flush-period 0.3
+for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=ranks workload --kernels 100000 --rate 10000 --threads 2 \
+        --annotate 200 --report "$T/r$r.json" --quiet &
+    eval "p$r=\$!"
+done
+two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
+wait_for 100 two || fail "the two ranks did not connect"
+sleep 0.3
+
+# window N: OPTIONS...; prints the trace path.
+window() {
+    ctl begin-window --label ranks --activities kernel,memcpy,memset,runtime,external_correlation \
+        "$@" --json >"$T/begin.json" || fail "begin-window $* failed"
+    sleep 0.4
+    ctl end-window --json >"$T/end.json" || fail "end-window failed after begin-window $*"
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json"
+}
+
+# The configured level: the default name ends in .json.gz and is gzip.
+tr=$(window)
+case "$tr" in *.json.gz) ;; *) fail "window_gzip_level 6: the trace is $tr, not .json.gz" ;; esac
+gzip -t "$tr" || fail "$tr is not gzip"
+python3 "$CHECK" "$REF" "$tr" --ranks 2 || fail "the gzipped window trace is not in Kineto's dialect"
+# Level 6 is not level 1: gzip's header says which (XFL 2 = best-ish, 4 = fastest).
+python3 - "$tr" <<'PY' || fail "the trace was not written at the configured level"
+import sys
+h = open(sys.argv[1], "rb").read(10)
+assert h[:2] == b"\x1f\x8b" and h[8] == 0, ("gzip header", h)  # level 6: XFL 0
+print("window: gzip at the configured level (XFL %d)" % h[8])
+PY
+# --gzip 0 for one window: plain JSON, named .json.
+tr=$(window --gzip 0)
+case "$tr" in *.json) ;; *) fail "--gzip 0: the trace is $tr, not .json" ;; esac
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tr" || fail "--gzip 0 did not write plain JSON"
+# --gzip 1: XFL 4 (fastest).
+tr=$(window --gzip 1)
+python3 -c 'import sys; h=open(sys.argv[1],"rb").read(10); assert h[:2]==b"\x1f\x8b" and h[8]==4, h' "$tr" ||
+    fail "--gzip 1 did not write gzip at level 1"
+# An --output path decides by its name.
+tr=$(window --gzip 0 --output "$T/mine.json.gz")
+[ "$tr" = "$T/mine.json.gz" ] && gzip -t "$tr" || fail "--output mine.json.gz was not written gzipped"
+tr=$(window --output "$T/mine.json")
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tr" || fail "--output mine.json is not plain JSON"
+# A bad level is refused by name.
+set +e
+out=$(ctl begin-window --label ranks --gzip 10 2>&1); rc=$?
+set -e
+[ $rc = 2 ] && echo "$out" | grep -q -- "--gzip '10' is not a level" || fail "--gzip 10: rc $rc: $out"
+
+wait "$p0" && wait "$p1" || fail "a workload failed"
+stop_daemon
+echo ok
