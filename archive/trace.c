@@ -74,6 +74,15 @@ struct markent {
     uint64_t domain_ptr;
 };
 
+/* A device's properties, as the shim read them from the driver
+ * (CUPTIMON_DEVICE_KEY), checked: Kineto's deviceProperties entry. */
+struct tdev {
+    uint32_t id;
+    uint64_t mem;
+    uint32_t v[11]; /* computeMajor .. sharedMemPerMultiprocessor, in dev_keys' order */
+    char name[96];
+};
+
 struct tproc {
     uint32_t pid; /* as written in the trace */
     uint32_t idx;
@@ -102,6 +111,9 @@ struct tproc {
         int64_t ts, dur;
     } drv[DRV_PENDING];
     int ndrv;
+
+    struct tdev *devs; /* read at add_process: the string table may be gone at finish */
+    size_t ndevs;
 
     int ended;   /* cuptimon__trace_end_process was called */
     int pending; /* a marker held back for the marker data that may follow */
@@ -547,6 +559,7 @@ static void proc_free(struct tproc *P)
     free(P->gpu_tab);
     free(P->ext_tab);
     free(P->mark_tab);
+    free(P->devs);
     free((char *)P->info.hostname);
     free((char *)P->info.label);
     free((char *)P->info.job_id);
@@ -596,6 +609,88 @@ static void meta_int(struct cuptimon_trace *t, uint32_t pid, int with_tid, uint3
     meta_event(t, pid, with_tid, tid, what, "sort_index", num, n);
 }
 
+/* Kineto's deviceProperties keys after id, name and totalGlobalMem, in its
+ * order, with the largest value each may take (they come from a producer:
+ * a value out of range refuses the device). */
+static const struct {
+    const char *key;
+    uint32_t max;
+} dev_keys[11] = {
+    {"computeMajor", 99},          {"computeMinor", 99},
+    {"maxThreadsPerBlock", 1u << 20}, {"maxThreadsPerMultiprocessor", 1u << 20},
+    {"regsPerBlock", 1u << 24},    {"warpSize", 1024},
+    {"sharedMemPerBlock", 1u << 30}, {"numSms", 1u << 16},
+    {"regsPerMultiprocessor", 1u << 24}, {"sharedMemPerBlockOptin", 1u << 30},
+    {"sharedMemPerMultiprocessor", 1u << 30},
+};
+
+/* A decimal of at most 20 digits at *s, then one space; *s moves past. */
+static int dev_num(const char **s, const char *e, uint64_t max, uint64_t *out)
+{
+    const char *p = *s;
+    uint64_t v = 0;
+    if (p >= e || *p < '0' || *p > '9')
+        return -1;
+    while (p < e && *p >= '0' && *p <= '9') {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (v > max || p >= e || *p != ' ')
+        return -1;
+    *s = p + 1;
+    *out = v;
+    return 0;
+}
+
+/* Parses the shim's device string (cuptimon-proto.h, CUPTIMON_DEVICE_KEY)
+ * for device ord: every number in its range, the id the key's, a name of
+ * 1 to 95 bytes with no control character.  0, or -1 when anything is off
+ * (the string comes from the producer, which may lie). */
+static int dev_parse(const char *s, size_t n, uint32_t ord, struct tdev *d)
+{
+    const char *e = s + n;
+    uint64_t v;
+    if (dev_num(&s, e, CUPTIMON_DEVICES_MAX - 1, &v) < 0 || v != ord)
+        return -1;
+    d->id = (uint32_t)v;
+    if (dev_num(&s, e, 1ull << 50, &d->mem) < 0)
+        return -1;
+    for (size_t i = 0; i < 11; i++) {
+        if (dev_num(&s, e, dev_keys[i].max, &v) < 0)
+            return -1;
+        d->v[i] = (uint32_t)v;
+    }
+    if (e - s < 1 || (size_t)(e - s) >= sizeof d->name)
+        return -1;
+    for (const char *q = s; q < e; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f)
+            return -1;
+    memcpy(d->name, s, (size_t)(e - s));
+    d->name[e - s] = '\0';
+    return 0;
+}
+
+/* The devices names holds (the shim's, see report_devices in the shim). */
+static void read_devices(struct cuptimon_trace *t, struct tproc *P,
+                         const struct cuptimon_strtab *names)
+{
+    for (uint32_t d = 0; names && d < CUPTIMON_DEVICES_MAX; d++) {
+        size_t n;
+        const char *s = cuptimon__strtab_get(names, CUPTIMON_DEVICE_KEY(d), &n);
+        struct tdev dv;
+        if (s == NULL)
+            continue;
+        if (dev_parse(s, n, d, &dv) < 0) {
+            t->st.devices_refused++;
+            continue;
+        }
+        if (P->devs == NULL && (P->devs = calloc(CUPTIMON_DEVICES_MAX, sizeof *P->devs)) == NULL)
+            return;
+        P->devs[P->ndevs++] = dv;
+    }
+}
+
 int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_proc_info *p,
                                 const struct cuptimon_strtab *names, struct cuptimon_demangler *dm)
 {
@@ -637,6 +732,7 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
     P->dm = dm;
     P->names_epoch = cuptimon__strtab_epoch(names);
     t->procs[t->nprocs++] = P;
+    read_devices(t, P, names);
 
     /* Kineto's process metadata: process_name is the command's name
      * ("python3"), here with the rank and label that tell ranks apart in
@@ -1716,6 +1812,50 @@ static json_object *jstr_or_null(const char *s)
     return s ? json_object_new_string(s) : NULL;
 }
 
+/*
+ * Kineto's deviceProperties: one entry per device id, with Kineto's keys in
+ * its order and spacing, from the first process that knew the device (the
+ * processes of one node see the same devices; a trace over nodes with
+ * different devices under one id keeps the first).  Written at the end,
+ * when every process is known; an empty list when none was.
+ */
+static void write_devices(struct cuptimon_trace *t)
+{
+    uint64_t done = 0; /* ids written: CUPTIMON_DEVICES_MAX is 64 */
+    int first = 1;
+
+    PUT_LIT(t, "\"deviceProperties\": [");
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct tproc *P = t->procs[i];
+        for (size_t k = 0; k < P->ndevs; k++) {
+            const struct tdev *d = &P->devs[k];
+            if (done & (1ull << d->id))
+                continue;
+            done |= 1ull << d->id;
+            char *p = reserve(t, 6 * sizeof d->name + 1024);
+            if (!first)
+                *p++ = ',';
+            first = 0;
+            p = LIT(p, "\n  {\"id\": ");
+            p = u64d(p, d->id);
+            p = LIT(p, ", \"name\": ");
+            p += cuptimon__json_escape(p, d->name, strlen(d->name));
+            p = LIT(p, ", \"totalGlobalMem\": ");
+            p = u64d(p, d->mem);
+            for (size_t j = 0; j < 11; j++) {
+                size_t kl = strlen(dev_keys[j].key);
+                p = LIT(p, ", \"");
+                memcpy(p, dev_keys[j].key, kl);
+                p = LIT(p + kl, "\": ");
+                p = u64d(p, d->v[j]);
+            }
+            p = LIT(p, "}");
+            commit(t, p);
+        }
+    }
+    PUT_LIT(t, "\n],\n");
+}
+
 int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
 {
     json_object *di, *od, *procs, *ranks = NULL;
@@ -1822,6 +1962,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
                                    json_object_new_uint64(t->st.driver_hidden));
             json_object_object_add(w, "nested_driver_launches",
                                    json_object_new_uint64(t->st.driver_nested));
+            json_object_object_add(w, "device_properties_refused",
+                                   json_object_new_uint64(t->st.devices_refused));
             json_object_object_add(od, "writer", w);
         }
     }
@@ -1842,6 +1984,7 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
         p = LIT(p, ",\n");
         commit(t, p);
     }
+    write_devices(t);
     PUT_LIT(t, "\"distributedInfo\": ");
     text = json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED |
                                                   JSON_C_TO_STRING_NOSLASHESCAPE);

@@ -93,6 +93,7 @@ struct cuptimon_trace_stats {
     uint64_t unknown_names;       /* kernels whose name pointer was not in the table */
     uint64_t driver_hidden;       /* driver calls that launch nothing, not written (Kineto's way) */
     uint64_t driver_nested;       /* driver launches inside a runtime call, not written */
+    uint64_t devices_refused;     /* device property strings that did not parse or were out of range */
     uint64_t bytes;               /* bytes handed to the sink */
 };
 

@@ -18,9 +18,13 @@ recorded on the H200 by tests/gpu/kineto-ref.py).  What is checked:
   process_labels (starting with Kineto's "CPU") and process_sort_index,
   each with the reference's keys and arg types, once.
 
-usage: kineto-check.py REFERENCE TRACE [--ranks N] [--no-process-meta]   (either may be .gz)
---no-process-meta leaves the process metadata out (for traces recorded
-before cuptimon wrote it Kineto's way, such as cuptimon-h200-after).
+- deviceProperties: a list of at least one device (exactly N with
+  --devices N), each with the reference's keys, in its order, and types.
+
+usage: kineto-check.py REFERENCE TRACE [--ranks N] [--devices N] [--no-metadata]
+(either file may be .gz).  --no-metadata leaves the process metadata and
+deviceProperties out (for traces recorded before cuptimon wrote them
+Kineto's way, such as cuptimon-h200-after).
 Exits 1 with one line per failure.
 """
 import collections
@@ -131,7 +135,7 @@ def main(argv):
         if e.get("ph") == "M" and e.get("name") in PROC_META:
             meta[(e.get("pid"), e["name"])].append(e)
     pids = {e.get("pid") for e in tr["traceEvents"] if e.get("ph") != "M" and "pid" in e}
-    for pid in sorted(pids, key=str) if "--no-process-meta" not in argv else []:
+    for pid in sorted(pids, key=str) if "--no-metadata" not in argv else []:
         for name in PROC_META:
             evs = meta.get((pid, name), [])
             if len(evs) != 1:
@@ -151,6 +155,20 @@ def main(argv):
                 lab = str(a.get("labels", ""))
                 check(lab == "CPU" or lab.startswith("CPU, "),
                       f"process_labels of pid {pid} is {lab!r}, not Kineto's \"CPU\" first")
+
+    # deviceProperties, as Kineto writes them.
+    if "--no-metadata" not in argv:
+        rdev = ref["deviceProperties"][0]
+        devs = tr.get("deviceProperties")
+        want_n = int(argv[argv.index("--devices") + 1]) if "--devices" in argv else None
+        check(isinstance(devs, list) and len(devs) >= 1 and (want_n is None or len(devs) == want_n),
+              f"deviceProperties is {devs!r}, not a list of {want_n or 'some'} device(s)")
+        for d in devs if isinstance(devs, list) else []:
+            check(isinstance(d, dict) and list(d) == list(rdev),
+                  f"a device has keys {list(d) if isinstance(d, dict) else d!r}, Kineto's {list(rdev)}")
+            if isinstance(d, dict):
+                bad = [k for k in rdev if k in d and type(d[k]) is not type(rdev[k])]
+                check(not bad, f"device {d.get('id')}: {bad} are not of Kineto's types")
 
     n = {c: len(oc.get(c, [])) for c in CUDA_CATS}
     if fails:

@@ -560,6 +560,9 @@ static void build_golden_input(struct recbuf *b)
     add(b, &k, sizeof(k));
 }
 
+#define GOLDEN_DEV0 "0 150109880320 9 0 1024 2048 65536 32 49152 132 65536 232448 233472 NVIDIA H200"
+#define GOLDEN_DEV1 "1 150109880320 9 0 1024 2048 65536 32 49152 1000000 65536 232448 233472 Big"
+
 /* The expected trace for build_golden_input(), byte for byte. */
 static const char golden[] =
     "{\"schemaVersion\": 1,\n"
@@ -593,8 +596,11 @@ static const char golden[] =
     "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":12,\"pid\":455,\"tid\":2147483857,\"ts\":11.000}\n"
     "],\n"
     "\"displayTimeUnit\": \"ms\",\n"
+    "\"deviceProperties\": [\n"
+    "  {\"id\": 0, \"name\": \"NVIDIA H200\", \"totalGlobalMem\": 150109880320, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}\n"
+    "],\n"
     "\"distributedInfo\": { \"rank\": 1, \"world_size\": 8 },\n"
-    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"exe\":\"/usr/bin/python3.12\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1},\"test\":1}}\n";
+    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"exe\":\"/usr/bin/python3.12\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1,\"device_properties_refused\":1},\"test\":1}}\n";
 
 static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
 {
@@ -624,6 +630,14 @@ static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x1000, "_Z5scaleILi2EEvPfi", 18), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x2000, "step 1", 6), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x3000, "app", 3), 0);
+    /* The shim's device strings: device 0 is the reference trace's H200;
+     * device 1 claims a million SMs and is refused. */
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0,
+                                          strlen(GOLDEN_DEV0)),
+                     0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(1), GOLDEN_DEV1,
+                                          strlen(GOLDEN_DEV1)),
+                     0);
     ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
     ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, dm), 0);
     memset(&ds, 0, sizeof(ds));
@@ -1065,6 +1079,107 @@ START_TEST(process_metadata_fallbacks)
     ck_assert_int_eq(seen[0], 2);
     ck_assert_int_eq(seen[1], 2);
     ck_assert_int_eq(seen[2], 2);
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
+/* deviceProperties from the shim's device strings, which come from the
+ * producer: each malformed or out-of-range one is refused and counted,
+ * never written; a device seen by two processes is written once; the rest
+ * keep Kineto's keys, in its order, as integers. */
+START_TEST(device_properties_hostile)
+{
+    static const char *const bad[] = {
+        "2 1 9 0 1 1 1 32 1 1 1 1 1 wrong-id",  /* key 1: id must be 1 */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 ",          /* empty name */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1",           /* no name */
+        "1 -1 9 0 1 1 1 32 1 1 1 1 1 neg",      /* a sign */
+        "1 99999999999999999999999 9 0 1 1 1 32 1 1 1 1 1 big", /* past 2^64 */
+        "1 1125899906842625 9 0 1 1 1 32 1 1 1 1 1 mem",        /* past 2^50 bytes */
+        "1 1 100 0 1 1 1 32 1 1 1 1 1 cc",      /* compute capability 100 */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 a\nb",      /* a control character */
+        "1 1 9 0 1 1 1 32 1 1 1 1 NAME",        /* 12 numbers */
+        "1  1 9 0 1 1 1 32 1 1 1 1 1 two",      /* two spaces */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    };
+    static const char *const keys[] = {
+        "id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "maxThreadsPerBlock",
+        "maxThreadsPerMultiprocessor", "regsPerBlock", "warpSize", "sharedMemPerBlock", "numSms",
+        "regsPerMultiprocessor", "sharedMemPerBlockOptin", "sharedMemPerMultiprocessor"};
+    const char *ok = "3 80000000000 8 6 1024 1536 65536 32 49152 84 65536 101376 102400 "
+                     "NVIDIA \"A10\" \xff";
+    struct cuptimon_trace_opts o = {.base_ns = BASE};
+    struct cuptimon_proc_info p = {.pid = 9, .rank = -1, .local_rank = -1, .world_size = -1};
+    struct cuptimon_trace_stats ts;
+    struct cuptimon_strtab *st[2];
+    struct membuf mb = {0};
+    struct cuptimon_trace *t;
+    json_object *root, *dp, *d;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(cuptimon__strtab_new(NULL, &st[0]), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(st[0], CUPTIMON_DEVICE_KEY(1), bad[i], strlen(bad[i])), 0);
+        mb.len = 0;
+        ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+        ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[0], NULL), 0);
+        ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+        cuptimon__trace_stats(t, &ts);
+        cuptimon__trace_free(t);
+        cuptimon__strtab_free(st[0]);
+        ck_assert_msg(ts.devices_refused == 1, "not refused: %s", bad[i]);
+        root = parse(mb.data, mb.len);
+        ck_assert_int_eq(json_object_array_length(get(root, "deviceProperties")), 0);
+        json_object_put(root);
+    }
+
+    /* Two processes that both know device 3, one of them also device 0. */
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(cuptimon__strtab_new(NULL, &st[k]), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(st[k], CUPTIMON_DEVICE_KEY(3), ok, strlen(ok)), 0);
+    }
+    ck_assert_int_eq(cuptimon__strtab_put(st[1], CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0,
+                                          strlen(GOLDEN_DEV0)),
+                     0);
+    mb.len = 0;
+    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[0], NULL), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[1], NULL), 1);
+    /* Read when the process was added: the tables may go before the end. */
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
+    cuptimon__strtab_free(st[0]);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_stats(t, &ts);
+    cuptimon__trace_free(t);
+    cuptimon__strtab_free(st[1]);
+    ck_assert_uint_eq(ts.devices_refused, 0);
+    root = parse(mb.data, mb.len);
+    dp = get(root, "deviceProperties");
+    ck_assert_int_eq(json_object_array_length(dp), 2);
+    d = json_object_array_get_idx(dp, 0);
+    ck_assert_int_eq(json_object_object_length(d), 14);
+    {
+        size_t i = 0;
+        json_object_object_foreach(d, key, val)
+        {
+            ck_assert_str_eq(key, keys[i]);
+            ck_assert(json_object_is_type(val, i == 1 ? json_type_string : json_type_int));
+            i++;
+        }
+    }
+    ck_assert_int_eq(json_object_get_int(get(d, "id")), 3);
+    ck_assert_str_eq(gets(d, "name"), "NVIDIA \"A10\" \xef\xbf\xbd");
+    ck_assert_int_eq(json_object_get_int64(get(d, "totalGlobalMem")), 80000000000ll);
+    ck_assert_int_eq(json_object_get_int(get(d, "computeMajor")), 8);
+    ck_assert_int_eq(json_object_get_int(get(d, "computeMinor")), 6);
+    ck_assert_int_eq(json_object_get_int(get(d, "maxThreadsPerMultiprocessor")), 1536);
+    ck_assert_int_eq(json_object_get_int(get(d, "numSms")), 84);
+    ck_assert_int_eq(json_object_get_int(get(d, "sharedMemPerBlockOptin")), 101376);
+    ck_assert_int_eq(json_object_get_int(get(d, "sharedMemPerMultiprocessor")), 102400);
+    d = json_object_array_get_idx(dp, 1);
+    ck_assert_int_eq(json_object_get_int(get(d, "id")), 0);
+    ck_assert_str_eq(gets(d, "name"), "NVIDIA H200");
+    ck_assert_int_eq(json_object_get_int(get(d, "numSms")), 132);
     json_object_put(root);
     free(mb.data);
 }
@@ -1780,6 +1895,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, streams_in_bounded_chunks);
     tcase_add_test(t, two_processes_same_pid_and_ranks);
     tcase_add_test(t, process_metadata_fallbacks);
+    tcase_add_test(t, device_properties_hostile);
     tcase_add_test(t, empty_trace);
     tcase_add_test(t, fd_and_file_sinks);
     tcase_add_test(t, garbage_records_give_valid_json);
