@@ -34,10 +34,13 @@ grep -q 'process_labels of pid 620 is .CUPTI 130001., not Kineto' "$T/meta.out" 
     fail "kineto-check.py failed the old process metadata for another reason: $(cat "$T/meta.out")"
 
 start_daemon --flush-period 0.3
-# Rank 1's process sees two devices (the test double's driver queries), rank
+# The workloads must outlive the window: the shim names threads at forced
+# flushes, and a process that ends inside the window (before the end's
+# forced flush) has its threads unnamed; at 20000 kernels/s (2 s) a busy
+# machine made that happen.  Rank 1's process sees two devices (the test double's driver queries), rank
 # 0's one: the trace's deviceProperties has both, device 0 once.
 for r in 0 1; do
-    FAKECUPTI_DEVICES=$((r + 1)) RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 40000 --rate 20000 --threads 2 \
+    FAKECUPTI_DEVICES=$((r + 1)) RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 40000 --rate 8000 --threads 2 \
         --annotate 500 --report "$T/r$r.json" --quiet &
     eval "p$r=\$!"
 done

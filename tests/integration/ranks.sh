@@ -1,7 +1,9 @@
 #!/bin/bash
 # Traces for Kineto's multi-rank tools (issue 18): window_gzip_level and
 # begin-window --gzip (window traces as .json.gz), checked on a window over
-# two test-double processes on ranks 0 and 1.
+# two test-double processes on ranks 0 and 1, and decode --split: one
+# complete trace per rank (or process), as HTA reads a job, each with its
+# own distributedInfo, deviceProperties and process metadata.
 . "$top_srcdir/tests/integration/lib.sh"
 REF=$top_srcdir/tests/data/kineto-ref/torch-2.11-h200.json.gz
 CHECK=$top_srcdir/tests/integration/kineto-check.py
@@ -69,5 +71,67 @@ set -e
 [ $rc = 2 ] && echo "$out" | grep -q -- "--gzip '10' is not a level" || fail "--gzip 10: rc $rc: $out"
 
 wait "$p0" && wait "$p1" || fail "a workload failed"
+# A third process without a rank, twice the same pid would need pid reuse:
+# one unranked process is enough to show its own file.
+CUPTIMON_LABEL=solo workload --kernels 200 --quiet || fail "the unranked workload failed"
+ctl flush >/dev/null || fail "flush failed"
 stop_daemon
+
+# checksplit DIR FILE... : each FILE in DIR is a complete Kineto trace of
+# the processes its name says, and DIR holds nothing else.
+checksplit() {
+    local dir=$1; shift
+    [ "$(cd "$dir" && ls | sort | tr '\n' ' ')" = "$* " ] ||
+        fail "$dir holds $(ls "$dir" | tr '\n' ' '), not $*"
+    python3 - "$dir" "$WORKLOAD" "$@" <<'PY' || fail "a --split file is not the trace of its rank or process"
+import gzip, json, os, re, sys
+d, exe = sys.argv[1], os.path.basename(sys.argv[2])
+for f in sys.argv[3:]:
+    text = gzip.open(os.path.join(d, f), "rt").read()
+    t = json.loads(text)
+    procs = t["otherData"]["processes"]
+    di = t["distributedInfo"]
+    m = re.match(r"rank-(\d+)\.json\.gz$", f)
+    if m:
+        r = int(m.group(1))
+        assert [p["rank"] for p in procs] == [r], (f, procs)
+        assert di == {"rank": r, "world_size": 2}, (f, di)
+        # HTA's pattern finds this file's rank first.
+        assert int(re.search(r'"rank":\s+(\d+)', text).group(1)) == r, f
+        want = "%s rank %d (ranks)" % (exe, r)
+    else:
+        pid = int(re.match(r"pid-(\d+)\.json\.gz$", f).group(1))
+        assert [p["pid"] for p in procs] == [pid], (f, procs)
+        want = "%s rank %d (ranks)" % (exe, procs[0]["rank"]) if "rank" in procs[0] else "%s (solo)" % exe
+        if "rank" not in procs[0]:
+            assert di == {"rank": 0, "world_size": 1}, (f, di)
+    assert [e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "process_name"] == [want], f
+    assert [x["id"] for x in t["deviceProperties"]] == list(range(len(t["deviceProperties"]))) and t["deviceProperties"], f
+    assert t["traceName"] == os.path.join(d, f), (t["traceName"], f)
+    assert isinstance(t["baseTimeNanoseconds"], int)
+    n = sum(1 for e in t["traceEvents"] if e.get("cat") == "kernel")
+    assert n > 0, f
+    print("split: %s: %s, %d kernels, %d device(s)" % (f, di, n, len(t["deviceProperties"])))
+PY
+}
+"$CTL" decode "$T/out" --split rank -o "$T/byrank" 2>"$T/split.err" || fail "decode --split rank failed: $(cat "$T/split.err")"
+solo=$(python3 -c 'import json,glob,sys
+for m in glob.glob(sys.argv[1] + "/out/archive/*/meta.json"):
+    j = json.load(open(m))
+    if j["job"].get("label") == "solo": print(j["pid"])' "$T")
+[ -n "$solo" ] || fail "no archive session of the unranked process"
+checksplit "$T/byrank" pid-$solo.json.gz rank-0.json.gz rank-1.json.gz
+for f in rank-0 rank-1; do
+    python3 "$CHECK" "$REF" "$T/byrank/$f.json.gz" || fail "$f.json.gz is not in Kineto's dialect"
+done
+"$CTL" decode "$T/out" --split process --gzip 0 -o "$T/byproc" 2>>"$T/split.err" || fail "decode --split process failed"
+[ "$(ls "$T/byproc" | grep -c '^pid-[0-9]*\.json$')" = 3 ] || fail "--split process --gzip 0: $(ls "$T/byproc")"
+for f in "$T"/byproc/*.json; do
+    python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert len(t["otherData"]["processes"]) == 1' "$f" ||
+        fail "$f is not plain JSON of one process"
+done
+set +e
+out=$("$CTL" decode "$T/out" --split host -o "$T/x" 2>&1); rc=$?
+set -e
+[ $rc = 2 ] && echo "$out" | grep -q "'host' is not rank or process" || fail "--split host: rc $rc: $out"
 echo ok
