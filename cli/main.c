@@ -262,7 +262,7 @@ static void window_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
 "Usage: cuptimonctl %s [SELECTOR] [--activities=LIST] [--duration=S] [--at=T]\n"
-"                          [--output=FILE] [--gzip=N] [--json]\n"
+"                          [--output=FILE] [--gzip=N] [--per-process] [--json]\n"
 "Open a trace window over every process that SELECTOR picks (default --all).\n"
 "\n"
 "Selector (combine to narrow):\n"
@@ -287,6 +287,10 @@ static void window_usage(FILE *f, const char *cmd)
 "                        FILE.gz is written gzipped, any other name plain JSON\n"
 "      --gzip=N          gzip the trace at level N (1-9; 0: plain JSON) and name\n"
 "                        it .json.gz (default: the daemon's window_gzip_level)\n"
+"      --per-process     also write one trace per process beside the trace\n"
+"                        (TRACE.rank-R.json[.gz], or TRACE.pid-P.json[.gz]\n"
+"                        without a rank), each with its own distributedInfo,\n"
+"                        as HTA reads a job (default: window_per_process)\n"
 "      --json            print the daemon's answer as JSON\n"
 "Processes that start during the window and match are included.  End it with\n"
 "'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
@@ -341,6 +345,17 @@ static void print_window(json_object *w)
     else if (at)
         printf("  starts at %.3f\n", (double)at / 1e9);
     printf("  trace: %s\n", cuptimon__json_str(w, "output", ""));
+    json_object *pt = cuptimon__json_get(w, "process_traces");
+    for (size_t i = 0; pt && json_object_is_type(pt, json_type_array) &&
+                       i < json_object_array_length(pt); i++) {
+        json_object *e = json_object_array_get_idx(pt, i);
+        int64_t r = cuptimon__json_integer(e, "rank", -1);
+        char rk[32] = "";
+        if (r >= 0)
+            snprintf(rk, sizeof rk, " rank %" PRId64, r);
+        printf("  pid %" PRId64 "%s: %s\n", cuptimon__json_integer(e, "pid", 0), rk,
+               cuptimon__json_str(e, "path", ""));
+    }
     if (json_object_object_get_ex(w, "summary", &sum)) {
         json_object *procs;
         if (json_object_object_get_ex(sum, "processes", &procs)) {
@@ -371,7 +386,7 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         {"at", required_argument, NULL, 'T'},     {"output", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'J'},         {"help", no_argument, NULL, 'h'},
         {"all-users", no_argument, NULL, 'U'},    {"gzip", required_argument, NULL, 'z'},
-        {NULL, 0, NULL, 0}};
+        {"per-process", no_argument, NULL, 'P'},  {NULL, 0, NULL, 0}};
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
@@ -465,6 +480,7 @@ static int cmd_window_open(int argc, char **argv, const char *op)
             json_object_object_add(req, "gzip_level", json_object_new_int64(v));
             break;
         }
+        case 'P': json_object_object_add(req, "per_process", json_object_new_boolean(1)); break;
         case 'J': json = 1; break;
         case 'h':
             window_usage(stdout, argv[0]);

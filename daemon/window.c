@@ -73,6 +73,7 @@ struct window {
     double duration_s;
     char output[700];
     int gzip_level;                /* 1..9: written gzipped (.json.gz); 0: plain JSON */
+    int per_process;               /* also one trace per process */
     struct member *m;
     size_t nm, capm;
     uv_timer_t timer;
@@ -409,8 +410,12 @@ static json_object *window_json(const struct window *w)
     for (int i = 0; i < w->nkinds; i++)
         json_object_array_add(k, json_object_new_int64(w->kinds[i]));
     json_object_object_add(o, "kinds", k);
-    if (w->result)
+    if (w->result) {
+        json_object *pt;
         json_object_object_add(o, "summary", json_object_get(w->result));
+        if (json_object_object_get_ex(w->result, "process_traces", &pt))
+            json_object_object_add(o, "process_traces", json_object_get(pt));
+    }
     if (w->error)
         json_object_object_add(o, "error", json_object_new_string(w->error));
     return o;
@@ -442,6 +447,7 @@ static void write_cb(uv_work_t *req)
                                         .output = w->output,
                                         .max_events = w->d->cfg.window_max_events,
                                         .gzip_level = w->gzip_level,
+                                        .per_process = w->per_process,
                                         .owner = &w->req,
                                         .user_dir = w->user_dir,
                                         .dir = &w->dirid};
@@ -786,6 +792,16 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
      * its name, as decode -o does: FILE.gz is gzipped (at level 1 when the
      * level says plain), any other name is plain JSON. */
     w->gzip_level = d->conf.window_gzip_level;
+    w->per_process = d->conf.window_per_process;
+    if (json_object_object_get_ex(req, "per_process", &v)) {
+        if (!json_object_is_type(v, json_type_boolean)) {
+            send_err(conn, "EINVAL", "per_process %s is not true or false",
+                     json_object_to_json_string(v));
+            free(w);
+            return;
+        }
+        w->per_process = json_object_get_boolean(v);
+    }
     if (json_object_object_get_ex(req, "gzip_level", &v)) {
         int64_t lv = cuptimon__json_integer(req, "gzip_level", -1);
         if (lv < 0 || lv > 9) {
