@@ -25,7 +25,7 @@
  */
 static json_object *salvage(const char *text)
 {
-    static const char *const keys[] = {"pid", "hostname", "cupti_version", "record_sizes", "job"};
+    static const char *const keys[] = {"pid", "hostname", "exe", "cupti_version", "record_sizes", "job"};
     json_object *o = json_object_new_object();
     json_tokener *tok = json_tokener_new();
 
@@ -78,6 +78,7 @@ int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const cha
     job = cuptimon__json_get(s->meta, "job");
     s->info.pid = (uint32_t)cuptimon__json_int_strict(s->meta, "pid", 0);
     s->info.hostname = cuptimon__json_str(s->meta, "hostname", NULL);
+    s->info.exe = cuptimon__json_str(s->meta, "exe", NULL);
     s->info.cupti_version = (uint32_t)cuptimon__json_int_strict(s->meta, "cupti_version", 0);
     s->info.rank = cuptimon__json_int_strict(job, "rank", -1);
     s->info.local_rank = cuptimon__json_int_strict(job, "local_rank", -1);

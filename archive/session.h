@@ -34,7 +34,7 @@ struct cuptimon_archive_session {
  * variables through as strings); a member that is neither, or missing,
  * stays unknown (pid 0, rank -1, no hostname).  Returns 0; -EBADMSG when
  * the text is not valid JSON but members were salvaged from it (each of
- * pid, hostname, cupti_version, record_sizes and job that still parses on
+ * pid, hostname, exe, cupti_version, record_sizes and job that still parses on
  * its own: the damage costs only the members it hit); or -EINVAL when
  * nothing could be used (no text, or not a JSON object): s then describes
  * a producer of unknown CUPTI version, whose records are walked over but

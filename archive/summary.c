@@ -99,6 +99,7 @@ int cuptimon__summary_add_process(struct cuptimon_summary *s, const struct cupti
     sp->info.hostname = p->hostname ? strdup(p->hostname) : NULL;
     sp->info.label = p->label ? strdup(p->label) : NULL;
     sp->info.job_id = p->job_id ? strdup(p->job_id) : NULL;
+    sp->info.exe = NULL; /* not used by the summary, not kept */
     if ((p->hostname && !sp->info.hostname) || (p->label && !sp->info.label) ||
         (p->job_id && !sp->info.job_id)) {
         free((char *)sp->info.hostname);

@@ -74,6 +74,15 @@ struct markent {
     uint64_t domain_ptr;
 };
 
+/* A device's properties, as the shim read them from the driver
+ * (CUPTIMON_DEVICE_KEY), checked: Kineto's deviceProperties entry. */
+struct tdev {
+    uint32_t id;
+    uint64_t mem;
+    uint32_t v[11]; /* computeMajor .. sharedMemPerMultiprocessor, in dev_keys' order */
+    char name[96];
+};
+
 struct tproc {
     uint32_t pid; /* as written in the trace */
     uint32_t idx;
@@ -102,6 +111,9 @@ struct tproc {
         int64_t ts, dur;
     } drv[DRV_PENDING];
     int ndrv;
+
+    struct tdev *devs; /* read at add_process: the string table may be gone at finish */
+    size_t ndevs;
 
     int ended;   /* cuptimon__trace_end_process was called */
     int pending; /* a marker held back for the marker data that may follow */
@@ -547,9 +559,11 @@ static void proc_free(struct tproc *P)
     free(P->gpu_tab);
     free(P->ext_tab);
     free(P->mark_tab);
+    free(P->devs);
     free((char *)P->info.hostname);
     free((char *)P->info.label);
     free((char *)P->info.job_id);
+    free((char *)P->info.exe);
     free(P);
 }
 
@@ -595,6 +609,88 @@ static void meta_int(struct cuptimon_trace *t, uint32_t pid, int with_tid, uint3
     meta_event(t, pid, with_tid, tid, what, "sort_index", num, n);
 }
 
+/* Kineto's deviceProperties keys after id, name and totalGlobalMem, in its
+ * order, with the largest value each may take (they come from a producer:
+ * a value out of range refuses the device). */
+static const struct {
+    const char *key;
+    uint32_t max;
+} dev_keys[11] = {
+    {"computeMajor", 99},          {"computeMinor", 99},
+    {"maxThreadsPerBlock", 1u << 20}, {"maxThreadsPerMultiprocessor", 1u << 20},
+    {"regsPerBlock", 1u << 24},    {"warpSize", 1024},
+    {"sharedMemPerBlock", 1u << 30}, {"numSms", 1u << 16},
+    {"regsPerMultiprocessor", 1u << 24}, {"sharedMemPerBlockOptin", 1u << 30},
+    {"sharedMemPerMultiprocessor", 1u << 30},
+};
+
+/* A decimal of at most 20 digits at *s, then one space; *s moves past. */
+static int dev_num(const char **s, const char *e, uint64_t max, uint64_t *out)
+{
+    const char *p = *s;
+    uint64_t v = 0;
+    if (p >= e || *p < '0' || *p > '9')
+        return -1;
+    while (p < e && *p >= '0' && *p <= '9') {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (v > max || p >= e || *p != ' ')
+        return -1;
+    *s = p + 1;
+    *out = v;
+    return 0;
+}
+
+/* Parses the shim's device string (cuptimon-proto.h, CUPTIMON_DEVICE_KEY)
+ * for device ord: every number in its range, the id the key's, a name of
+ * 1 to 95 bytes with no control character.  0, or -1 when anything is off
+ * (the string comes from the producer, which may lie). */
+static int dev_parse(const char *s, size_t n, uint32_t ord, struct tdev *d)
+{
+    const char *e = s + n;
+    uint64_t v;
+    if (dev_num(&s, e, CUPTIMON_DEVICES_MAX - 1, &v) < 0 || v != ord)
+        return -1;
+    d->id = (uint32_t)v;
+    if (dev_num(&s, e, 1ull << 50, &d->mem) < 0)
+        return -1;
+    for (size_t i = 0; i < 11; i++) {
+        if (dev_num(&s, e, dev_keys[i].max, &v) < 0)
+            return -1;
+        d->v[i] = (uint32_t)v;
+    }
+    if (e - s < 1 || (size_t)(e - s) >= sizeof d->name)
+        return -1;
+    for (const char *q = s; q < e; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f)
+            return -1;
+    memcpy(d->name, s, (size_t)(e - s));
+    d->name[e - s] = '\0';
+    return 0;
+}
+
+/* The devices names holds (the shim's, see report_devices in the shim). */
+static void read_devices(struct cuptimon_trace *t, struct tproc *P,
+                         const struct cuptimon_strtab *names)
+{
+    for (uint32_t d = 0; names && d < CUPTIMON_DEVICES_MAX; d++) {
+        size_t n;
+        const char *s = cuptimon__strtab_get(names, CUPTIMON_DEVICE_KEY(d), &n);
+        struct tdev dv;
+        if (s == NULL)
+            continue;
+        if (dev_parse(s, n, d, &dv) < 0) {
+            t->st.devices_refused++;
+            continue;
+        }
+        if (P->devs == NULL && (P->devs = calloc(CUPTIMON_DEVICES_MAX, sizeof *P->devs)) == NULL)
+            return;
+        P->devs[P->ndevs++] = dv;
+    }
+}
+
 int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_proc_info *p,
                                 const struct cuptimon_strtab *names, struct cuptimon_demangler *dm)
 {
@@ -621,8 +717,9 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
     P->info.hostname = xstrdup(p->hostname);
     P->info.label = xstrdup(p->label);
     P->info.job_id = xstrdup(p->job_id);
+    P->info.exe = xstrdup(p->exe);
     if ((p->hostname && !P->info.hostname) || (p->label && !P->info.label) ||
-        (p->job_id && !P->info.job_id)) {
+        (p->job_id && !P->info.job_id) || (p->exe && !P->info.exe)) {
         proc_free(P);
         return -ENOMEM;
     }
@@ -635,15 +732,26 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
     P->dm = dm;
     P->names_epoch = cuptimon__strtab_epoch(names);
     t->procs[t->nprocs++] = P;
+    read_devices(t, P, names);
 
-    /* "host pid 1234 rank 3 (label)" */
-    n += (size_t)snprintf(text + n, sizeof(text) - n, "%s pid %u",
-                          p->hostname && *p->hostname ? p->hostname : "?", p->pid);
+    /* Kineto's process metadata: process_name is the command's name
+     * ("python3"), here with the rank and label that tell ranks apart in
+     * a merged trace; the rest goes into process_labels after Kineto's
+     * "CPU".  All three carry "tid":0 as Kineto's do. */
+    {
+        const char *exe = p->exe && *p->exe ? p->exe : NULL;
+        const char *base = exe ? strrchr(exe, '/') : NULL;
+        base = base ? base + 1 : exe;
+        if (base && *base)
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "%.255s", base);
+        else
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "pid %u", p->pid);
+    }
     if (p->rank >= 0 && n < sizeof(text))
         n += (size_t)snprintf(text + n, sizeof(text) - n, " rank %lld", (long long)p->rank);
     if (p->label && *p->label && n < sizeof(text))
-        n += (size_t)snprintf(text + n, sizeof(text) - n, " (%s)", p->label);
-    meta_string(t, P->pid, 0, 0, "process_name", "name", text);
+        n += (size_t)snprintf(text + n, sizeof(text) - n, " (%.255s)", p->label);
+    meta_string(t, P->pid, 1, 0, "process_name", "name", text);
 
     n = 0;
     text[0] = '\0';
@@ -652,26 +760,29 @@ int cuptimon__trace_add_process(struct cuptimon_trace *t, const struct cuptimon_
         if (n < sizeof(text))                                                                      \
             n += (size_t)snprintf(text + n, sizeof(text) - n, __VA_ARGS__);                        \
     } while (0)
+    ADDL("CPU");
+    if (p->hostname && *p->hostname)
+        ADDL(", host %.255s", p->hostname);
     if (p->rank >= 0) {
-        ADDL("rank %lld", (long long)p->rank);
+        ADDL(", rank %lld", (long long)p->rank);
         if (p->world_size >= 0)
             ADDL("/%lld", (long long)p->world_size);
     }
     if (p->local_rank >= 0)
-        ADDL("%slocal rank %lld", n ? ", " : "", (long long)p->local_rank);
+        ADDL(", local rank %lld", (long long)p->local_rank);
     if (p->job_id && *p->job_id)
-        ADDL("%sjob %s", n ? ", " : "", p->job_id);
+        ADDL(", job %.255s", p->job_id);
     if (p->label && *p->label)
-        ADDL("%s%s", n ? ", " : "", p->label);
+        ADDL(", %.255s", p->label);
     if (p->cupti_version)
-        ADDL("%sCUPTI %u", n ? ", " : "", p->cupti_version);
+        ADDL(", CUPTI %u", p->cupti_version);
     if (P->pid != p->pid)
-        ADDL("%spid %u", n ? ", " : "", p->pid);
+        ADDL(", pid %u", p->pid);
 #undef ADDL
-    if (n)
-        meta_string(t, P->pid, 0, 0, "process_labels", "labels", text);
-    meta_int(t, P->pid, 0, 0, "process_sort_index",
-             p->rank >= 0 ? p->rank : (int64_t)1000000 + P->idx);
+    meta_string(t, P->pid, 1, 0, "process_labels", "labels", text);
+    /* Kineto sorts a CPU process by its pid; a rank, when known, keeps the
+     * ranks of a merged trace in order (ranks are far below pids). */
+    meta_int(t, P->pid, 1, 0, "process_sort_index", p->rank >= 0 ? p->rank : (int64_t)P->pid);
     return t->err ? t->err : (int)P->idx;
 }
 
@@ -1701,6 +1812,50 @@ static json_object *jstr_or_null(const char *s)
     return s ? json_object_new_string(s) : NULL;
 }
 
+/*
+ * Kineto's deviceProperties: one entry per device id, with Kineto's keys in
+ * its order and spacing, from the first process that knew the device (the
+ * processes of one node see the same devices; a trace over nodes with
+ * different devices under one id keeps the first).  Written at the end,
+ * when every process is known; an empty list when none was.
+ */
+static void write_devices(struct cuptimon_trace *t)
+{
+    uint64_t done = 0; /* ids written: CUPTIMON_DEVICES_MAX is 64 */
+    int first = 1;
+
+    PUT_LIT(t, "\"deviceProperties\": [");
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct tproc *P = t->procs[i];
+        for (size_t k = 0; k < P->ndevs; k++) {
+            const struct tdev *d = &P->devs[k];
+            if (done & (1ull << d->id))
+                continue;
+            done |= 1ull << d->id;
+            char *p = reserve(t, 6 * sizeof d->name + 1024);
+            if (!first)
+                *p++ = ',';
+            first = 0;
+            p = LIT(p, "\n  {\"id\": ");
+            p = u64d(p, d->id);
+            p = LIT(p, ", \"name\": ");
+            p += cuptimon__json_escape(p, d->name, strlen(d->name));
+            p = LIT(p, ", \"totalGlobalMem\": ");
+            p = u64d(p, d->mem);
+            for (size_t j = 0; j < 11; j++) {
+                size_t kl = strlen(dev_keys[j].key);
+                p = LIT(p, ", \"");
+                memcpy(p, dev_keys[j].key, kl);
+                p = LIT(p + kl, "\": ");
+                p = u64d(p, d->v[j]);
+            }
+            p = LIT(p, "}");
+            commit(t, p);
+        }
+    }
+    PUT_LIT(t, "\n],\n");
+}
+
 int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
 {
     json_object *di, *od, *procs, *ranks = NULL;
@@ -1758,6 +1913,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
             json_object_object_add(jp, "label", jstr_or_null(in->label));
         if (in->job_id)
             json_object_object_add(jp, "job_id", jstr_or_null(in->job_id));
+        if (in->exe)
+            json_object_object_add(jp, "exe", jstr_or_null(in->exe));
         if (in->rank >= 0)
             json_object_object_add(jp, "rank", json_object_new_int64(in->rank));
         if (in->local_rank >= 0)
@@ -1805,6 +1962,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
                                    json_object_new_uint64(t->st.driver_hidden));
             json_object_object_add(w, "nested_driver_launches",
                                    json_object_new_uint64(t->st.driver_nested));
+            json_object_object_add(w, "device_properties_refused",
+                                   json_object_new_uint64(t->st.devices_refused));
             json_object_object_add(od, "writer", w);
         }
     }
@@ -1825,6 +1984,7 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
         p = LIT(p, ",\n");
         commit(t, p);
     }
+    write_devices(t);
     PUT_LIT(t, "\"distributedInfo\": ");
     text = json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED |
                                                   JSON_C_TO_STRING_NOSLASHESCAPE);

@@ -65,6 +65,7 @@ struct cuptimon_proc_info {
     const char *hostname;
     const char *label;
     const char *job_id;
+    const char *exe;    /* the executable's path (meta.json "exe"); its base name names the process */
     int64_t rank;       /* -1: unknown */
     int64_t local_rank; /* -1: unknown */
     int64_t world_size; /* -1: unknown */
@@ -92,6 +93,7 @@ struct cuptimon_trace_stats {
     uint64_t unknown_names;       /* kernels whose name pointer was not in the table */
     uint64_t driver_hidden;       /* driver calls that launch nothing, not written (Kineto's way) */
     uint64_t driver_nested;       /* driver launches inside a runtime call, not written */
+    uint64_t devices_refused;     /* device property strings that did not parse or were out of range */
     uint64_t bytes;               /* bytes handed to the sink */
 };
 
@@ -105,8 +107,12 @@ int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd,
                            struct cuptimon_trace **out);
 
 /*
- * Adds a process and writes its metadata events (process_name "host pid N
- * rank R (label)", process_labels, process_sort_index).  names and dm
+ * Adds a process and writes its metadata events as Kineto does, with
+ * "tid":0: process_name (the executable's base name, as torch.profiler
+ * writes "python3", then " rank R" and " (label)" when known; "pid N"
+ * without an executable), process_labels ("CPU", then host, rank/world,
+ * local rank, job, label, CUPTI version) and process_sort_index (the rank,
+ * else the pid, Kineto's value).  names and dm
  * (either may be NULL) resolve kernel and marker names and must outlive
  * the writer.  Returns the process index (>= 0) for cuptimon__trace_event,
  * or -errno.

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -55,6 +56,13 @@ static void usage(FILE *f)
           "      --summary-out=FILE write the summary JSON to FILE\n"
           "      --top=N            kernels in the summary's top list (default 20)\n"
           "      --no-flows         no launch -> kernel/memcpy/memset flow arrows\n"
+          "      --split=rank|process  one trace per rank (sessions without a rank: per\n"
+          "                         process) or per process, as Holistic Trace Analysis\n"
+          "                         reads a multi-rank job: -o names a directory (made\n"
+          "                         when missing), the files are rank-R.json.gz or\n"
+          "                         pid-P.json.gz, each with its own distributedInfo\n"
+          "      --gzip=N           gzip level of what is written (0: plain JSON; default:\n"
+          "                         1 for FILE.gz and --split files, else 0)\n"
           "  -h, --help             show this help\n"
           "\n"
           "T is Unix time: an integer of 10^12 or more is nanoseconds\n"
@@ -133,7 +141,11 @@ struct session {
     uint64_t chunks, dropped, kept, filtered;
     struct cuptimon_archive_stats ast;
     int meta_rc; /* cuptimon__archive_session_meta()'s, on the real pass */
+    int group;       /* --split: the index of the first session of its file */
+    char gname[48];  /* --split: the file's name, without .json[.gz] */
 };
+
+enum { SPLIT_NONE, SPLIT_RANK, SPLIT_PROCESS };
 
 /* Parses meta.json into the session's identity and layout; a meta that
  * cannot be parsed leaves an unknown version (nothing decoded) and, when
@@ -309,6 +321,137 @@ static int out_close(struct out_file *o, int ok, const char *path)
     return rc;
 }
 
+/*
+ * --split: names each session's file and groups the sessions of one file.
+ * SPLIT_RANK: the sessions of one rank share rank-R; SPLIT_PROCESS, and a
+ * session without a rank, get pid-P (pid-P-I for a later session of a pid
+ * already named, I its index).  The names are made of numbers only, never
+ * of what a producer wrote.  need_meta: meta.json was not read yet.
+ */
+static int split_groups(struct session *sess, size_t nsess, int split, int need_meta)
+{
+    for (size_t i = 0; i < nsess; i++) {
+        struct session *s = &sess[i];
+        struct cuptimon_archive_reader *r;
+        if (need_meta && open_session(s, &r) == 0) {
+            session_meta(s, cuptimon__archive_meta(r), 0);
+            cuptimon__archive_close(r);
+        }
+        if (split == SPLIT_RANK && s->as.info.rank >= 0)
+            snprintf(s->gname, sizeof s->gname, "rank-%lld", (long long)s->as.info.rank);
+        else
+            snprintf(s->gname, sizeof s->gname, "pid-%u", s->as.info.pid);
+        s->group = (int)i;
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(sess[k].gname, s->gname) != 0)
+                continue;
+            if (split == SPLIT_RANK && s->as.info.rank >= 0) {
+                s->group = sess[k].group;
+            } else {
+                size_t n = strlen(s->gname);
+                snprintf(s->gname + n, sizeof s->gname - n, "-%zu", i);
+            }
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Decodes session s into trace tr (and the summary): 0; 1 when the
+ * session could not be opened (reported, passed over); -ENOMEM; -EIO when
+ * writing the trace failed (reported). */
+static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cuptimon_summary *sum,
+                      struct cuptimon_demangler *dm, uint64_t from, uint64_t to,
+                      struct cuptimon_decode_stats *total)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk ch;
+    int tproc, sproc, rc;
+
+    if (open_session(s, &r) < 0)
+        return 1;
+    cuptimon__archive_set_report(r, report_damage, NULL);
+    session_meta(s, cuptimon__archive_meta(r), 1);
+    if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
+        cuptimon__archive_close(r);
+        return -ENOMEM;
+    }
+    rc = cuptimon__archive_session_strings(&s->as, r);
+    if (rc < 0)
+        fprintf(stderr,
+                "cuptimonctl decode: %s: reading strings: %s (names may be "
+                "missing)\n",
+                s->dir, strerror(-rc));
+    tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
+    sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
+    if (tproc < 0 || sproc < 0) {
+        cuptimon__archive_close(r);
+        fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n",
+                strerror(tproc < 0 ? -tproc : -sproc));
+        return -EIO;
+    }
+    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+        struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
+        struct cuptimon_walk w;
+        struct cuptimon_ev ev;
+
+        s->chunks++;
+        s->dropped += ch.hdr.dropped;
+        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
+        rc = 0;
+        while (cuptimon__walk_next(&w, &ev)) {
+            if ((from || to) && !cuptimon__ev_in_range(&ev, &clk, from, to)) {
+                s->filtered++;
+                continue;
+            }
+            s->kept++;
+            cuptimon__summary_event(sum, sproc, &ev);
+            rc = cuptimon__trace_event(tr, tproc, &ev, &clk);
+            if (rc < 0)
+                break;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
+            cuptimon__archive_close(r);
+            return -EIO;
+        }
+    }
+    if (rc < 0)
+        fprintf(stderr,
+                "cuptimonctl decode: %s: reading: %s (the rest of this session "
+                "is skipped)\n",
+                s->dir, strerror(-rc));
+    s->ast = *cuptimon__archive_stats(r);
+    cuptimon__archive_close(r);
+    rc = cuptimon__trace_end_process(tr, tproc);
+    if (rc < 0) {
+        fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
+        return -EIO;
+    }
+    cuptimon__summary_dropped(sum, s->dropped);
+    cuptimon__decode_stats_add(total, &s->dec);
+    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings ||
+        s->ast.bad_files || s->ast.bad_seg_headers || s->ast.duplicate_chunks)
+        fprintf(stderr,
+                "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
+                " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
+                " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
+                " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
+                s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
+                s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
+                s->ast.bad_seg_headers);
+    if (s->dec.undecodable_bytes)
+        fprintf(stderr,
+                "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded "
+                "(%" PRIu64 " of unsupported kinds, %" PRIu64 " of unknown layout, %" PRIu64
+                " under an unknown CUPTI version, %" PRIu64 " buffer(s) cut at an unknown "
+                "kind, %" PRIu64 " truncated)\n",
+                s->dir, s->dec.undecodable_bytes, s->dec.skipped_unsupported,
+                s->dec.skipped_bad_layout, s->dec.skipped_bad_version,
+                s->dec.unknown_kind_stops, s->dec.truncated);
+    return 0;
+}
+
 static int decode_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -319,12 +462,15 @@ static int decode_main(int argc, char **argv)
         {"summary-out", required_argument, NULL, 'U'},
         {"top", required_argument, NULL, 'N'},
         {"no-flows", no_argument, NULL, 'n'},
+        {"split", required_argument, NULL, 'P'},
+        {"gzip", required_argument, NULL, 'z'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL, *summary_path = NULL;
     uint64_t from = 0, to = 0;
     int have_from = 0, want_summary = 0, no_flows = 0, c, ret = 1;
+    int split = SPLIT_NONE, gzip_level = -1;
     unsigned top = 20;
     char **dirs = NULL;
     size_t nsess = 0;
@@ -384,6 +530,30 @@ static int decode_main(int argc, char **argv)
         case 'n':
             no_flows = 1;
             break;
+        case 'P':
+            if (strcmp(optarg, "rank") == 0) {
+                split = SPLIT_RANK;
+            } else if (strcmp(optarg, "process") == 0) {
+                split = SPLIT_PROCESS;
+            } else {
+                fprintf(stderr, "cuptimonctl decode: --split: '%s' is not rank or process\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'z': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end != '\0' || end == optarg || v < 0 || v > 9) {
+                fprintf(stderr,
+                        "cuptimonctl decode: --gzip: '%s' is not a level from 0 (plain JSON) "
+                        "to 9\n",
+                        optarg);
+                return 2;
+            }
+            gzip_level = (int)v;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -406,6 +576,25 @@ static int decode_main(int argc, char **argv)
         return 2;
     }
 
+    if (split != SPLIT_NONE) {
+        struct stat st;
+        if (out_path == NULL || strcmp(out_path, "-") == 0) {
+            fprintf(stderr, "cuptimonctl decode: --split writes one file per rank or process "
+                            "into a directory: give it with -o DIR\n");
+            return 2;
+        }
+        if (mkdir(out_path, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "cuptimonctl decode: cannot create the directory %s: %s\n", out_path,
+                    strerror(errno));
+            return 1;
+        }
+        if (stat(out_path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "cuptimonctl decode: -o %s: not a directory (--split writes one "
+                            "file per rank or process into it)\n",
+                    out_path);
+            return 1;
+        }
+    }
     rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
     if (rc < 0) {
         fprintf(stderr, "cuptimonctl decode: %s: %s\n", argv[optind], strerror(-rc));
@@ -449,124 +638,89 @@ static int decode_main(int argc, char **argv)
         }
         topts.base_ns = best - best % 1000000000u;
     }
-    if (out_open(&of, out_path) < 0)
-        goto out;
-    if (cuptimon__trace_new_fd(&topts, of.fd, &tr) < 0)
+    if (gzip_level >= 0)
+        topts.gzip_level = gzip_level;
+    else if (split)
+        topts.gzip_level = 1;
+    /* One file per group of sessions: with --split, per rank (or per
+     * process, for sessions without a rank, and for --split=process), in
+     * the sessions' order; else one group of every session. */
+    if (split && split_groups(sess, nsess, split, have_from) < 0)
         goto oom;
     jsess = json_object_new_array();
     if (jsess == NULL)
         goto oom;
+    for (size_t g = 0; g < nsess; g++) {
+        char path[4096];
+        const char *opath = out_path;
+        json_object *gsess;
+        size_t nin = 0;
 
-    for (size_t i = 0; i < nsess; i++) {
-        struct session *s = &sess[i];
-        struct cuptimon_archive_reader *r;
-        struct cuptimon_archive_chunk ch;
-        int tproc, sproc;
-
-        if (open_session(s, &r) < 0)
-            continue;
-        cuptimon__archive_set_report(r, report_damage, NULL);
-        session_meta(s, cuptimon__archive_meta(r), 1);
-        if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
-            cuptimon__archive_close(r);
-            goto oom;
+        if (split) {
+            if (sess[g].group != (int)g)
+                continue; /* not the first session of its group */
+            snprintf(path, sizeof path, "%s/%s.json%s", out_path, sess[g].gname,
+                     topts.gzip_level > 0 ? ".gz" : "");
+            opath = path;
+            topts.trace_name = path;
         }
-        rc = cuptimon__archive_session_strings(&s->as, r);
-        if (rc < 0)
-            fprintf(stderr,
-                    "cuptimonctl decode: %s: reading strings: %s (names may be "
-                    "missing)\n",
-                    s->dir, strerror(-rc));
-        tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
-        sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
-        if (tproc < 0 || sproc < 0) {
-            cuptimon__archive_close(r);
-            fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n",
-                    strerror(tproc < 0 ? -tproc : -sproc));
+        if (out_open(&of, opath) < 0)
             goto out;
-        }
-        while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
-            struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
-            struct cuptimon_walk w;
-            struct cuptimon_ev ev;
-
-            s->chunks++;
-            s->dropped += ch.hdr.dropped;
-            cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
-            rc = 0;
-            while (cuptimon__walk_next(&w, &ev)) {
-                if ((from || to) && !cuptimon__ev_in_range(&ev, &clk, from, to)) {
-                    s->filtered++;
-                    continue;
-                }
-                s->kept++;
-                cuptimon__summary_event(sum, sproc, &ev);
-                rc = cuptimon__trace_event(tr, tproc, &ev, &clk);
-                if (rc < 0)
-                    break;
+        if (cuptimon__trace_new_fd(&topts, of.fd, &tr) < 0)
+            goto oom;
+        if ((gsess = json_object_new_array()) == NULL)
+            goto oom;
+        for (size_t i = g; i < nsess; i++) {
+            struct session *s = &sess[i];
+            if (split && s->group != (int)g)
+                continue;
+            rc = decode_one(s, tr, sum, dm, from, to, &total);
+            if (rc == -ENOMEM) {
+                json_object_put(gsess);
+                goto oom;
             }
             if (rc < 0) {
-                fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
-                cuptimon__archive_close(r);
+                json_object_put(gsess);
                 goto out;
             }
+            if (rc == 0) {
+                json_object_array_add(jsess, session_json(s));
+                json_object_array_add(gsess, session_json(s));
+                nin++;
+            }
         }
-        if (rc < 0)
-            fprintf(stderr,
-                    "cuptimonctl decode: %s: reading: %s (the rest of this session "
-                    "is skipped)\n",
-                    s->dir, strerror(-rc));
-        s->ast = *cuptimon__archive_stats(r);
-        cuptimon__archive_close(r);
-        rc = cuptimon__trace_end_process(tr, tproc);
+        extra = json_object_new_object();
+        if (extra == NULL) {
+            json_object_put(gsess);
+            goto oom;
+        }
+        json_object_object_add(extra, "sessions", gsess);
+        if (from || to) {
+            json_object *rg = json_object_new_object();
+            json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(from));
+            if (to)
+                json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(to));
+            json_object_object_add(extra, "range", rg);
+        }
+        rc = cuptimon__trace_finish(tr, extra);
+        json_object_put(extra);
+        extra = NULL;
         if (rc < 0) {
-            fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
+            fprintf(stderr, "cuptimonctl decode: writing the trace%s%s: %s\n",
+                    of.is_file ? " to " : "", of.is_file ? opath : "", strerror(-rc));
             goto out;
         }
-        cuptimon__summary_dropped(sum, s->dropped);
-        cuptimon__decode_stats_add(&total, &s->dec);
-        if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings ||
-            s->ast.bad_files || s->ast.bad_seg_headers || s->ast.duplicate_chunks)
-            fprintf(stderr,
-                    "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
-                    " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
-                    " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
-                    " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
-                    s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
-                    s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
-                    s->ast.bad_seg_headers);
-        if (s->dec.undecodable_bytes)
-            fprintf(stderr,
-                    "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded "
-                    "(%" PRIu64 " of unsupported kinds, %" PRIu64 " of unknown layout, %" PRIu64
-                    " under an unknown CUPTI version, %" PRIu64 " buffer(s) cut at an unknown "
-                    "kind, %" PRIu64 " truncated)\n",
-                    s->dir, s->dec.undecodable_bytes, s->dec.skipped_unsupported,
-                    s->dec.skipped_bad_layout, s->dec.skipped_bad_version,
-                    s->dec.unknown_kind_stops, s->dec.truncated);
-        json_object_array_add(jsess, session_json(s));
+        cuptimon__trace_free(tr);
+        tr = NULL;
+        if (out_close(&of, 1, opath) < 0)
+            goto out;
+        if (split)
+            fprintf(stderr, "cuptimonctl decode: %s: %zu session(s) -> %s\n", sess[g].gname, nin,
+                    opath);
+        if (!split)
+            break;
     }
     cuptimon__summary_decode_stats(sum, &total);
-
-    extra = json_object_new_object();
-    if (extra == NULL)
-        goto oom;
-    json_object_object_add(extra, "sessions", json_object_get(jsess));
-    if (from || to) {
-        json_object *rg = json_object_new_object();
-        json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(from));
-        if (to)
-            json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(to));
-        json_object_object_add(extra, "range", rg);
-    }
-    rc = cuptimon__trace_finish(tr, extra);
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: writing the trace%s%s: %s\n", of.is_file ? " to " : "",
-                of.is_file ? out_path : "", strerror(-rc));
-        goto out;
-    }
-    if (out_close(&of, 1, out_path) < 0)
-        goto out;
 
     if (want_summary || summary_path) {
         cuptimon__summary_set(sum, "sessions", json_object_get(jsess));

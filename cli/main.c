@@ -262,7 +262,7 @@ static void window_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
 "Usage: cuptimonctl %s [SELECTOR] [--activities=LIST] [--duration=S] [--at=T]\n"
-"                          [--output=FILE] [--json]\n"
+"                          [--output=FILE] [--gzip=N] [--per-process] [--json]\n"
 "Open a trace window over every process that SELECTOR picks (default --all).\n"
 "\n"
 "Selector (combine to narrow):\n"
@@ -283,7 +283,14 @@ static void window_usage(FILE *f, const char *cmd)
 "                        or ns): the same command sent to many nodes gives\n"
 "                        windows that line up\n"
 "      --output=FILE     where the daemon writes the trace (default:\n"
-"                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only\n"
+"                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only;\n"
+"                        FILE.gz is written gzipped, any other name plain JSON\n"
+"      --gzip=N          gzip the trace at level N (1-9; 0: plain JSON) and name\n"
+"                        it .json.gz (default: the daemon's window_gzip_level)\n"
+"      --per-process     also write one trace per process beside the trace\n"
+"                        (TRACE.rank-R.json[.gz], or TRACE.pid-P.json[.gz]\n"
+"                        without a rank), each with its own distributedInfo,\n"
+"                        as HTA reads a job (default: window_per_process)\n"
 "      --json            print the daemon's answer as JSON\n"
 "Processes that start during the window and match are included.  End it with\n"
 "'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
@@ -338,6 +345,17 @@ static void print_window(json_object *w)
     else if (at)
         printf("  starts at %.3f\n", (double)at / 1e9);
     printf("  trace: %s\n", cuptimon__json_str(w, "output", ""));
+    json_object *pt = cuptimon__json_get(w, "process_traces");
+    for (size_t i = 0; pt && json_object_is_type(pt, json_type_array) &&
+                       i < json_object_array_length(pt); i++) {
+        json_object *e = json_object_array_get_idx(pt, i);
+        int64_t r = cuptimon__json_integer(e, "rank", -1);
+        char rk[32] = "";
+        if (r >= 0)
+            snprintf(rk, sizeof rk, " rank %" PRId64, r);
+        printf("  pid %" PRId64 "%s: %s\n", cuptimon__json_integer(e, "pid", 0), rk,
+               cuptimon__json_str(e, "path", ""));
+    }
     if (json_object_object_get_ex(w, "summary", &sum)) {
         json_object *procs;
         if (json_object_object_get_ex(sum, "processes", &procs)) {
@@ -367,12 +385,13 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         {"activities", required_argument, NULL, 'k'}, {"duration", required_argument, NULL, 'd'},
         {"at", required_argument, NULL, 'T'},     {"output", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'J'},         {"help", no_argument, NULL, 'h'},
-        {"all-users", no_argument, NULL, 'U'},    {NULL, 0, NULL, 0}};
+        {"all-users", no_argument, NULL, 'U'},    {"gzip", required_argument, NULL, 'z'},
+        {"per-process", no_argument, NULL, 'P'},  {NULL, 0, NULL, 0}};
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
-    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:Jh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:z:Jh", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 'a': break;
@@ -449,6 +468,19 @@ static int cmd_window_open(int argc, char **argv, const char *op)
             json_object_object_add(req, "output", json_object_new_string(path));
             break;
         }
+        case 'z': {
+            /* Range-checked by the daemon too, which names the bad level. */
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 9) {
+                fprintf(stderr, "cuptimonctl: --gzip '%s' is not a level from 0 (plain JSON) "
+                                "to 9\n", optarg);
+                json_object_put(req);
+                return 2;
+            }
+            json_object_object_add(req, "gzip_level", json_object_new_int64(v));
+            break;
+        }
+        case 'P': json_object_object_add(req, "per_process", json_object_new_boolean(1)); break;
         case 'J': json = 1; break;
         case 'h':
             window_usage(stdout, argv[0]);

@@ -29,9 +29,10 @@ static void usage(FILE *f)
 "archives, typically one per node from the same 'begin-window --at T') into\n"
 "one trace.  Timestamps are moved onto the earliest input's base\n"
 "(baseTimeNanoseconds), and a pid seen in more than one input is renumbered\n"
-"in the later ones (the process name keeps the host and the real pid).  The\n"
-"merged distributedInfo has the lowest rank, the largest world size and every\n"
-"rank of the inputs (\"ranks\").\n"
+"in the later ones (otherData.merged_from maps each input's pids; the host is\n"
+"in each process's labels).  The merged distributedInfo has the lowest rank,\n"
+"the largest world size and every rank of the inputs (\"ranks\");\n"
+"deviceProperties has each device id once, as the first input with it has it.\n"
 "\n"
 "  -o, --output=FILE   the merged trace (written beside FILE, then renamed over it)\n"
 "  -h, --help          show this help\n");
@@ -77,6 +78,25 @@ static void merge_ranks(json_object *di, json_object *t)
     json_object_put(list);
     if (w > cuptimon__json_int(di, "world_size", -1))
         json_object_object_add(di, "world_size", json_object_new_int64(w));
+}
+
+/* Adds an input's deviceProperties to the merged list: each device id
+ * once, as the first input that had it wrote it (one node's processes see
+ * the same devices), at most 64. */
+static void merge_devices(json_object *devs, json_object *t)
+{
+    json_object *in = cuptimon__json_get(t, "deviceProperties");
+    size_t n = in && json_object_is_type(in, json_type_array) ? json_object_array_length(in) : 0;
+    for (size_t i = 0; i < n && json_object_array_length(devs) < 64; i++) {
+        json_object *d = json_object_array_get_idx(in, i);
+        int64_t id = cuptimon__json_integer(d, "id", -1), have = 0;
+        if (id < 0 || !json_object_is_type(d, json_type_object))
+            continue;
+        for (size_t k = 0; k < json_object_array_length(devs) && !have; k++)
+            have = cuptimon__json_integer(json_object_array_get_idx(devs, k), "id", -1) == id;
+        if (!have)
+            json_object_array_add(devs, json_object_get(d));
+    }
 }
 
 int cuptimon__cli_merge(int argc, char **argv)
@@ -142,7 +162,7 @@ int cuptimon__cli_merge(int argc, char **argv)
     fprintf(f, "{\"schemaVersion\": 1,\n\"baseTimeNanoseconds\": %" PRId64 ",\n\"traceEvents\":[\n",
             base);
     json_object *sources = json_object_new_array(), *used = json_object_new_object();
-    json_object *di = json_object_new_object();
+    json_object *di = json_object_new_object(), *devs = json_object_new_array();
     int first = 1, rc = 0;
     uint64_t events = 0;
     for (int i = 0; i < n; i++) {
@@ -202,6 +222,7 @@ int cuptimon__cli_merge(int argc, char **argv)
         json_object_object_add(src, "pids", remap);
         json_object_array_add(sources, src);
         merge_ranks(di, t);
+        merge_devices(devs, t);
         json_object_put(t);
     }
     json_object *other = json_object_new_object();
@@ -213,12 +234,15 @@ int cuptimon__cli_merge(int argc, char **argv)
         json_object_object_add(di, "world_size", json_object_new_int64(1));
     /* distributedInfo as Kineto writes it (a space after each colon: HTA's
      * rank pattern needs one). */
-    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"distributedInfo\": %s,\n",
+    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"deviceProperties\": %s,\n",
+            json_object_to_json_string_ext(devs, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
+    fprintf(f, "\"distributedInfo\": %s,\n",
             json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
     fprintf(f, "\"otherData\":%s}\n",
             json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(other);
     json_object_put(di);
+    json_object_put(devs);
     json_object_put(used);
     free(bases);
     int werr = fclose(f) != 0 ? errno : 0;

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -52,6 +53,7 @@ struct io {
     } named[THREAD_NAMES_MAX];
     unsigned nnamed;
     uint64_t named_session;
+    int devices_reported; /* the devices' properties are in the string table */
 };
 
 static struct io io_state;
@@ -278,6 +280,8 @@ static void frame_strings_locked(struct io *io)
  * buffer is walked here, off CUPTI's thread and outside our lock (its names
  * interned), and its new strings are framed before it, so that every name
  * reaches the daemon before a buffer that uses it. */
+static void report_devices(struct io *io);
+
 static void collect(struct io *io)
 {
     struct shim *s = io->s;
@@ -295,6 +299,9 @@ static void collect(struct io *io)
         pthread_mutex_unlock(&s->qlock);
 
         m.records = cuptimon__walk_slot(s, m.slot, m.valid_size);
+        /* CUDA work was done, so cuInit has returned: the driver answers. */
+        if (m.records > 0 && !io->devices_reported)
+            report_devices(io);
 
         uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
         cuptimon__buffer_ready_encode(body, &m);
@@ -399,14 +406,87 @@ static void report_thread_names(struct io *io)
         closedir(dir);
 }
 
+/*
+ * The devices' properties, for Kineto's deviceProperties: read once from
+ * the driver (cuDeviceGetAttribute, as cudaGetDeviceProperties does for
+ * Kineto) and sent through the string table, one string per device
+ * (CUPTIMON_DEVICE_KEY), so that they reach every session's strings.bin
+ * and thus every trace written of it, however long after.  CUPTI's own
+ * device record was not used: its layout changed in 13.2 (Device6), its
+ * name is a pointer the shim would have to intern, and it lacks
+ * sharedMemPerBlockOptin.  Called on the IO thread once CUDA work has been
+ * seen (a buffer with records, or a forced flush), i.e. after cuInit
+ * returned; the driver is the one already loaded (RTLD_NOLOAD), else
+ * whatever the process has (the test double).  Until the driver answers,
+ * it is tried again at the next occasion.  The attribute numbers are the
+ * driver ABI's (CUdevice_attribute), which never renumbers.
+ */
+static void report_devices(struct io *io)
+{
+    typedef int (*count_fn)(int *);
+    typedef int (*attr_fn)(int *, int, int);
+    typedef int (*name_fn)(char *, int, int);
+    typedef int (*mem_fn)(size_t *, int);
+    enum {
+        A_MAX_THREADS_PER_BLOCK = 1, A_MAX_SHARED_MEMORY_PER_BLOCK = 8, A_WARP_SIZE = 10,
+        A_MAX_REGISTERS_PER_BLOCK = 12, A_MULTIPROCESSOR_COUNT = 16,
+        A_MAX_THREADS_PER_MULTIPROCESSOR = 39, A_COMPUTE_CAPABILITY_MAJOR = 75,
+        A_COMPUTE_CAPABILITY_MINOR = 76, A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81,
+        A_MAX_REGISTERS_PER_MULTIPROCESSOR = 82, A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    };
+    static const int attrs[] = {
+        A_COMPUTE_CAPABILITY_MAJOR,         A_COMPUTE_CAPABILITY_MINOR,
+        A_MAX_THREADS_PER_BLOCK,            A_MAX_THREADS_PER_MULTIPROCESSOR,
+        A_MAX_REGISTERS_PER_BLOCK,          A_WARP_SIZE,
+        A_MAX_SHARED_MEMORY_PER_BLOCK,      A_MULTIPROCESSOR_COUNT,
+        A_MAX_REGISTERS_PER_MULTIPROCESSOR, A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+    };
+    if (io->devices_reported)
+        return;
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *from = h ? h : RTLD_DEFAULT;
+    count_fn get_count = (count_fn)dlsym(from, "cuDeviceGetCount");
+    attr_fn get_attr = (attr_fn)dlsym(from, "cuDeviceGetAttribute");
+    name_fn get_name = (name_fn)dlsym(from, "cuDeviceGetName");
+    mem_fn get_mem = (mem_fn)dlsym(from, "cuDeviceTotalMem_v2");
+    int n = 0;
+    if (!get_count || !get_attr || !get_name || !get_mem) {
+        io->devices_reported = 1; /* no driver to ask: nothing to wait for */
+        shim_debug(io->s, "no CUDA driver entry points: no device properties");
+    } else if (get_count(&n) == 0) {
+        /* CUdevice is the ordinal for every device the driver lists. */
+        for (int d = 0; d < n && d < (int)CUPTIMON_DEVICES_MAX; d++) {
+            char name[96] = "", text[256];
+            size_t mem = 0;
+            int v[sizeof attrs / sizeof attrs[0]], ok = get_mem(&mem, d) == 0 &&
+                                                        get_name(name, sizeof name, d) == 0;
+            for (size_t i = 0; ok && i < sizeof attrs / sizeof attrs[0]; i++)
+                ok = get_attr(&v[i], attrs[i], d) == 0;
+            if (!ok)
+                continue;
+            name[sizeof name - 1] = '\0';
+            snprintf(text, sizeof text, "%d %zu %d %d %d %d %d %d %d %d %d %d %d %s", d, mem, v[0],
+                     v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], name);
+            cuptimon__add_string(io->s, CUPTIMON_DEVICE_KEY(d), text);
+        }
+        io->devices_reported = 1;
+        shim_debug(io->s, "device properties of %d device(s) sent", n);
+    }
+    if (h)
+        dlclose(h);
+}
+
 static void on_flush(struct io *io, const uint8_t *body, size_t len)
 {
     struct shim *s = io->s;
     struct cuptimon_flush f;
     if (cuptimon__flush_decode(body, len, &f) < 0)
         return;
-    if (f.forced)
+    if (f.forced) {
         report_thread_names(io);
+        report_devices(io);
+    }
     uint64_t before = atomic_load(&s->buffers_completed);
     uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
     /* cuptiActivityFlushAll delivers the buffers through the completion

@@ -68,6 +68,8 @@ static const struct key keys[] = {
      "0 = no age cap"},
     {"retention_period_s", T_SECONDS, FIELD(retention_period_s), 1, 3600, 0, NULL},
     {"window_max_events", T_COUNT, FIELD(window_max_events), 1000, 1e12, 0, NULL},
+    {"window_gzip_level", T_COUNT, FIELD(window_gzip_level), 0, 9, 0, "0 = plain JSON"},
+    {"window_per_process", T_BOOL, FIELD(window_per_process), 0, 0, 0, NULL},
     {"control_idle_timeout_s", T_SECONDS, FIELD(control_idle_s), 1, 86400, 0, NULL},
     {"control_group", T_GROUP, FIELD(control_group), 0, 0, 0, NULL},
     {"log_level", T_LEVEL, FIELD(log_level), 0, 0, 0, NULL},

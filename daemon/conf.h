@@ -40,6 +40,8 @@ struct cuptimon_config {
     uint64_t archive_max_age_s;  /* delete segments older than this, 0 = never */
     double retention_period_s;   /* how often the caps are enforced */
     uint64_t window_max_events;  /* a trace window is cut short past this */
+    int window_gzip_level;       /* window traces: gzip level 1..9 (.json.gz), 0 = plain JSON */
+    int window_per_process;      /* 1: each window also writes one trace per process */
     double control_idle_s;       /* a control connection with no request in progress
                                   * and nothing received this long is closed */
 

@@ -157,6 +157,8 @@ static int each_event(struct wsession *s, int (*fn)(struct wsession *, const str
 struct pass {
     const struct cuptimon_window_spec *w;
     struct cuptimon_trace *tr;
+    struct cuptimon_trace *ptr; /* the process's own trace (per_process), or NULL */
+    int ptproc;
     struct cuptimon_summary *sum;
     int tproc, sproc;
     uint64_t *total;
@@ -209,12 +211,59 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
     if (ev->type == CUPTIMON_EV_KERNEL)
         s->kernels++;
     cuptimon__summary_event(p->sum, p->sproc, ev);
+    if (p->ptr != NULL) {
+        int rc = cuptimon__trace_event(p->ptr, p->ptproc, ev, clk);
+        if (rc < 0)
+            return rc;
+    }
     return cuptimon__trace_event(p->tr, p->tproc, ev, clk);
+}
+
+/* What otherData says of the window, in every trace it writes. */
+static json_object *window_extra(const struct cuptimon_window_spec *w)
+{
+    json_object *extra = json_object_new_object();
+    json_object_object_add(extra, "window", json_object_new_int64((int64_t)w->id));
+    json_object_object_add(extra, "window_start_unix_ns", json_object_new_int64((int64_t)w->start_ns));
+    json_object_object_add(extra, "window_end_unix_ns", json_object_new_int64((int64_t)w->end_ns));
+    /* Who asked, and whose processes are in it: labels and job ids are
+     * what a process says of itself, the uid is the kernel's word. */
+    json_object_object_add(extra, "window_requested_by_uid", json_object_new_int64(w->owner->uid));
+    json_object *wp = json_object_new_array();
+    for (size_t i = 0; i < w->nsrc; i++) {
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "pid", json_object_new_int64(w->src[i].pid));
+        json_object_object_add(p, "uid", json_object_new_int64(w->src[i].uid));
+        json_object_array_add(wp, p);
+    }
+    json_object_object_add(extra, "window_processes", wp);
+    return extra;
+}
+
+/* The path of a process's own trace: output with its ".json" (and ".gz")
+ * suffix replaced by ".rank-R.json" or ".pid-P.json" (+ ".gz"); made of
+ * numbers only, never of what a producer wrote.  -ENAMETOOLONG. */
+static int process_path(const struct cuptimon_window_spec *w, const struct cuptimon_proc_info *in,
+                        char *out, size_t n)
+{
+    size_t len = strlen(w->output);
+    const char *gz = w->gzip_level > 0 ? ".gz" : "";
+    if (len > 3 && strcmp(w->output + len - 3, ".gz") == 0)
+        len -= 3;
+    if (len > 5 && memcmp(w->output + len - 5, ".json", 5) == 0)
+        len -= 5;
+    int k = in->rank >= 0 ? snprintf(out, n, "%.*s.rank-%lld.json%s", (int)len, w->output,
+                                     (long long)in->rank, gz)
+                          : snprintf(out, n, "%.*s.pid-%u.json%s", (int)len, w->output,
+                                     in->pid, gz);
+    return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
 }
 
 int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **summary, char **err)
 {
-    struct cuptimon_outpath of = {.fd = -1, .dfd = -1};
+    struct cuptimon_outpath of = {.fd = -1, .dfd = -1}, pof = {.fd = -1, .dfd = -1};
+    json_object *ptraces = json_object_new_array();
+    struct cuptimon_trace *ptr = NULL; /* the current process's own trace */
     char why[1024] = "";
     struct cuptimon_trace *tr = NULL;
     struct cuptimon_summary *sum = NULL;
@@ -233,7 +282,8 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         goto out;
     }
     fd = of.fd;
-    struct cuptimon_trace_opts o = {.base_ns = w->start_ns, .trace_name = w->output};
+    struct cuptimon_trace_opts o = {
+        .base_ns = w->start_ns, .trace_name = w->output, .gzip_level = w->gzip_level};
     if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 ||
         (rc = cuptimon__summary_new(&sum)) < 0 || (rc = cuptimon__demangler_new(0, &dm)) < 0)
         goto out;
@@ -257,32 +307,60 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
             rc = p.tproc < 0 ? p.tproc : p.sproc;
             goto out;
         }
+        /* The process's own trace, written beside in the same pass. */
+        if (w->per_process) {
+            char path[1024];
+            if ((rc = process_path(w, &s->as.info, path, sizeof path)) < 0)
+                goto out;
+            struct cuptimon_trace_opts po = {
+                .base_ns = w->start_ns, .trace_name = path, .gzip_level = w->gzip_level};
+            if ((rc = cuptimon__outpath_open(&pof, path, w->owner, w->user_dir, w->dir, 0640, why,
+                                             sizeof why)) < 0) {
+                if (asprintf(err, "%s", why) < 0)
+                    *err = NULL;
+                goto out;
+            }
+            if ((rc = cuptimon__trace_new_fd(&po, pof.fd, &ptr)) < 0)
+                goto out;
+            p.ptr = ptr;
+            if ((p.ptproc = cuptimon__trace_add_process(p.ptr, &s->as.info, s->as.names, dm)) < 0) {
+                rc = p.ptproc;
+                goto out;
+            }
+            json_object *pt = json_object_new_object();
+            json_object_object_add(pt, "pid", json_object_new_int64(s->as.info.pid));
+            if (s->as.info.rank >= 0)
+                json_object_object_add(pt, "rank", json_object_new_int64(s->as.info.rank));
+            json_object_object_add(pt, "path", json_object_new_string(path));
+            json_object_array_add(ptraces, pt);
+        }
         /* Pass 2: what the filter keeps. */
         rc = each_event(s, emit, &p, &s->dec, &e);
         free(e);
         if (rc < 0 && rc != -ENOENT)
             goto out;
+        if (p.ptr != NULL) {
+            json_object *pextra = window_extra(w);
+            rc = cuptimon__trace_finish(p.ptr, pextra);
+            json_object_put(pextra);
+            cuptimon__trace_free(ptr);
+            p.ptr = ptr = NULL;
+            if (rc < 0)
+                goto out;
+            if ((rc = cuptimon__outpath_commit(&pof, 1, why, sizeof why)) < 0) {
+                if (asprintf(err, "%s", why) < 0)
+                    *err = NULL;
+                goto out;
+            }
+            pof = (struct cuptimon_outpath){.fd = -1, .dfd = -1};
+        }
         if ((rc = cuptimon__trace_end_process(tr, p.tproc)) < 0)
             goto out;
         cuptimon__summary_dropped(sum, s->dropped);
         cuptimon__summary_decode_stats(sum, &s->dec);
         truncated |= p.truncated;
     }
-    json_object *extra = json_object_new_object();
-    json_object_object_add(extra, "window", json_object_new_int64((int64_t)w->id));
-    json_object_object_add(extra, "window_start_unix_ns", json_object_new_int64((int64_t)w->start_ns));
-    json_object_object_add(extra, "window_end_unix_ns", json_object_new_int64((int64_t)w->end_ns));
-    /* Who asked, and whose processes are in it: labels and job ids are
-     * what a process says of itself, the uid is the kernel's word. */
-    json_object_object_add(extra, "window_requested_by_uid", json_object_new_int64(w->owner->uid));
-    json_object *wp = json_object_new_array();
-    for (size_t i = 0; i < w->nsrc; i++) {
-        json_object *p = json_object_new_object();
-        json_object_object_add(p, "pid", json_object_new_int64(w->src[i].pid));
-        json_object_object_add(p, "uid", json_object_new_int64(w->src[i].uid));
-        json_object_array_add(wp, p);
-    }
-    json_object_object_add(extra, "window_processes", wp);
+    json_object *extra = window_extra(w);
     rc = cuptimon__trace_finish(tr, extra);
     json_object_put(extra);
     if (rc < 0)
@@ -309,12 +387,17 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     json_object_object_add(res, "processes", procs);
     json_object_object_add(res, "events", json_object_new_int64((int64_t)total));
     json_object_object_add(res, "truncated", json_object_new_boolean(truncated));
+    if (w->per_process)
+        json_object_object_add(res, "process_traces", json_object_get(ptraces));
     *summary = res;
     rc = 0;
 out:
     if (rc < 0 && !*err && asprintf(err, "%s", strerror(-rc)) < 0)
         *err = NULL;
     cuptimon__outpath_commit(&of, 0, NULL, 0); /* after a failure: removes what was written */
+    cuptimon__outpath_commit(&pof, 0, NULL, 0);
+    cuptimon__trace_free(ptr);
+    json_object_put(ptraces);
     cuptimon__trace_free(tr);
     cuptimon__summary_free(sum);
     cuptimon__demangler_free(dm);

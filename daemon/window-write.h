@@ -50,6 +50,8 @@ struct cuptimon_window_spec {
     size_t nsrc;
     const char *output;  /* trace path: written to a temporary name, then renamed */
     uint64_t max_events; /* stop writing past this many events (0: no cap); the summary says so */
+    int gzip_level;      /* 1..9: the trace is written gzipped; 0: plain JSON */
+    int per_process;     /* also one trace per process beside output (see below) */
     /* Whose trace it is, and where it may go, by window-output.h's rules:
      * user_dir when the user chose the directory (--output); dir, when
      * not NULL, the directory that was checked when the window opened. */
@@ -59,6 +61,12 @@ struct cuptimon_window_spec {
 };
 
 /*
+ * per_process: each process also gets a complete trace of its own (its
+ * distributedInfo, deviceProperties, metadata), beside output, named after
+ * it with ".json[.gz]" replaced by ".rank-R.json[.gz]" (the process's rank)
+ * or ".pid-P.json[.gz]" (no rank), by the same rules of where and whose;
+ * the summary lists them as "process_traces": [{"pid","rank","path"}].
+ *
  * Writes the trace and returns 0 with *summary set (a json-c object the
  * caller puts: per process its pid, uid, events by kind, dropped, late,
  * plus the totals and "truncated": true when max_events was reached), or

@@ -72,6 +72,8 @@ struct window {
     int64_t prepared_ns, start_ns, end_ns, at_ns;
     double duration_s;
     char output[700];
+    int gzip_level;                /* 1..9: written gzipped (.json.gz); 0: plain JSON */
+    int per_process;               /* also one trace per process */
     struct member *m;
     size_t nm, capm;
     uv_timer_t timer;
@@ -419,8 +421,12 @@ static json_object *window_json(const struct window *w)
     for (int i = 0; i < w->nkinds; i++)
         json_object_array_add(k, json_object_new_int64(w->kinds[i]));
     json_object_object_add(o, "kinds", k);
-    if (w->result)
+    if (w->result) {
+        json_object *pt;
         json_object_object_add(o, "summary", json_object_get(w->result));
+        if (json_object_object_get_ex(w->result, "process_traces", &pt))
+            json_object_object_add(o, "process_traces", json_object_get(pt));
+    }
     if (w->error)
         json_object_object_add(o, "error", json_object_new_string(w->error));
     return o;
@@ -451,6 +457,8 @@ static void write_cb(uv_work_t *req)
                                         .nsrc = w->nm,
                                         .output = w->output,
                                         .max_events = w->d->cfg.window_max_events,
+                                        .gzip_level = w->gzip_level,
+                                        .per_process = w->per_process,
                                         .owner = &w->req,
                                         .user_dir = w->user_dir,
                                         .dir = &w->dirid};
@@ -790,6 +798,36 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         free(w);
         return;
     }
+    /* gzip: the request's level (begin-window --gzip N), else the
+     * configuration's window_gzip_level.  A path the user chose decides by
+     * its name, as decode -o does: FILE.gz is gzipped (at level 1 when the
+     * level says plain), any other name is plain JSON. */
+    w->gzip_level = d->conf.window_gzip_level;
+    w->per_process = d->conf.window_per_process;
+    if (json_object_object_get_ex(req, "per_process", &v)) {
+        if (!json_object_is_type(v, json_type_boolean)) {
+            send_err(conn, "EINVAL", "per_process %s is not true or false",
+                     json_object_to_json_string(v));
+            free(w);
+            return;
+        }
+        w->per_process = json_object_get_boolean(v);
+    }
+    if (json_object_object_get_ex(req, "gzip_level", &v)) {
+        int64_t lv = cuptimon__json_integer(req, "gzip_level", -1);
+        if (lv < 0 || lv > 9) {
+            send_err(conn, "EINVAL", "gzip level %s is not an integer from 0 (plain JSON) to 9",
+                     json_object_to_json_string(v));
+            free(w);
+            return;
+        }
+        w->gzip_level = (int)lv;
+    }
+    if (out && *out) {
+        size_t ol = strlen(out);
+        int gz_name = ol > 3 && strcmp(out + ol - 3, ".gz") == 0;
+        w->gzip_level = gz_name ? (w->gzip_level > 0 ? w->gzip_level : 1) : 0;
+    }
     w->req = (struct cuptimon_requester){.uid = conn->peer.uid, .gid = conn->peer.gid};
     if (out && *out) {
         snprintf(w->output, sizeof w->output, "%s", out);
@@ -800,9 +838,10 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         struct tm tm;
         gmtime_r(&secs, &tm);
         windows_dir(d, w->req.uid, dir, sizeof dir);
-        snprintf(w->output, sizeof w->output, "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json",
-                 dir, w->id, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                 tm.tm_sec);
+        snprintf(w->output, sizeof w->output,
+                 "%s/window-%" PRIu64 "-%04d%02d%02dT%02d%02d%02dZ.json%s", dir, w->id,
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 w->gzip_level > 0 ? ".gz" : "");
     }
     int orc = check_output(w, why, sizeof why);
     if (orc < 0) {

@@ -128,6 +128,16 @@ struct cuptimon_flush_done {
 /* The name (comm) of thread `tid` (a system thread id), as the shim read
  * it from /proc/self/task/TID/comm: both high bits set. */
 #define CUPTIMON_THREAD_NAME_KEY(tid) (0xc000000000000000ull | (uint64_t)(uint32_t)(tid))
+/* The properties of CUDA device `ordinal` as the shim read them from the
+ * driver (bit 32 set, so never a thread's key): 13 decimal numbers and the
+ * name, separated by single spaces, in Kineto's deviceProperties order:
+ *   id totalGlobalMem computeMajor computeMinor maxThreadsPerBlock
+ *   maxThreadsPerMultiprocessor regsPerBlock warpSize sharedMemPerBlock
+ *   numSms regsPerMultiprocessor sharedMemPerBlockOptin
+ *   sharedMemPerMultiprocessor NAME
+ * (the name runs to the end of the string). */
+#define CUPTIMON_DEVICE_KEY(ordinal) (0xc000000100000000ull | (uint64_t)(uint32_t)(ordinal))
+#define CUPTIMON_DEVICES_MAX 64u
 #define CUPTIMON_STRINGS_HDR_SIZE 8u
 #define CUPTIMON_STRING_ENTRY_HDR 12u
 #define CUPTIMON_STRING_MAX_LEN 65535u

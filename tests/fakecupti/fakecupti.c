@@ -1248,10 +1248,85 @@ static void do_init(void)
     fc_log(1, "InitializeInjection returned %d", r);
 }
 
+static atomic_int cuda_inited;
+
 int fakecuda_init(void)
 {
     pthread_once(&init_once, do_init);
+    atomic_store(&cuda_inited, 1);
     return init_rc;
+}
+
+/* ---- the driver's device queries ------------------------------------------
+ *
+ * What the shim asks the driver for Kineto's deviceProperties.  Before
+ * cuInit (fakecuda_init) they fail with CUDA_ERROR_NOT_INITIALIZED, as the
+ * driver's do.  FAKECUPTI_DEVICES devices (default 1, at most 16), each
+ * the H200 of the reference trace (tests/data/kineto-ref), but for device
+ * d having 132 + d SMs and the name FAKECUPTI_DEVICE_NAME (default "Fake
+ * H200") followed by " #d" past device 0, so that tests tell them apart.
+ */
+static int fake_devices(void)
+{
+    long n;
+    if (env_int("FAKECUPTI_DEVICES", 1, &n) < 0 || n < 0)
+        n = 1;
+    return n > 16 ? 16 : (int)n;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    if (!atomic_load(&cuda_inited))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    *count = fake_devices();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    const char *base = getenv("FAKECUPTI_DEVICE_NAME");
+    if (!atomic_load(&cuda_inited))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= fake_devices() || !name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev == 0)
+        snprintf(name, (size_t)len, "%s", base ? base : "Fake H200");
+    else
+        snprintf(name, (size_t)len, "%s #%d", base ? base : "Fake H200", dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
+{
+    if (!atomic_load(&cuda_inited))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= fake_devices())
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = 150109880320ull;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    if (!atomic_load(&cuda_inited))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= fake_devices())
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *pi = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = 49152; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *pi = 233472; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
 }
 
 uint32_t fakecuda_launch_kernel_ex(const struct fakecuda_kernel *k)

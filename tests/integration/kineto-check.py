@@ -13,9 +13,18 @@ recorded on the H200 by tests/gpu/kineto-ref.py).  What is checked:
   ones listed in NOT_YET, which need device properties);
 - flows: each "s" ac2g has its "f" (binding point "e") with the same id;
 - each launch is one event: no two launch calls share a correlation id;
-- copies and memsets carry "memory bandwidth (GB/s)" equal to bytes/dur.
+- copies and memsets carry "memory bandwidth (GB/s)" equal to bytes/dur;
+- process metadata: every process with events has process_name,
+  process_labels (starting with Kineto's "CPU") and process_sort_index,
+  each with the reference's keys and arg types, once.
 
-usage: kineto-check.py REFERENCE TRACE [--ranks N]   (either may be .gz)
+- deviceProperties: a list of at least one device (exactly N with
+  --devices N), each with the reference's keys, in its order, and types.
+
+usage: kineto-check.py REFERENCE TRACE [--ranks N] [--devices N] [--no-metadata]
+(either file may be .gz).  --no-metadata leaves the process metadata and
+deviceProperties out (for traces recorded before cuptimon wrote them
+Kineto's way, such as cuptimon-h200-after).
 Exits 1 with one line per failure.
 """
 import collections
@@ -114,6 +123,52 @@ def main(argv):
             if bw is None or abs(bw - want) > max(0.002, want * 0.01):
                 check(False, f"{c} bandwidth {bw!r}, bytes/dur gives {want:.3f}")
                 break
+
+    # Process metadata, as Kineto writes it for its CPU process.
+    PROC_META = ("process_name", "process_labels", "process_sort_index")
+    ref_cpu = {e["pid"] for e in ref["traceEvents"] if e.get("cat") == "cuda_runtime"}
+    ref_meta = {e["name"]: e for e in ref["traceEvents"]
+                if e.get("ph") == "M" and e.get("name") in PROC_META and e.get("pid") in ref_cpu}
+    check(sorted(ref_meta) == sorted(PROC_META), f"the reference's CPU process has {sorted(ref_meta)}")
+    meta = collections.defaultdict(list)
+    for e in tr["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") in PROC_META:
+            meta[(e.get("pid"), e["name"])].append(e)
+    pids = {e.get("pid") for e in tr["traceEvents"] if e.get("ph") != "M" and "pid" in e}
+    for pid in sorted(pids, key=str) if "--no-metadata" not in argv else []:
+        for name in PROC_META:
+            evs = meta.get((pid, name), [])
+            if len(evs) != 1:
+                check(False, f"pid {pid} has {len(evs)} {name} events, not 1")
+                continue
+            e, r = evs[0], ref_meta.get(name)
+            if r is None:
+                continue
+            # "ts" is Kineto's trace start, which a metadata event needs not carry.
+            keys, rkeys = set(e) - {"ts"}, set(r) - {"ts"}
+            check(keys == rkeys, f"{name} of pid {pid} has keys {sorted(keys)}, Kineto's {sorted(rkeys)}")
+            check(e.get("tid") == 0, f"{name} of pid {pid} has tid {e.get('tid')!r}, Kineto's 0")
+            a, ra = e.get("args", {}), r.get("args", {})
+            check(set(a) == set(ra) and all(type(a[k]) is type(ra[k]) for k in ra),
+                  f"{name} of pid {pid} has args {a}, Kineto's are like {ra}")
+            if name == "process_labels":
+                lab = str(a.get("labels", ""))
+                check(lab == "CPU" or lab.startswith("CPU, "),
+                      f"process_labels of pid {pid} is {lab!r}, not Kineto's \"CPU\" first")
+
+    # deviceProperties, as Kineto writes them.
+    if "--no-metadata" not in argv:
+        rdev = ref["deviceProperties"][0]
+        devs = tr.get("deviceProperties")
+        want_n = int(argv[argv.index("--devices") + 1]) if "--devices" in argv else None
+        check(isinstance(devs, list) and len(devs) >= 1 and (want_n is None or len(devs) == want_n),
+              f"deviceProperties is {devs!r}, not a list of {want_n or 'some'} device(s)")
+        for d in devs if isinstance(devs, list) else []:
+            check(isinstance(d, dict) and list(d) == list(rdev),
+                  f"a device has keys {list(d) if isinstance(d, dict) else d!r}, Kineto's {list(rdev)}")
+            if isinstance(d, dict):
+                bad = [k for k in rdev if k in d and type(d[k]) is not type(rdev[k])]
+                check(not bad, f"device {d.get('id')}: {bad} are not of Kineto's types")
 
     n = {c: len(oc.get(c, [])) for c in CUDA_CATS}
     if fails:

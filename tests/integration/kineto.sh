@@ -10,7 +10,7 @@
 # that a checker which passes everything cannot pass for green, and pass
 # the one it wrote there after.
 . "$top_srcdir/tests/integration/lib.sh"
-REF=$top_srcdir/tests/data/kineto-ref/torch-2.11-h200.json.gz
+export REF=$top_srcdir/tests/data/kineto-ref/torch-2.11-h200.json.gz
 CHECK=$top_srcdir/tests/integration/kineto-check.py
 
 if python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-before.json.gz" \
@@ -21,13 +21,26 @@ fi
 grep -q "baseTimeNanoseconds" "$T/before.out" || fail "kineto-check.py failed the old trace for another reason: $(cat "$T/before.out")"
 # ... and pass the window trace cuptimon wrote on the H200 of the same steps
 # after it (cuptimon-h200-after: torch 2.11, CUDA 13.0; its launching
-# threads are pid 620 "python3" and 663 "pt_autograd_0").
-python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" ||
+# threads are pid 620 "python3" and 663 "pt_autograd_0"), but for its
+# process metadata and deviceProperties, which it has from before they were
+# written Kineto's way
+# (the window trace below is checked for it) ...
+python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" --no-metadata ||
     fail "kineto-check.py fails the H200 window trace written in Kineto's dialect"
+# ... and fail it on the metadata, so that the metadata check is known to bite.
+python3 "$CHECK" "$REF" "$top_srcdir/tests/data/kineto-ref/cuptimon-h200-after.json.gz" >"$T/meta.out" 2>&1 &&
+    fail "kineto-check.py passes the H200 trace's old process metadata"
+grep -q 'process_labels of pid 620 is .CUPTI 130001., not Kineto' "$T/meta.out" ||
+    fail "kineto-check.py failed the old process metadata for another reason: $(cat "$T/meta.out")"
 
 start_daemon --flush-period 0.3
+# The workloads must outlive the window: the shim names threads at forced
+# flushes, and a process that ends inside the window (before the end's
+# forced flush) has its threads unnamed; at 20000 kernels/s (2 s) a busy
+# machine made that happen.  Rank 1's process sees two devices (the test double's driver queries), rank
+# 0's one: the trace's deviceProperties has both, device 0 once.
 for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 40000 --rate 20000 --threads 2 \
+    FAKECUPTI_DEVICES=$((r + 1)) RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 40000 --rate 8000 --threads 2 \
         --annotate 500 --report "$T/r$r.json" --quiet &
     eval "p$r=\$!"
 done
@@ -39,7 +52,7 @@ ctl begin-window --label kineto --activities kernel,memcpy,memset,runtime,driver
 sleep 0.6
 ctl end-window --json >"$T/end.json" || fail "end-window failed"
 trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
-python3 "$CHECK" "$REF" "$trace" --ranks 2 || fail "the window trace is not in Kineto's dialect"
+python3 "$CHECK" "$REF" "$trace" --ranks 2 --devices 2 || fail "the window trace is not in Kineto's dialect"
 # The test double records the cuLaunchKernel inside each cudaLaunchKernel
 # (same correlation id): none is written, each is counted.
 python3 - "$trace" "$WORKLOAD" <<'PY' || fail "the window trace has a nested driver launch, or thread ids not the system's, or unnamed threads"
@@ -66,6 +79,21 @@ names = {(e["pid"], e["tid"]): e["args"]["name"] for e in t["traceEvents"]
 unnamed = [(p, x) for p, v in tids.items() for x in v if names.get((p, x)) != comm]
 assert not unnamed, ("threads not named %r" % comm, unnamed, names)
 print("window: every launching thread named", repr(comm))
+# Each process is named as Kineto names it (the command's base name), with
+# its rank and label, and its labels start with Kineto's "CPU".
+pn = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "process_name"}
+rank = {p["trace_pid"]: p["rank"] for p in t["otherData"]["processes"]}
+exe = os.path.basename(sys.argv[2])
+want = {p: "%s rank %d (kineto)" % (exe, rank[p]) for p in tids}
+assert {p: pn.get(p) for p in tids} == want, (pn, want)
+print("window: processes named", sorted(want.values()))
+# deviceProperties: what the test double's driver answered the shim, the
+# reference H200's values but the SM count (132 + device) and the name.
+ref = json.load(__import__("gzip").open(os.environ["REF"]))["deviceProperties"][0]
+want = [dict(ref, id=d, name="Fake H200" + (" #%d" % d if d else ""), numSms=132 + d) for d in (0, 1)]
+assert t["deviceProperties"] == want, (t["deviceProperties"], want)
+assert t["otherData"]["writer"]["device_properties_refused"] == 0
+print("window: deviceProperties of devices", [d["id"] for d in want])
 PY
 wait "$p0" && wait "$p1" || fail "a workload failed"
 stop_daemon
@@ -83,7 +111,7 @@ assert a == b, "the traces differ"
 print("decode: %d events; gzip %d bytes for %d (%.1fx)" % (len(a["traceEvents"]), os.path.getsize(sys.argv[2]),
       os.path.getsize(sys.argv[1]), os.path.getsize(sys.argv[1]) / os.path.getsize(sys.argv[2])))
 PY
-python3 "$CHECK" "$REF" "$T/all.json.gz" --ranks 2 || fail "the decoded trace is not in Kineto's dialect"
+python3 "$CHECK" "$REF" "$T/all.json.gz" --ranks 2 --devices 2 || fail "the decoded trace is not in Kineto's dialect"
 
 # One trace per rank, merged: the merge keeps distributedInfo, with both ranks.
 i=0
@@ -93,7 +121,7 @@ for d in "$T"/out/archive/*/; do
 done
 [ "$i" = 2 ] || fail "expected 2 archive sessions, found $i"
 "$CTL" merge -o "$T/merged.json" "$T/rank0.json" "$T/rank1.json" || fail "merge failed"
-python3 "$CHECK" "$REF" "$T/merged.json" || fail "the merged trace is not in Kineto's dialect"
+python3 "$CHECK" "$REF" "$T/merged.json" --devices 2 || fail "the merged trace is not in Kineto's dialect"
 python3 - "$T/merged.json" <<'PY' || fail "merge lost distributedInfo"
 import json, sys
 t = json.load(open(sys.argv[1]))

@@ -560,14 +560,17 @@ static void build_golden_input(struct recbuf *b)
     add(b, &k, sizeof(k));
 }
 
+#define GOLDEN_DEV0 "0 150109880320 9 0 1024 2048 65536 32 49152 132 65536 232448 233472 NVIDIA H200"
+#define GOLDEN_DEV1 "1 150109880320 9 0 1024 2048 65536 32 49152 1000000 65536 232448 233472 Big"
+
 /* The expected trace for build_golden_input(), byte for byte. */
 static const char golden[] =
     "{\"schemaVersion\": 1,\n"
     "\"baseTimeNanoseconds\": 1796208557000000000,\n"
     "\"traceEvents\":[\n"
-    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":455,\"args\":{\"name\":\"node01 pid 455 rank 1 (train \\\"A\\\")\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":455,\"args\":{\"labels\":\"rank 1/8, local rank 1, job 1234, train \\\"A\\\", CUPTI 130001\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":455,\"args\":{\"sort_index\":1}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":455,\"tid\":0,\"args\":{\"name\":\"python3.12 rank 1 (train \\\"A\\\")\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":455,\"tid\":0,\"args\":{\"labels\":\"CPU, host node01, rank 1/8, local rank 1, job 1234, train \\\"A\\\", CUPTI 130001\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":455,\"tid\":0,\"args\":{\"sort_index\":1}},\n"
     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":455,\"tid\":3847278592,\"ts\":1.000,\"dur\":4.000,\"args\":{\"cbid\":211,\"correlation\":10,\"return value\":0,\"External id\":77,\"external kind\":\"custom0\"}},\n"
     "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2147483761,\"args\":{\"name\":\"GPU 0 stream 7\"}},\n"
     "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2147483761,\"args\":{\"sort_index\":100007}},\n"
@@ -593,8 +596,11 @@ static const char golden[] =
     "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":12,\"pid\":455,\"tid\":2147483857,\"ts\":11.000}\n"
     "],\n"
     "\"displayTimeUnit\": \"ms\",\n"
+    "\"deviceProperties\": [\n"
+    "  {\"id\": 0, \"name\": \"NVIDIA H200\", \"totalGlobalMem\": 150109880320, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}\n"
+    "],\n"
     "\"distributedInfo\": { \"rank\": 1, \"world_size\": 8 },\n"
-    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1},\"test\":1}}\n";
+    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"exe\":\"/usr/bin/python3.12\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1,\"device_properties_refused\":1},\"test\":1}}\n";
 
 static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
 {
@@ -609,6 +615,7 @@ static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
                                    .hostname = "node01",
                                    .label = "train \"A\"",
                                    .job_id = "1234",
+                                   .exe = "/usr/bin/python3.12",
                                    .rank = 1,
                                    .local_rank = 1,
                                    .world_size = 8,
@@ -623,6 +630,14 @@ static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x1000, "_Z5scaleILi2EEvPfi", 18), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x2000, "step 1", 6), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x3000, "app", 3), 0);
+    /* The shim's device strings: device 0 is the reference trace's H200;
+     * device 1 claims a million SMs and is refused. */
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0,
+                                          strlen(GOLDEN_DEV0)),
+                     0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(1), GOLDEN_DEV1,
+                                          strlen(GOLDEN_DEV1)),
+                     0);
     ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
     ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, dm), 0);
     memset(&ds, 0, sizeof(ds));
@@ -681,13 +696,15 @@ START_TEST(golden_trace_schema)
     ck_assert_uint_eq(sc.ph['i'], 2); /* the CUDA event and the NVTX instant */
     ck_assert_uint_eq(flows_check(root), 2);
 
-    /* The process, named with host, pid, rank and label. */
+    /* The process, named as Kineto names it (the command's base name),
+     * with rank and label; "CPU" and the rest in its labels. */
     e = find_ev(root, "M", "process_name");
-    ck_assert_str_eq(gets(get(e, "args"), "name"), "node01 pid 455 rank 1 (train \"A\")");
+    ck_assert_str_eq(gets(get(e, "args"), "name"), "python3.12 rank 1 (train \"A\")");
     ck_assert_int_eq(json_object_get_int(get(e, "pid")), 455);
+    ck_assert_int_eq(json_object_get_int(get(e, "tid")), 0);
     e = find_ev(root, "M", "process_labels");
     ck_assert_str_eq(gets(get(e, "args"), "labels"),
-                     "rank 1/8, local rank 1, job 1234, train \"A\", CUPTI 130001");
+                     "CPU, host node01, rank 1/8, local rank 1, job 1234, train \"A\", CUPTI 130001");
     e = find_ev(root, "M", "process_sort_index");
     ck_assert_int_eq(json_object_get_int(get(get(e, "args"), "sort_index")), 1);
 
@@ -949,8 +966,8 @@ START_TEST(streams_in_bounded_chunks)
     ck_assert_uint_le(mb.max_chunk, 128u << 10);
     ck_assert_uint_gt(mb.calls, 1000);
     ck_assert_uint_eq(ts.bytes, mb.len);
-    /* process_name and process_sort_index (no labels), 2 per track */
-    ck_assert_uint_eq(ts.events, 500000 + 2 + 2 * 64);
+    /* process_name, process_labels ("CPU") and process_sort_index, 2 per track */
+    ck_assert_uint_eq(ts.events, 500000 + 3 + 2 * 64);
 }
 END_TEST
 
@@ -1008,6 +1025,161 @@ START_TEST(two_processes_same_pid_and_ranks)
     ck_assert_int_eq(json_object_array_length(get(di, "ranks")), 2);
     od = get(root, "otherData");
     ck_assert_int_eq(json_object_array_length(get(od, "processes")), 2);
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
+/* Kineto's process metadata when little is known: no executable, no rank.
+ * The name falls back to the pid, the sort index is the pid (Kineto's
+ * value), and the labels still start with "CPU"; a pid shared with an
+ * earlier process is named by its own pid and sorted by the trace's. */
+START_TEST(process_metadata_fallbacks)
+{
+    struct membuf mb = {0};
+    struct cuptimon_trace *t;
+    struct cuptimon_trace_opts o = {.base_ns = BASE};
+    struct cuptimon_proc_info p0 = {.pid = 4242, .rank = -1, .local_rank = -1, .world_size = -1};
+    struct cuptimon_proc_info p1 = {.pid = 4242,
+                                    .hostname = "h2",
+                                    .exe = "noslash",
+                                    .rank = -1,
+                                    .local_rank = -1,
+                                    .world_size = -1};
+    json_object *root, *evs;
+    const char *want_name[2] = {"pid 4242", "noslash"};
+    const char *want_labels[2] = {"CPU", "CPU, host h2, pid 4242"};
+    int64_t want_sort[2] = {4242, 0x40000001};
+    int seen[3] = {0, 0, 0};
+
+    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p0, NULL, NULL), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p1, NULL, NULL), 1);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_free(t);
+    root = parse(mb.data, mb.len);
+    evs = get(root, "traceEvents");
+    for (size_t i = 0; i < json_object_array_length(evs); i++) {
+        json_object *e = json_object_array_get_idx(evs, i), *args = get(e, "args");
+        int which = json_object_get_int64(get(e, "pid")) == 4242 ? 0 : 1;
+        const char *nm = gets(e, "name");
+        ck_assert_str_eq(gets(e, "ph"), "M");
+        ck_assert_int_eq(json_object_get_int(get(e, "tid")), 0);
+        if (strcmp(nm, "process_name") == 0) {
+            ck_assert_str_eq(gets(args, "name"), want_name[which]);
+            seen[0]++;
+        } else if (strcmp(nm, "process_labels") == 0) {
+            ck_assert_str_eq(gets(args, "labels"), want_labels[which]);
+            seen[1]++;
+        } else if (strcmp(nm, "process_sort_index") == 0) {
+            ck_assert_int_eq(json_object_get_int64(get(args, "sort_index")), want_sort[which]);
+            seen[2]++;
+        }
+    }
+    ck_assert_int_eq(seen[0], 2);
+    ck_assert_int_eq(seen[1], 2);
+    ck_assert_int_eq(seen[2], 2);
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
+/* deviceProperties from the shim's device strings, which come from the
+ * producer: each malformed or out-of-range one is refused and counted,
+ * never written; a device seen by two processes is written once; the rest
+ * keep Kineto's keys, in its order, as integers. */
+START_TEST(device_properties_hostile)
+{
+    static const char *const bad[] = {
+        "2 1 9 0 1 1 1 32 1 1 1 1 1 wrong-id",  /* key 1: id must be 1 */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 ",          /* empty name */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1",           /* no name */
+        "1 -1 9 0 1 1 1 32 1 1 1 1 1 neg",      /* a sign */
+        "1 99999999999999999999999 9 0 1 1 1 32 1 1 1 1 1 big", /* past 2^64 */
+        "1 1125899906842625 9 0 1 1 1 32 1 1 1 1 1 mem",        /* past 2^50 bytes */
+        "1 1 100 0 1 1 1 32 1 1 1 1 1 cc",      /* compute capability 100 */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 a\nb",      /* a control character */
+        "1 1 9 0 1 1 1 32 1 1 1 1 NAME",        /* 12 numbers */
+        "1  1 9 0 1 1 1 32 1 1 1 1 1 two",      /* two spaces */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    };
+    static const char *const keys[] = {
+        "id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "maxThreadsPerBlock",
+        "maxThreadsPerMultiprocessor", "regsPerBlock", "warpSize", "sharedMemPerBlock", "numSms",
+        "regsPerMultiprocessor", "sharedMemPerBlockOptin", "sharedMemPerMultiprocessor"};
+    const char *ok = "3 80000000000 8 6 1024 1536 65536 32 49152 84 65536 101376 102400 "
+                     "NVIDIA \"A10\" \xff";
+    struct cuptimon_trace_opts o = {.base_ns = BASE};
+    struct cuptimon_proc_info p = {.pid = 9, .rank = -1, .local_rank = -1, .world_size = -1};
+    struct cuptimon_trace_stats ts;
+    struct cuptimon_strtab *st[2];
+    struct membuf mb = {0};
+    struct cuptimon_trace *t;
+    json_object *root, *dp, *d;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(cuptimon__strtab_new(NULL, &st[0]), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(st[0], CUPTIMON_DEVICE_KEY(1), bad[i], strlen(bad[i])), 0);
+        mb.len = 0;
+        ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+        ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[0], NULL), 0);
+        ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+        cuptimon__trace_stats(t, &ts);
+        cuptimon__trace_free(t);
+        cuptimon__strtab_free(st[0]);
+        ck_assert_msg(ts.devices_refused == 1, "not refused: %s", bad[i]);
+        root = parse(mb.data, mb.len);
+        ck_assert_int_eq(json_object_array_length(get(root, "deviceProperties")), 0);
+        json_object_put(root);
+    }
+
+    /* Two processes that both know device 3, one of them also device 0. */
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(cuptimon__strtab_new(NULL, &st[k]), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(st[k], CUPTIMON_DEVICE_KEY(3), ok, strlen(ok)), 0);
+    }
+    ck_assert_int_eq(cuptimon__strtab_put(st[1], CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0,
+                                          strlen(GOLDEN_DEV0)),
+                     0);
+    mb.len = 0;
+    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[0], NULL), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[1], NULL), 1);
+    /* Read when the process was added: the tables may go before the end. */
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
+    cuptimon__strtab_free(st[0]);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_stats(t, &ts);
+    cuptimon__trace_free(t);
+    cuptimon__strtab_free(st[1]);
+    ck_assert_uint_eq(ts.devices_refused, 0);
+    root = parse(mb.data, mb.len);
+    dp = get(root, "deviceProperties");
+    ck_assert_int_eq(json_object_array_length(dp), 2);
+    d = json_object_array_get_idx(dp, 0);
+    ck_assert_int_eq(json_object_object_length(d), 14);
+    {
+        size_t i = 0;
+        json_object_object_foreach(d, key, val)
+        {
+            ck_assert_str_eq(key, keys[i]);
+            ck_assert(json_object_is_type(val, i == 1 ? json_type_string : json_type_int));
+            i++;
+        }
+    }
+    ck_assert_int_eq(json_object_get_int(get(d, "id")), 3);
+    ck_assert_str_eq(gets(d, "name"), "NVIDIA \"A10\" \xef\xbf\xbd");
+    ck_assert_int_eq(json_object_get_int64(get(d, "totalGlobalMem")), 80000000000ll);
+    ck_assert_int_eq(json_object_get_int(get(d, "computeMajor")), 8);
+    ck_assert_int_eq(json_object_get_int(get(d, "computeMinor")), 6);
+    ck_assert_int_eq(json_object_get_int(get(d, "maxThreadsPerMultiprocessor")), 1536);
+    ck_assert_int_eq(json_object_get_int(get(d, "numSms")), 84);
+    ck_assert_int_eq(json_object_get_int(get(d, "sharedMemPerBlockOptin")), 101376);
+    ck_assert_int_eq(json_object_get_int(get(d, "sharedMemPerMultiprocessor")), 102400);
+    d = json_object_array_get_idx(dp, 1);
+    ck_assert_int_eq(json_object_get_int(get(d, "id")), 0);
+    ck_assert_str_eq(gets(d, "name"), "NVIDIA H200");
+    ck_assert_int_eq(json_object_get_int(get(d, "numSms")), 132);
     json_object_put(root);
     free(mb.data);
 }
@@ -1457,7 +1629,8 @@ START_TEST(parse_time_forms)
 END_TEST
 
 #define META_FMT                                                                                   \
-    "{\"pid\": %u, \"hostname\": \"node01\", \"cupti_version\": %u, "                              \
+    "{\"pid\": %u, \"hostname\": \"node01\", \"exe\": \"/opt/app/bin/train\", "                   \
+    "\"cupti_version\": %u, "                                                                        \
     "\"record_sizes\": {\"1\": 96, \"2\": 88, \"3\": 216, \"4\": 40, \"5\": 40, \"10\": 216},"     \
     "\"job\": {\"rank\": \"%d\", \"local_rank\": \"0\", \"world_size\": \"2\", "                   \
     "\"slurm_job_id\": \"777\", \"label\": \"lbl%d\"}}"
@@ -1593,7 +1766,13 @@ START_TEST(cli_decode_archive)
     ck_assert_ptr_null(find_ev(tr, "X", "<unknown kernel 0x5615ff2c56d0>"));
     {
         json_object *pn = find_ev(tr, "M", "process_name");
-        ck_assert_str_eq(gets(get(pn, "args"), "name"), "node01 pid 1001 rank 0 (lbl0)");
+        /* Kineto's way: the command's name (meta.json's exe), here with
+         * the rank and label; the host in the labels, after "CPU". */
+        ck_assert_str_eq(gets(get(pn, "args"), "name"), "train rank 0 (lbl0)");
+        ck_assert_int_eq(json_object_get_int(get(pn, "tid")), 0);
+        pn = find_ev(tr, "M", "process_labels");
+        ck_assert_str_eq(gets(get(pn, "args"), "labels"),
+                         "CPU, host node01, rank 0/2, local rank 0, job 777, lbl0, CUPTI 130001");
     }
     od = get(tr, "otherData");
     sess = get(od, "sessions");
@@ -1715,6 +1894,8 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, sink_errors_are_sticky);
     tcase_add_test(t, streams_in_bounded_chunks);
     tcase_add_test(t, two_processes_same_pid_and_ranks);
+    tcase_add_test(t, process_metadata_fallbacks);
+    tcase_add_test(t, device_properties_hostile);
     tcase_add_test(t, empty_trace);
     tcase_add_test(t, fd_and_file_sinks);
     tcase_add_test(t, garbage_records_give_valid_json);
