@@ -20,7 +20,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -55,6 +58,11 @@ static void usage(FILE *f)
           "      --summary-out=FILE write the summary JSON to FILE\n"
           "      --top=N            kernels in the summary's top list (default 20)\n"
           "      --no-flows         no launch -> kernel/memcpy/memset flow arrows\n"
+          "      --pid=P            decode only the sessions of process P (repeatable)\n"
+          "      --label=L          decode only the sessions labelled L (CUPTIMON_LABEL;\n"
+          "                         repeatable; with --pid: either matches)\n"
+          "  -q, --quiet            no progress line (shown only when standard error is\n"
+          "                         a terminal)\n"
           "  -h, --help             show this help\n"
           "\n"
           "T is Unix time: an integer of 10^12 or more is nanoseconds\n"
@@ -309,6 +317,96 @@ static int out_close(struct out_file *o, int ok, const char *path)
     return rc;
 }
 
+/* ---- --pid / --label: which sessions are written ---------------------- */
+
+#define MAX_PICKS 64
+
+struct picks {
+    uint32_t pid[MAX_PICKS];
+    const char *label[MAX_PICKS];
+    int npid, nlabel;
+    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
+};
+
+/* 1 when no --pid/--label was given or the session matches one; marks
+ * the values that matched. */
+static int picked(struct picks *p, const struct session *s)
+{
+    int hit = p->npid == 0 && p->nlabel == 0;
+    for (int i = 0; i < p->npid; i++)
+        if (s->as.info.pid == p->pid[i])
+            hit = p->pid_hit[i] = 1;
+    for (int i = 0; i < p->nlabel; i++)
+        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
+            hit = p->label_hit[i] = 1;
+    return hit;
+}
+
+/* ---- progress on a terminal ------------------------------------------- */
+
+struct progress {
+    int on;
+    double t0, last;
+    uint64_t total_bytes, bytes, records;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The bytes of the regular files in dir: what reading the session costs. */
+static uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t n = 0;
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            n += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+static void human_bytes(char *out, size_t len, double b)
+{
+    const char *u[] = {"B", "kB", "MB", "GB", "TB"};
+    int i = 0;
+    while (b >= 1000 && i < 4) {
+        b /= 1000;
+        i++;
+    }
+    snprintf(out, len, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+/* Rewrites the progress line at most twice a second (final: now, and ends it). */
+static void progress_show(struct progress *p, int final)
+{
+    double t = mono_s();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
+    double bps = (double)p->bytes / el;
+    char done[32], total[32], left[32] = "";
+    human_bytes(done, sizeof done, (double)p->bytes);
+    human_bytes(total, sizeof total, (double)p->total_bytes);
+    if (!final && bps > 0 && p->total_bytes > p->bytes) {
+        unsigned s = (unsigned)(((double)(p->total_bytes - p->bytes)) / bps + 0.5);
+        snprintf(left, sizeof left, ", %u:%02u left", s / 60, s % 60);
+    }
+    fprintf(stderr, "\rdecode: %.2f M records, %s of %s (%.0f%%), %.2f M records/s%s\033[K%s",
+            (double)p->records / 1e6, done, total,
+            p->total_bytes ? 100.0 * (double)p->bytes / (double)p->total_bytes : 100.0,
+            (double)p->records / el / 1e6, left, final ? "\n" : "");
+}
+
 static int decode_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -319,6 +417,9 @@ static int decode_main(int argc, char **argv)
         {"summary-out", required_argument, NULL, 'U'},
         {"top", required_argument, NULL, 'N'},
         {"no-flows", no_argument, NULL, 'n'},
+        {"pid", required_argument, NULL, 'p'},
+        {"label", required_argument, NULL, 'l'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -336,13 +437,42 @@ static int decode_main(int argc, char **argv)
     struct cuptimon_decode_stats total;
     struct out_file of = {.fd = -1};
     json_object *extra = NULL, *jsess = NULL;
+    struct picks pk = {.npid = 0};
+    struct progress pg = {.on = isatty(STDERR_FILENO)};
     int rc;
 
     /* 0, not 1: glibc then re-initialises getopt completely, which a
      * second parse (after cuptimonctl's own, or in tests) needs. */
     optind = 0;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
+        case 'p':
+        case 'l': {
+            char *end;
+            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
+            if (pk.npid + pk.nlabel >= MAX_PICKS) {
+                fprintf(stderr, "cuptimonctl decode: at most %d --pid and --label values\n",
+                        MAX_PICKS);
+                return 2;
+            }
+            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
+                             optarg[0] == '-' || optarg[0] == '+')) {
+                fprintf(stderr, "cuptimonctl decode: --pid: '%s' is not a process id\n", optarg);
+                return 2;
+            }
+            if (c == 'l' && optarg[0] == '\0') {
+                fprintf(stderr, "cuptimonctl decode: --label: the label is empty\n");
+                return 2;
+            }
+            if (c == 'p')
+                pk.pid[pk.npid++] = (uint32_t)v;
+            else
+                pk.label[pk.nlabel++] = optarg;
+            break;
+        }
+        case 'q':
+            pg.on = 0;
+            break;
         case 'o':
             out_path = optarg;
             break;
@@ -444,6 +574,8 @@ static int decode_main(int argc, char **argv)
         uint64_t best = 0;
         for (size_t i = 0; i < nsess; i++) {
             uint64_t t = first_time(&sess[i]);
+            if (!picked(&pk, &sess[i]))
+                continue;
             if (t != 0 && (best == 0 || t < best))
                 best = t;
         }
@@ -456,6 +588,9 @@ static int decode_main(int argc, char **argv)
     jsess = json_object_new_array();
     if (jsess == NULL)
         goto oom;
+    pg.t0 = pg.last = mono_s();
+    for (size_t i = 0; pg.on && i < nsess; i++)
+        pg.total_bytes += dir_bytes(sess[i].dir);
 
     for (size_t i = 0; i < nsess; i++) {
         struct session *s = &sess[i];
@@ -467,6 +602,12 @@ static int decode_main(int argc, char **argv)
             continue;
         cuptimon__archive_set_report(r, report_damage, NULL);
         session_meta(s, cuptimon__archive_meta(r), 1);
+        if (!picked(&pk, s)) {
+            cuptimon__archive_close(r);
+            uint64_t b = pg.on ? dir_bytes(s->dir) : 0;
+            pg.total_bytes -= b < pg.total_bytes ? b : pg.total_bytes;
+            continue;
+        }
         if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
             cuptimon__archive_close(r);
             goto oom;
@@ -492,6 +633,9 @@ static int decode_main(int argc, char **argv)
 
             s->chunks++;
             s->dropped += ch.hdr.dropped;
+            pg.bytes += ch.hdr.stored_size + CUPTIMON_CHUNK_HDR_SIZE;
+            pg.records += ch.hdr.records;
+            progress_show(&pg, 0);
             cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
             rc = 0;
             while (cuptimon__walk_next(&w, &ev)) {
@@ -547,6 +691,24 @@ static int decode_main(int argc, char **argv)
         json_object_array_add(jsess, session_json(s));
     }
     cuptimon__summary_decode_stats(sum, &total);
+    progress_show(&pg, 1);
+    /* A --pid or --label that matched no session is a mistake worth
+     * failing on: the trace would silently lack what was asked for. */
+    int unmatched = 0;
+    for (int i = 0; i < pk.npid + pk.nlabel; i++) {
+        int isp = i < pk.npid;
+        if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
+            continue;
+        if (isp)
+            fprintf(stderr, "cuptimonctl decode: --pid %" PRIu32 ": no session of that process in %s\n",
+                    pk.pid[i], argv[optind]);
+        else
+            fprintf(stderr, "cuptimonctl decode: --label %s: no session with that label in %s\n",
+                    pk.label[i - pk.npid], argv[optind]);
+        unmatched = 1;
+    }
+    if (unmatched)
+        goto out; /* nothing written: the temporary file is removed */
 
     extra = json_object_new_object();
     if (extra == NULL)
