@@ -15,7 +15,8 @@ check_PROGRAMS += bench/replay-producer
 bench_replay_producer_SOURCES = bench/replay-producer.c
 bench_replay_producer_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS)
 bench_replay_producer_LDADD = $(ARCHIVE_LIBS)
-EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/window-scale.sh bench/load-zst.h
+EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/window-scale.sh bench/plot-node.sh \
+	bench/load-zst.h
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
 bench-archive: bench/bench-archive$(EXEEXT)

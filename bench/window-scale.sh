@@ -14,6 +14,11 @@
 # node's jobs would: the daemon's CPU then includes their archiving, which
 # is measured just before the end and given apart.
 # The producers share the cores with the daemon: ratios of one run.
+# With BENCH_WINDOW_DECODE=1, the last duration's archive (all it holds:
+# the always-on stream before and after the window, the window kinds'
+# records inside it) is then decoded offline with cuptimonctl decode to
+# /dev/null: whole, a 1 s --from/--to slice in its middle, and one --pid,
+# each with its wall time, CPU and peak RSS against the archive's size.
 # usage: window-scale.sh [DURATIONS [N [KERNEL_RATE]]]   (default "10 60" 8 50000)
 set -eu
 : "${top_builddir:?run through make bench-window}"
@@ -68,7 +73,8 @@ for dur in $durs; do
     rss_before=$(awk '/^VmRSS:/ {print $2}' "/proc/$dpid/status")
     echo 5 >"/proc/$dpid/clear_refs" # resets VmHWM to the current RSS
     t2=$(date +%s%N); c2=$(cpu)
-    ctl end-window --json >"$T/end.json"
+    # A long window takes minutes to write: more than end-window waits by default.
+    ctl --timeout 3600 end-window --json >"$T/end.json"
     t3=$(date +%s%N); c3=$(cpu)
     hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$dpid/status")
     # shellcheck disable=SC2086
@@ -111,5 +117,33 @@ print(json.dumps({
     "producers_dropped": sum(r.get("records_dropped", 0) for r in reps),
 }))
 PY
+    if [ "${BENCH_WINDOW_DECODE:-0}" = 1 ] && [ "$dur" = "${durs##* }" ]; then
+        rm -f "$out/w.json.gz"
+        mid=$(python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); print((b["start_unix_ns"] + b.get("end_unix_ns", b["start_unix_ns"]))//2 if b.get("end_unix_ns") else b["start_unix_ns"] + int(float(sys.argv[2]) / 2 * 1e9))' "$T/begin.json" "$dur")
+        one=$(ls "$out/arch/archive" | head -1)
+        opid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$out/arch/archive/$one/meta.json")
+        dec() { # dec NAME ARGS...: one decode, timed
+            local name=$1; shift
+            /usr/bin/time -f "%e %U %S %M" -o "$T/time" "$top_builddir/cli/cuptimonctl" decode \
+                "$out/arch" -o /dev/null --quiet --summary-out "$T/sum.json" "$@"
+            read -r wall us ss kb <"$T/time"
+            python3 - "$name" "$arch" "$wall" "$us" "$ss" "$kb" "$T/sum.json" "$*" <<'PY'
+import json, sys
+name, arch, wall, us, ss, kb, sp, args = sys.argv[1:]
+sm = json.load(open(sp))
+kept = sum(s["records_kept"] for s in sm["sessions"])
+dec = sum(s["records_decoded"] for s in sm["sessions"])
+cpu = float(us) + float(ss)
+print(json.dumps({"bench": "decode-big", "case": name, "args": args,
+                  "archive_bytes": int(arch), "records_decoded": dec, "records_written": kept,
+                  "wall_s": float(wall), "cpu_s": round(cpu, 2),
+                  "records_decoded_per_s_per_core": round(dec / cpu) if cpu else None,
+                  "peak_rss_mib": round(int(kb) / 1024, 1)}))
+PY
+        }
+        dec whole
+        dec slice-1s --from "$((mid - 500000000))ns" --to "$((mid + 500000000))ns"
+        dec one-pid --pid "$opid"
+    fi
     rm -rf "$out"
 done
