@@ -8,7 +8,7 @@
 #
 # Lines of other benches in the file (make bench prints them all) are
 # left out.
-# shellcheck disable=SC2028  # the \n are for gnuplot
+# shellcheck disable=SC2154,SC2028  # node.dat.env sets the ranges; the \n are for gnuplot
 set -eu
 set -o pipefail
 

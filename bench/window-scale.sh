@@ -78,7 +78,9 @@ for dur in $durs; do
     t3=$(date +%s%N); c3=$(cpu)
     hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$dpid/status")
     # shellcheck disable=SC2086
-    kill $pids 2>/dev/null; wait $pids 2>/dev/null || true
+    kill $pids 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $pids 2>/dev/null || true
     pids=
     gz=$(stat -c %s "$out/w.json.gz")
     json=$(gzip -dc "$out/w.json.gz" | wc -c)
