@@ -15,7 +15,8 @@ check_PROGRAMS += bench/replay-producer
 bench_replay_producer_SOURCES = bench/replay-producer.c
 bench_replay_producer_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS)
 bench_replay_producer_LDADD = $(ARCHIVE_LIBS)
-EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/load-zst.h
+EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/window-scale.sh \
+	bench/plot-node.sh bench/load-zst.h
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
 bench-archive: bench/bench-archive$(EXEEXT)
@@ -27,5 +28,10 @@ bench-handoff: all $(check_PROGRAMS) $(check_LTLIBRARIES)
 bench-node: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/node-scale.sh $(BENCH_NODE_ARGS)
 
-bench: bench-archive bench-decode bench-handoff bench-node
-.PHONY: bench bench-archive bench-handoff bench-node
+# BENCH_WINDOW_ARGS="DURATIONS N KERNEL_RATE", default '"10 60" 8 50000';
+# '"2" 8 50000' for a quick run.
+bench-window: all $(check_PROGRAMS)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/window-scale.sh $(BENCH_WINDOW_ARGS)
+
+bench: bench-archive bench-decode bench-handoff bench-node bench-window
+.PHONY: bench bench-archive bench-handoff bench-node bench-window

@@ -12,6 +12,17 @@
  * usage: replay-producer --socket PATH --buffer FILE.bin.zst --records N
  *                        [--rate R] [--slots S] [--report FILE]
  *                        [--sparse --slot-size Z]   (a pool of holes, Z-byte slots)
+ *                        [--window-buffer FILE.bin.zst] [--kernel-rate K]
+ * --window-buffer: a buffer with runtime and driver API records (phase 1),
+ * replayed instead of --buffer while the daemon has extra kinds enabled
+ * (a trace window's ENABLE .. DISABLE), as a shim's CUPTI would then hand
+ * over.  With it every replay is made fresh: correlation ids are shifted
+ * past the previous replay's, and the buffer's clock maps its first record
+ * to the moment it is announced, so a window over replayed buffers keeps
+ * what it would keep of a real job's (launch -> kernel pairs inside the
+ * window, a set of distinct API calls that grows with the window).
+ * --kernel-rate: announce buffers at K kernel records/s (instead of --rate
+ * records of every kind).
  * Prints (or writes) one JSON line: records_sent, records_dropped, buffers,
  * wall_s.
  */
@@ -22,6 +33,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +62,14 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+
+/* SIGTERM ends the replay (the report is still written). */
+static volatile sig_atomic_t stop;
+static void on_term(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
 
 /* Sends one frame, with fd passed when fd >= 0. */
 static int send_frame(int sock, uint16_t type, const void *body, size_t len, int fd)
@@ -103,6 +123,107 @@ static int read_some(int sock, struct cuptimon_buf *in)
     return 0;
 }
 
+
+/* A buffer to replay: its bytes, its record counts, and where its
+ * correlation ids lie (to shift them per replay). */
+struct replay {
+    uint8_t *buf;
+    size_t len;
+    uint64_t records, kernels;
+    uint64_t first_ts;  /* the earliest start of a record in it */
+    uint32_t max_corr;  /* the highest correlation id in it */
+    uint32_t *corr_off; /* byte offsets of the correlation id fields */
+    uint32_t *corr_val; /* their values in the file */
+    size_t ncorr;
+};
+
+/* The correlation id field of a record of kind k, or -1. */
+static int corr_field(const struct cuptimon_layout *l, uint32_t k)
+{
+    const struct cuptimon_rec_layout *r = k < CUPTIMON_KIND_SLOTS ? l->rec[k] : NULL;
+    int f = -1;
+    if (!r)
+        return -1;
+    switch (r->type) {
+    case CUPTIMON_REC_KERNEL: f = CUPTIMON_FK_correlationId; break;
+    case CUPTIMON_REC_MEMCPY: f = CUPTIMON_FMC_correlationId; break;
+    case CUPTIMON_REC_MEMSET: f = CUPTIMON_FMS_correlationId; break;
+    case CUPTIMON_REC_API: f = CUPTIMON_FAPI_correlationId; break;
+    default: return -1;
+    }
+    return r->f[f].width == 4 ? r->f[f].off : -1;
+}
+
+static int replay_load(struct replay *rp, const char *path, const struct cuptimon_layout *l)
+{
+    struct cuptimon_decode_stats ds = {0};
+    struct cuptimon_walk w;
+    struct cuptimon_ev ev;
+    memset(rp, 0, sizeof *rp);
+    rp->buf = bench_load_zst("replay-producer", path, &rp->len);
+    if (!rp->buf)
+        return -1;
+    cuptimon__walk_begin(&w, l, rp->buf, rp->len, &ds);
+    while (cuptimon__walk_next(&w, &ev)) {
+        if (ev.type == CUPTIMON_EV_KERNEL)
+            rp->kernels++;
+        if (ev.start && (!rp->first_ts || ev.start < rp->first_ts))
+            rp->first_ts = ev.start;
+        if (ev.correlation_id > rp->max_corr)
+            rp->max_corr = ev.correlation_id;
+    }
+    rp->records = ds.records ? ds.records : 1;
+    /* The fields, found by walking the records by their sizes as the
+     * walker does (every record starts with its kind). */
+    rp->corr_off = calloc(rp->records, sizeof *rp->corr_off);
+    rp->corr_val = calloc(rp->records, sizeof *rp->corr_val);
+    if (!rp->corr_off || !rp->corr_val)
+        return -1;
+    for (size_t off = 0; off + 4 <= rp->len;) {
+        uint32_t k;
+        memcpy(&k, rp->buf + off, 4);
+        uint16_t sz = k < CUPTIMON_KIND_SLOTS ? l->size[k] : 0;
+        if (sz == 0 || off + sz > rp->len)
+            break;
+        int f = corr_field(l, k);
+        if (f >= 0 && rp->ncorr < rp->records) {
+            rp->corr_off[rp->ncorr] = (uint32_t)(off + (size_t)f);
+            memcpy(&rp->corr_val[rp->ncorr], rp->buf + off + f, 4);
+            rp->ncorr++;
+        }
+        off += sz;
+    }
+    return 0;
+}
+
+/* 1 when the JSON body {"kinds":[...]} lists kind k. */
+static int names_kind(const uint8_t *body, size_t len, long k)
+{
+    char t[512];
+    size_t n = len < sizeof t - 1 ? len : sizeof t - 1;
+    memcpy(t, body, n);
+    t[n] = '\0';
+    for (char *p = strchr(t, '['); p && *p && *p != ']'; p++) {
+        if (*p >= '0' && *p <= '9') {
+            char *e;
+            if (strtol(p, &e, 10) == k)
+                return 1;
+            p = e - 1;
+        }
+    }
+    return 0;
+}
+
+/* Writes rp into a slot with its correlation ids shifted by base. */
+static void replay_fill(const struct replay *rp, uint8_t *slot, uint32_t base)
+{
+    memcpy(slot, rp->buf, rp->len);
+    for (size_t i = 0; i < rp->ncorr; i++) {
+        uint32_t v = rp->corr_val[i] ? rp->corr_val[i] + base : 0;
+        memcpy(slot + rp->corr_off[i], &v, 4);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -110,15 +231,17 @@ int main(int argc, char **argv)
         {"records", required_argument, NULL, 'n'}, {"rate", required_argument, NULL, 'r'},
         {"slots", required_argument, NULL, 'S'},  {"report", required_argument, NULL, 'o'},
         {"slot-size", required_argument, NULL, 'Z'}, {"sparse", no_argument, NULL, 'P'},
+        {"window-buffer", required_argument, NULL, 'W'},
+        {"kernel-rate", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
-    const char *sock_path = NULL, *buf_path = NULL, *report = NULL;
-    double rate = 0;
+    const char *sock_path = NULL, *buf_path = NULL, *report = NULL, *wbuf_path = NULL;
+    double rate = 0, kernel_rate = 0;
     uint64_t want = 100000;
     unsigned slots = 16;
     uint64_t want_slot = 0;
     int sparse = 0, c;
-    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:P", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:PW:K:", opts, NULL)) != -1) {
         switch (c) {
         case 's': sock_path = optarg; break;
         case 'b': buf_path = optarg; break;
@@ -128,9 +251,12 @@ int main(int argc, char **argv)
         case 'o': report = optarg; break;
         case 'Z': want_slot = strtoull(optarg, NULL, 10); break;
         case 'P': sparse = 1; break;
+        case 'W': wbuf_path = optarg; break;
+        case 'K': kernel_rate = atof(optarg); break;
         default:
             fprintf(stderr, "usage: replay-producer --socket PATH --buffer FILE.bin.zst "
-                            "--records N [--rate R] [--slots S] [--report FILE]\n");
+                            "--records N [--rate R] [--slots S] [--report FILE] "
+                            "[--window-buffer FILE.bin.zst] [--kernel-rate K]\n");
             return 2;
         }
     }
@@ -138,21 +264,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay-producer: --socket and --buffer are needed; --slots 2..4096\n");
         return 2;
     }
-    size_t len;
-    uint8_t *buf = bench_load_zst("replay-producer", buf_path, &len);
-    if (!buf)
-        return 2;
-    /* The records of one buffer, walked as the shim does. */
+    /* The records of the buffers, walked as the shim does. */
     struct cuptimon_layout l;
-    struct cuptimon_decode_stats ds = {0};
-    struct cuptimon_walk w;
-    struct cuptimon_ev ev;
+    struct replay rp[2];
     cuptimon__layout_init(&l, 130001, NULL);
-    cuptimon__walk_begin(&w, &l, buf, len, &ds);
-    while (cuptimon__walk_next(&w, &ev))
-        ;
-    uint64_t per_buf = ds.records ? ds.records : 1;
+    if (replay_load(&rp[0], buf_path, &l) < 0 || (wbuf_path && replay_load(&rp[1], wbuf_path, &l) < 0))
+        return 2;
+    uint8_t *buf = rp[0].buf;
+    size_t len = rp[0].len;
+    uint64_t per_buf = rp[0].records;
     uint64_t slot_size = (len + 4095) & ~(uint64_t)4095;
+    if (wbuf_path && rp[1].len > len)
+        slot_size = (rp[1].len + 4095) & ~(uint64_t)4095;
     /* --sparse --slot-size Z: a hostile producer's pool, never written
      * (all holes), every byte of each slot announced: what a sparse pool
      * costs the daemon and the producers beside it. */
@@ -185,9 +308,10 @@ int main(int argc, char **argv)
     snprintf(hello, sizeof hello,
              "{\"pid\":%ld,\"uid\":%u,\"hostname\":\"bench\",\"exe\":\"replay-producer\","
              "\"cupti_version\":130001,\"record_sizes\":{\"10\":216,\"1\":96,\"2\":88,\"4\":40,"
-             "\"5\":40},\"job\":{\"label\":\"replay\"},"
+             "\"5\":40},\"job\":{\"label\":\"replay\"},%s"
              "\"pool\":{\"slots\":%u,\"slot_size\":%" PRIu64 "}}",
-             (long)getpid(), (unsigned)getuid(), slots, slot_size);
+             (long)getpid(), (unsigned)getuid(), wbuf_path ? "\"kinds\":[10,1,2]," : "", slots,
+             slot_size);
     if (send_frame(sock, CUPTIMON_MSG_HELLO, hello, strlen(hello), mfd) < 0) {
         perror("replay-producer: hello");
         return 1;
@@ -195,13 +319,20 @@ int main(int argc, char **argv)
     close(mfd);
 
     uint8_t *held = calloc(slots, 1);
+    uint8_t *holds = calloc(slots, 1); /* which buffer a slot holds (fresh replays) */
+    int cur = 0;                       /* the buffer replayed now: 1 inside a window */
+    uint32_t corr_base = 0;
+    uint64_t window_buffers = 0;
     struct cuptimon_buf in = {0};
     uint64_t sent = 0, dropped = 0, seq = 0, buffers = 0;
     unsigned outstanding = 0;
     int acked = 0, dead = 0;
     double t0 = now_s(), next_due = t0;
     double period = rate > 0 ? (double)per_buf / rate : 0;
-    while (!dead && (sent + dropped < want || outstanding > 0)) {
+    if (kernel_rate > 0)
+        period = (double)(rp[0].kernels ? rp[0].kernels : 1) / kernel_rate;
+    signal(SIGTERM, on_term);
+    while (!dead && !stop && (sent + dropped < want || outstanding > 0)) {
         double t = now_s();
         while (acked && sent + dropped < want && (period == 0 || t >= next_due)) {
             unsigned s = 0;
@@ -212,10 +343,24 @@ int main(int argc, char **argv)
                     break; /* as fast as possible: wait for a release */
                 dropped += per_buf; /* CUPTI would drop: no buffer to give */
             } else {
+                uint64_t now_ns = realtime_ns(), cupti_ts = now_ns;
+                if (wbuf_path) {
+                    /* A fresh replay: new correlation ids, and a clock that
+                     * puts the buffer's first record at now. */
+                    const struct replay *r = &rp[cur];
+                    if (holds[s] != cur || corr_base)
+                        replay_fill(r, pool + s * slot_size, corr_base);
+                    holds[s] = (uint8_t)cur;
+                    corr_base += r->max_corr + 1;
+                    cupti_ts = r->first_ts;
+                    len = r->len;
+                    per_buf = r->records;
+                    window_buffers += cur;
+                }
                 struct cuptimon_buffer_ready m = {.slot = s,
                                                   .valid_size = len,
-                                                  .cupti_ts = realtime_ns(),
-                                                  .realtime_ns = realtime_ns(),
+                                                  .cupti_ts = cupti_ts,
+                                                  .realtime_ns = now_ns,
                                                   .seq = seq++,
                                                   .records = per_buf};
                 uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
@@ -230,6 +375,8 @@ int main(int argc, char **argv)
                 buffers++;
             }
             next_due += period;
+            if (kernel_rate > 0)
+                period = (double)(rp[cur].kernels ? rp[cur].kernels : 1) / kernel_rate;
         }
         int wait_ms = period > 0 ? (int)((next_due - now_s()) * 1000) : 100;
         struct pollfd p = {.fd = sock, .events = POLLIN};
@@ -248,6 +395,14 @@ int main(int argc, char **argv)
                        r.slot < slots && held[r.slot]) {
                 held[r.slot] = 0;
                 outstanding--;
+            } else if ((h.type == CUPTIMON_MSG_ENABLE || h.type == CUPTIMON_MSG_DISABLE) &&
+                       wbuf_path) {
+                /* A window's kinds: the API buffer while they are on.  Any
+                 * ENABLE that names the runtime kind turns them on. */
+                if (h.type == CUPTIMON_MSG_DISABLE)
+                    cur = 0;
+                else if (names_kind(body, h.length, CUPTIMON_KIND_RUNTIME))
+                    cur = 1;
             } else if (h.type == CUPTIMON_MSG_FLUSH) {
                 /* Nothing held back: answer at once, as a shim would. */
                 struct cuptimon_flush f;
@@ -271,13 +426,19 @@ int main(int argc, char **argv)
     if (!f)
         f = stdout;
     fprintf(f, "{\"records_sent\":%" PRIu64 ",\"records_dropped\":%" PRIu64 ",\"buffers\":%" PRIu64
-               ",\"records_per_buffer\":%" PRIu64 ",\"wall_s\":%.3f,\"failed\":%s}\n",
-            sent, dropped, buffers, per_buf, wall, dead ? "true" : "false");
+               ",\"records_per_buffer\":%" PRIu64 ",\"window_buffers\":%" PRIu64
+               ",\"wall_s\":%.3f,\"failed\":%s}\n",
+            sent, dropped, buffers, per_buf, window_buffers, wall, dead ? "true" : "false");
     if (f != stdout)
         fclose(f);
     cuptimon__buf_free(&in);
     free(held);
-    free(buf);
+    free(holds);
+    for (int i = 0; i < (wbuf_path ? 2 : 1); i++) {
+        free(rp[i].buf);
+        free(rp[i].corr_off);
+        free(rp[i].corr_val);
+    }
     munmap(pool, slots * slot_size);
     return dead ? 1 : 0;
 }

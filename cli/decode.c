@@ -20,8 +20,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -63,6 +65,11 @@ static void usage(FILE *f)
           "                         pid-P.json.gz, each with its own distributedInfo\n"
           "      --gzip=N           gzip level of what is written (0: plain JSON; default:\n"
           "                         1 for FILE.gz and --split files, else 0)\n"
+          "      --pid=P            decode only the sessions of process P (repeatable)\n"
+          "      --label=L          decode only the sessions labelled L (CUPTIMON_LABEL;\n"
+          "                         repeatable; with --pid: either matches)\n"
+          "  -q, --quiet            no progress line (shown only when standard error is\n"
+          "                         a terminal)\n"
           "  -h, --help             show this help\n"
           "\n"
           "T is Unix time: an integer of 10^12 or more is nanoseconds\n"
@@ -142,6 +149,7 @@ struct session {
     struct cuptimon_archive_stats ast;
     int meta_rc; /* cuptimon__archive_session_meta()'s, on the real pass */
     int group;       /* --split: the index of the first session of its file */
+    int skip;        /* not chosen by --pid/--label */
     char gname[48];  /* --split: the file's name, without .json[.gz] */
 };
 
@@ -321,6 +329,96 @@ static int out_close(struct out_file *o, int ok, const char *path)
     return rc;
 }
 
+/* ---- --pid / --label: which sessions are written ---------------------- */
+
+#define MAX_PICKS 64
+
+struct picks {
+    uint32_t pid[MAX_PICKS];
+    const char *label[MAX_PICKS];
+    int npid, nlabel;
+    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
+};
+
+/* 1 when no --pid/--label was given or the session matches one; marks
+ * the values that matched. */
+static int picked(struct picks *p, const struct session *s)
+{
+    int hit = p->npid == 0 && p->nlabel == 0;
+    for (int i = 0; i < p->npid; i++)
+        if (s->as.info.pid == p->pid[i])
+            hit = p->pid_hit[i] = 1;
+    for (int i = 0; i < p->nlabel; i++)
+        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
+            hit = p->label_hit[i] = 1;
+    return hit;
+}
+
+/* ---- progress on a terminal ------------------------------------------- */
+
+struct progress {
+    int on;
+    double t0, last;
+    uint64_t total_bytes, bytes, records;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The bytes of the regular files in dir: what reading the session costs. */
+static uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t n = 0;
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            n += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+static void human_bytes(char *out, size_t len, double b)
+{
+    const char *u[] = {"B", "kB", "MB", "GB", "TB"};
+    int i = 0;
+    while (b >= 1000 && i < 4) {
+        b /= 1000;
+        i++;
+    }
+    snprintf(out, len, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+/* Rewrites the progress line at most twice a second (final: now, and ends it). */
+static void progress_show(struct progress *p, int final)
+{
+    double t = mono_s();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
+    double bps = (double)p->bytes / el;
+    char done[32], total[32], left[32] = "";
+    human_bytes(done, sizeof done, (double)p->bytes);
+    human_bytes(total, sizeof total, (double)p->total_bytes);
+    if (!final && bps > 0 && p->total_bytes > p->bytes) {
+        unsigned s = (unsigned)(((double)(p->total_bytes - p->bytes)) / bps + 0.5);
+        snprintf(left, sizeof left, ", %u:%02u left", s / 60, s % 60);
+    }
+    fprintf(stderr, "\rdecode: %.2f M records, %s of %s (%.0f%%), %.2f M records/s%s\033[K%s",
+            (double)p->records / 1e6, done, total,
+            p->total_bytes ? 100.0 * (double)p->bytes / (double)p->total_bytes : 100.0,
+            (double)p->records / el / 1e6, left, final ? "\n" : "");
+}
+
 /*
  * --split: names each session's file and groups the sessions of one file.
  * SPLIT_RANK: the sessions of one rank share rank-R; SPLIT_PROCESS, and a
@@ -333,6 +431,10 @@ static int split_groups(struct session *sess, size_t nsess, int split, int need_
     for (size_t i = 0; i < nsess; i++) {
         struct session *s = &sess[i];
         struct cuptimon_archive_reader *r;
+        if (s->skip) {
+            s->group = -1;
+            continue;
+        }
         if (need_meta && open_session(s, &r) == 0) {
             session_meta(s, cuptimon__archive_meta(r), 0);
             cuptimon__archive_close(r);
@@ -362,7 +464,7 @@ static int split_groups(struct session *sess, size_t nsess, int split, int need_
  * writing the trace failed (reported). */
 static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cuptimon_summary *sum,
                       struct cuptimon_demangler *dm, uint64_t from, uint64_t to,
-                      struct cuptimon_decode_stats *total)
+                      struct cuptimon_decode_stats *total, struct progress *pg)
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
@@ -397,6 +499,9 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
 
         s->chunks++;
         s->dropped += ch.hdr.dropped;
+        pg->bytes += ch.hdr.stored_size + CUPTIMON_CHUNK_HDR_SIZE;
+        pg->records += ch.hdr.records;
+        progress_show(pg, 0);
         cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
         rc = 0;
         while (cuptimon__walk_next(&w, &ev)) {
@@ -452,6 +557,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
     return 0;
 }
 
+
 static int decode_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -464,6 +570,9 @@ static int decode_main(int argc, char **argv)
         {"no-flows", no_argument, NULL, 'n'},
         {"split", required_argument, NULL, 'P'},
         {"gzip", required_argument, NULL, 'z'},
+        {"pid", required_argument, NULL, 'p'},
+        {"label", required_argument, NULL, 'l'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -482,13 +591,42 @@ static int decode_main(int argc, char **argv)
     struct cuptimon_decode_stats total;
     struct out_file of = {.fd = -1};
     json_object *extra = NULL, *jsess = NULL;
+    struct picks pk = {.npid = 0};
+    struct progress pg = {.on = isatty(STDERR_FILENO)};
     int rc;
 
     /* 0, not 1: glibc then re-initialises getopt completely, which a
      * second parse (after cuptimonctl's own, or in tests) needs. */
     optind = 0;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
+        case 'p':
+        case 'l': {
+            char *end;
+            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
+            if (pk.npid + pk.nlabel >= MAX_PICKS) {
+                fprintf(stderr, "cuptimonctl decode: at most %d --pid and --label values\n",
+                        MAX_PICKS);
+                return 2;
+            }
+            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
+                             optarg[0] == '-' || optarg[0] == '+')) {
+                fprintf(stderr, "cuptimonctl decode: --pid: '%s' is not a process id\n", optarg);
+                return 2;
+            }
+            if (c == 'l' && optarg[0] == '\0') {
+                fprintf(stderr, "cuptimonctl decode: --label: the label is empty\n");
+                return 2;
+            }
+            if (c == 'p')
+                pk.pid[pk.npid++] = (uint32_t)v;
+            else
+                pk.label[pk.nlabel++] = optarg;
+            break;
+        }
+        case 'q':
+            pg.on = 0;
+            break;
         case 'o':
             out_path = optarg;
             break;
@@ -616,6 +754,34 @@ static int decode_main(int argc, char **argv)
         goto oom;
     for (size_t i = 0; i < nsess; i++)
         sess[i].dir = dirs[i];
+    /* --pid/--label: every session's meta.json first, so that a value that
+     * matches no session fails before anything is written (the trace would
+     * silently lack what was asked for). */
+    if (pk.npid + pk.nlabel > 0) {
+        int unmatched = 0;
+        for (size_t i = 0; i < nsess; i++) {
+            struct cuptimon_archive_reader *r;
+            if (open_session(&sess[i], &r) == 0) {
+                session_meta(&sess[i], cuptimon__archive_meta(r), 0);
+                cuptimon__archive_close(r);
+            }
+            sess[i].skip = !picked(&pk, &sess[i]);
+        }
+        for (int i = 0; i < pk.npid + pk.nlabel; i++) {
+            int isp = i < pk.npid;
+            if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
+                continue;
+            if (isp)
+                fprintf(stderr, "cuptimonctl decode: --pid %" PRIu32 ": no session of that "
+                        "process in %s\n", pk.pid[i], argv[optind]);
+            else
+                fprintf(stderr, "cuptimonctl decode: --label %s: no session with that label "
+                        "in %s\n", pk.label[i - pk.npid], argv[optind]);
+            unmatched = 1;
+        }
+        if (unmatched)
+            goto out;
+    }
 
     memset(&topts, 0, sizeof(topts));
     topts.no_flows = no_flows;
@@ -632,6 +798,8 @@ static int decode_main(int argc, char **argv)
     } else {
         uint64_t best = 0;
         for (size_t i = 0; i < nsess; i++) {
+            if (sess[i].skip)
+                continue;
             uint64_t t = first_time(&sess[i]);
             if (t != 0 && (best == 0 || t < best))
                 best = t;
@@ -650,6 +818,10 @@ static int decode_main(int argc, char **argv)
     jsess = json_object_new_array();
     if (jsess == NULL)
         goto oom;
+    pg.t0 = pg.last = mono_s();
+    for (size_t i = 0; pg.on && i < nsess; i++)
+        if (!sess[i].skip)
+            pg.total_bytes += dir_bytes(sess[i].dir);
     for (size_t g = 0; g < nsess; g++) {
         char path[4096];
         const char *opath = out_path;
@@ -657,8 +829,8 @@ static int decode_main(int argc, char **argv)
         size_t nin = 0;
 
         if (split) {
-            if (sess[g].group != (int)g)
-                continue; /* not the first session of its group */
+            if (sess[g].skip || sess[g].group != (int)g)
+                continue; /* not chosen, or not the first session of its group */
             snprintf(path, sizeof path, "%s/%s.json%s", out_path, sess[g].gname,
                      topts.gzip_level > 0 ? ".gz" : "");
             opath = path;
@@ -672,9 +844,9 @@ static int decode_main(int argc, char **argv)
             goto oom;
         for (size_t i = g; i < nsess; i++) {
             struct session *s = &sess[i];
-            if (split && s->group != (int)g)
+            if (s->skip || (split && s->group != (int)g))
                 continue;
-            rc = decode_one(s, tr, sum, dm, from, to, &total);
+            rc = decode_one(s, tr, sum, dm, from, to, &total, &pg);
             if (rc == -ENOMEM) {
                 json_object_put(gsess);
                 goto oom;
@@ -721,6 +893,7 @@ static int decode_main(int argc, char **argv)
             break;
     }
     cuptimon__summary_decode_stats(sum, &total);
+    progress_show(&pg, 1);
 
     if (want_summary || summary_path) {
         cuptimon__summary_set(sum, "sessions", json_object_get(jsess));
