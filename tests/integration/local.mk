@@ -5,6 +5,6 @@ INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/
 	tests/integration/authz-windows.sh \
 	tests/integration/daemon-killed.sh tests/integration/producer-killed.sh \
 	tests/integration/windows.sh tests/integration/coexist.sh tests/integration/authz.sh \
-	tests/integration/service.sh tests/integration/kineto.sh
+	tests/integration/service.sh tests/integration/kineto.sh tests/integration/annotations.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/integration/kineto-check.py
