@@ -167,6 +167,19 @@ const char *cuptimon__strtab_get(const struct cuptimon_strtab *t, uint64_t ptr, 
     return sl->s;
 }
 
+int cuptimon__strtab_each(const struct cuptimon_strtab *t,
+                          int (*fn)(void *ud, uint64_t ptr, const char *s, size_t len), void *ud)
+{
+    if (t == NULL)
+        return 0;
+    for (size_t i = 0; i < t->cap; i++) {
+        int rc;
+        if (t->slots[i].key != 0 && (rc = fn(ud, t->slots[i].key, t->slots[i].s, t->slots[i].len)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 uint64_t cuptimon__strtab_epoch(const struct cuptimon_strtab *t)
 {
     return t ? t->epoch : 0;

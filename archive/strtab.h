@@ -51,6 +51,11 @@ const char *cuptimon__strtab_get(const struct cuptimon_strtab *t, uint64_t ptr, 
  * caches built on top (the trace writer's) know to drop what they hold. */
 uint64_t cuptimon__strtab_epoch(const struct cuptimon_strtab *t);
 
+/* Calls fn for every entry, in no particular order; stops at and returns
+ * the first negative fn returns, else 0.  fn must not change the table. */
+int cuptimon__strtab_each(const struct cuptimon_strtab *t,
+                          int (*fn)(void *ud, uint64_t ptr, const char *s, size_t len), void *ud);
+
 void cuptimon__strtab_stats(const struct cuptimon_strtab *t, struct cuptimon_strtab_stats *st);
 
 /* Adapter for cuptimon__archive_strings(): ud is the table.  Refusals are

@@ -67,6 +67,12 @@ struct extent {
     uint64_t id;
 };
 
+struct uaspan {
+    uint64_t id; /* 0: empty */
+    uint32_t tid;
+    int64_t first, last; /* ns relative to base: first start, last end */
+};
+
 struct markent {
     uint32_t id;
     uint32_t used;
@@ -114,6 +120,12 @@ struct tproc {
 
     struct tdev *devs; /* read at add_process: the string table may be gone at finish */
     size_t ndevs;
+    /* Annotation ranges: the GPU span of each (annotation, GPU track),
+     * open addressing; the latest time seen, for ranges still open. */
+    struct uaspan *ua;
+    size_t ua_cap, ua_n;
+    int64_t last_ts;
+    int has_last;
 
     int ended;   /* cuptimon__trace_end_process was called */
     int pending; /* a marker held back for the marker data that may follow */
@@ -1228,12 +1240,219 @@ static inline char *gpu_common_args(char *p, const struct tproc *P, const struct
     return p;
 }
 
+/* ---- annotation ranges ------------------------------------------------ */
+
+/* The user annotation (kind CUSTOM1) that correlation corr carries, or 0. */
+static uint64_t ua_of(const struct tproc *P, uint32_t corr)
+{
+    const struct extent *e;
+    if (corr == 0 || P->ext_tab == NULL)
+        return 0;
+    e = P->ext_tab[corr & (EXT_SLOTS - 1)];
+    for (int w = 0; w < 2; w++)
+        if (e[w].corr == corr && e[w].kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1)
+            return e[w].id;
+    return 0;
+}
+
+static inline size_t ua_hash(uint64_t id, uint32_t tid, size_t cap)
+{
+    uint64_t h = (id ^ ((uint64_t)tid << 40)) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+
+/* Widens the GPU span of the annotation that GPU work corr was launched
+ * in, on track tid: Kineto's gpu_user_annotation, from the first start to
+ * the last end of the work of one annotation on one stream.  Like
+ * Kineto's, it is the innermost annotation's (CUPTI's external
+ * correlation tags a launch with the top of its thread's stack).  Bounded:
+ * past UA_SPANS_MAX spans, new ones are not drawn. */
+#define UA_SPANS_MAX (1u << 20)
+static void ua_gpu(struct tproc *P, uint32_t corr, uint32_t tid, int64_t ts, int64_t dur)
+{
+    uint64_t id = ua_of(P, corr);
+    struct uaspan *u;
+    if (id == 0)
+        return;
+    if (P->ua_n + 1 > P->ua_cap / 4 * 3) {
+        size_t cap = P->ua_cap ? P->ua_cap * 2 : 256;
+        struct uaspan *n;
+        if (P->ua_n >= UA_SPANS_MAX || (n = calloc(cap, sizeof *n)) == NULL) {
+            if (P->ua_cap == 0)
+                return;
+            goto probe; /* full or out of memory: known spans still widen */
+        }
+        for (size_t i = 0; i < P->ua_cap; i++) {
+            size_t j;
+            if (!P->ua[i].id)
+                continue;
+            for (j = ua_hash(P->ua[i].id, P->ua[i].tid, cap); n[j].id; j = (j + 1) & (cap - 1))
+                ;
+            n[j] = P->ua[i];
+        }
+        free(P->ua);
+        P->ua = n;
+        P->ua_cap = cap;
+    }
+probe:
+    for (size_t i = ua_hash(id, tid, P->ua_cap);; i = (i + 1) & (P->ua_cap - 1)) {
+        u = &P->ua[i];
+        if (u->id == id && u->tid == tid)
+            break;
+        if (u->id == 0) {
+            if (P->ua_n + 1 > P->ua_cap / 4 * 3)
+                return;
+            u->id = id;
+            u->tid = tid;
+            u->first = ts;
+            u->last = ts + dur;
+            P->ua_n++;
+            return;
+        }
+    }
+    if (ts < u->first)
+        u->first = ts;
+    if (ts + dur > u->last)
+        u->last = ts + dur;
+}
+
+struct urange {
+    uint64_t id, parent;
+    uint64_t begin, end; /* Unix ns; end 0: still open when archived */
+    uint32_t tid, depth;
+};
+
+struct ucollect {
+    struct urange *v;
+    size_t n, cap;
+    const struct cuptimon_strtab *names;
+};
+
+static int ua_collect(void *ud, uint64_t key, const char *s, size_t len)
+{
+    struct ucollect *c = ud;
+    struct cuptimon_range_begin b;
+    const char *es;
+    size_t elen;
+    if (CUPTIMON_RANGE_KEY_CLASS(key) != CUPTIMON_RANGE_BEGIN_KEY(0) ||
+        cuptimon__range_begin_parse(s, len, &b) < 0)
+        return 0; /* another kind of string, or a damaged range: not drawn */
+    uint64_t id = key & (CUPTIMON_RANGE_ID_MAX - 1), end = 0;
+    if ((es = cuptimon__strtab_get(c->names, CUPTIMON_RANGE_END_KEY(id), &elen)) != NULL &&
+        (cuptimon__range_end_parse(es, elen, &end) < 0 || end < b.unix_ns))
+        end = 0; /* a damaged end reads as still open */
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        struct urange *v = realloc(c->v, cap * sizeof *v);
+        if (v == NULL)
+            return -ENOMEM;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n++] = (struct urange){.id = id, .parent = b.parent, .begin = b.unix_ns, .end = end,
+                                   .tid = b.tid, .depth = b.depth};
+    return 0;
+}
+
+static int ua_cmp(const void *a, const void *b)
+{
+    const struct urange *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->depth != y->depth)
+        return x->depth < y->depth ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static size_t ua_name(const struct tproc *P, uint64_t id, char *out)
+{
+    size_t len;
+    const char *nm = cuptimon__strtab_get(P->names, CUPTIMON_ANNOTATION_KEY(id), &len);
+    if (nm == NULL)
+        return (size_t)(LIT(out, "\"(unnamed annotation)\"") - out);
+    return cuptimon__json_escape(out, nm, len > TRACE_NAME_MAX ? TRACE_NAME_MAX : len);
+}
+
+/* Writes the process's annotation ranges, Kineto's way: a user_annotation
+ * slice per range on the thread that pushed it (the ranges the daemon
+ * archived in the string table, CUPTIMON_RANGE_BEGIN_KEY/_END_KEY), and a
+ * gpu_user_annotation slice per annotation and GPU track over the work it
+ * launched.  With opts range_from_ns/range_to_ns (a window), a range that
+ * ends before the window or begins after it is left out, one that began
+ * before it starts at its start and one that ends after it (or is still
+ * open) ends at its end, with args "clipped"; without them, a range still
+ * open ends at the last event of the process ("open": true). */
+static void ua_write(struct cuptimon_trace *t, struct tproc *P)
+{
+    struct ucollect c = {.names = P->names};
+    uint64_t from = t->o.range_from_ns, to = t->o.range_to_ns;
+    if (P->names == NULL)
+        return;
+    if (cuptimon__strtab_each(P->names, ua_collect, &c) < 0)
+        c.n = 0; /* out of memory: no ranges rather than some */
+    if (c.n)
+        qsort(c.v, c.n, sizeof *c.v, ua_cmp);
+    for (size_t i = 0; i < c.n; i++) {
+        const struct urange *r = &c.v[i];
+        uint64_t b = r->begin, e = r->end;
+        int cb = 0, ce = 0, open = e == 0;
+        if ((to && b > to) || (from && e && e < from))
+            continue;
+        if (from && b < from) {
+            b = from;
+            cb = 1;
+        }
+        if (open) {
+            e = to ? to : P->has_last ? t->o.base_ns + (uint64_t)P->last_ts : b;
+            ce = to != 0;
+        } else if (to && e > to) {
+            e = to;
+            ce = 1;
+        }
+        if (e < b)
+            e = b;
+        uint32_t tid = cpu_track(t, P, r->tid);
+        char *p = ev_open(t, EVENT_FIXED_MAX + NAME_JSON_MAX);
+        p = LIT(p, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":");
+        p += ua_name(P, r->id, p);
+        p = ptsd(p, P->pid, tid, (int64_t)(b - t->o.base_ns), (int64_t)(e - b));
+        p = LIT(p, ",\"args\":{\"External id\":");
+        p = u64d(p, r->id);
+        FIELD_U(p, "depth", r->depth);
+        if (r->parent)
+            FIELD_U(p, "parent external id", r->parent);
+        if (cb || ce)
+            p = cb && ce ? LIT(p, ",\"clipped\":\"both\"")
+                : cb     ? LIT(p, ",\"clipped\":\"begin\"")
+                         : LIT(p, ",\"clipped\":\"end\"");
+        if (open)
+            p = LIT(p, ",\"open\":true");
+        p = LIT(p, "}}");
+        commit(t, p);
+    }
+    free(c.v);
+    for (size_t i = 0; i < P->ua_cap; i++) {
+        const struct uaspan *u = &P->ua[i];
+        if (u->id == 0)
+            continue;
+        char *p = ev_open(t, EVENT_FIXED_MAX + NAME_JSON_MAX);
+        p = LIT(p, "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":");
+        p += ua_name(P, u->id, p);
+        p = ptsd(p, P->pid, u->tid, u->first, u->last - u->first);
+        p = LIT(p, ",\"args\":{\"External id\":");
+        p = u64d(p, u->id);
+        p = LIT(p, "}}");
+        commit(t, p);
+    }
+}
+
 static void w_kernel(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
                      int64_t ts, int64_t dur)
 {
     /* The track first: naming a new track uses t->tmp, which may hold the
      * kernel's name. */
     uint32_t tid = gpu_track(t, P, ev->device_id, ev->stream_id);
+    ua_gpu(P, ev->correlation_id, tid, ts, dur);
     struct name_ref nm = kernel_name(t, P, ev->u.kernel.name_ptr);
     char *p = ev_open(t, EVENT_FIXED_MAX + nm.len);
 
@@ -1310,6 +1529,7 @@ static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cup
                      int64_t ts, int64_t dur)
 {
     uint32_t tid = gpu_track(t, P, ev->device_id, ev->stream_id);
+    ua_gpu(P, ev->correlation_id, tid, ts, dur);
     char *p = ev_open(t, EVENT_FIXED_MAX);
     int p2p = ev->type == CUPTIMON_EV_MEMCPY_P2P;
 
@@ -1349,6 +1569,7 @@ static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cup
                      int64_t ts, int64_t dur)
 {
     uint32_t tid = gpu_track(t, P, ev->device_id, ev->stream_id);
+    ua_gpu(P, ev->correlation_id, tid, ts, dur);
     char *p = ev_open(t, EVENT_FIXED_MAX);
 
     p = LIT(p, "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (");
@@ -1698,6 +1919,10 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
     ts = rel(t, clk, ev->start);
     if (ev->end >= ev->start)
         dur = (int64_t)(ev->end - ev->start);
+    if (!P->has_last || ts + dur > P->last_ts) {
+        P->last_ts = ts + dur;
+        P->has_last = 1;
+    }
 
     switch (ev->type) {
     case CUPTIMON_EV_KERNEL:
@@ -1746,6 +1971,8 @@ int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc)
     P = t->procs[proc];
     marker_flush(t, P);
     drv_release(t, P, 1, 0, 0);
+    if (!P->ended)
+        ua_write(t, P);
     if (P->nc != NULL)
         for (size_t i = 0; i < P->nc_cap; i++)
             free(P->nc[i].json);
@@ -1755,6 +1982,9 @@ int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc)
     free(P->gpu_tab);
     free(P->ext_tab);
     free(P->mark_tab);
+    free(P->ua);
+    P->ua = NULL;
+    P->ua_cap = P->ua_n = 0;
     P->nc = NULL;
     P->nc_cap = P->nc_n = 0;
     P->nc_last = NULL;
@@ -1870,8 +2100,10 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
         return -EINVAL;
     for (size_t i = 0; i < t->nprocs; i++) {
         marker_flush(t, t->procs[i]);
-        if (!t->procs[i]->ended)
+        if (!t->procs[i]->ended) {
             drv_release(t, t->procs[i], 1, 0, 0);
+            ua_write(t, t->procs[i]);
+        }
     }
     t->finished = 1;
     if (!t->started) {

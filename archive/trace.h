@@ -42,6 +42,13 @@
  *
  * External correlation records (annotations) are not events: their kind
  * and id go into the args of the API call and GPU work they correlate to.
+ * User annotation ranges (the push/pop times the daemon archived in the
+ * string table) are written when a process ends, as Kineto draws them:
+ * "user_annotation" X slices on the pushing thread's track (args
+ * "External id", "depth", "parent external id", "clipped", "open") and a
+ * "gpu_user_annotation" X slice per annotation and GPU track from the
+ * first start to the last end of the GPU work (kernels, copies, memsets)
+ * whose launch carried it (args "External id").
  * NVTX markers are "b"/"e" async events scoped per process
  * ("id2":{"local":...}) or "i" instants; marker data (color, category,
  * payload) goes into the args of the marker it follows.
@@ -78,6 +85,9 @@ struct cuptimon_trace_opts {
     size_t buf_size;  /* output buffer bytes; 0: 256 KiB */
     int gzip_level;   /* cuptimon__trace_new_fd: 1..9 writes gzip; 0: plain JSON */
     const char *trace_name; /* Kineto's traceName (the path), NULL: none; must outlive t */
+    /* Annotation ranges are clipped to [range_from_ns, range_to_ns] (Unix
+     * ns; 0: no bound), a window's span. */
+    uint64_t range_from_ns, range_to_ns;
 };
 
 /* Writes all of buf or fails: 0 or -errno. */

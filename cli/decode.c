@@ -793,6 +793,9 @@ static int decode_main(int argc, char **argv)
         if (n > 3 && strcmp(out_path + n - 3, ".gz") == 0)
             topts.gzip_level = 1;
     }
+    /* Annotation ranges are clipped to --from/--to as a window's are. */
+    topts.range_from_ns = have_from ? from : 0;
+    topts.range_to_ns = to;
     if (have_from) {
         topts.base_ns = from;
     } else {

@@ -41,6 +41,17 @@ CUPTIMON_API int cuptimon_flush(int forced);
 CUPTIMON_API int cuptimon_push_annotation(const char *name);
 CUPTIMON_API int cuptimon_pop_annotation(void);
 
+/* Training steps without torch.profiler: ends the calling thread's
+ * previous step (when it is still its innermost annotation) and pushes
+ * annotation "ProfilerStep#N", N counting the calls in this process from 0
+ * (outside a window too, so numbers stay those of the job's steps).
+ * Traces show it as Kineto shows torch.profiler's steps.  Returns N, or
+ * -EBUSY (annotations pushed after the previous step are still open: pop
+ * them first), or a negative errno from the push.  cuptimon_step_end()
+ * ends the open step (0 when there is none). */
+CUPTIMON_API int64_t cuptimon_step(void);
+CUPTIMON_API int cuptimon_step_end(void);
+
 /* Names a CUDA graph node so that its replayed kernels carry the label. */
 CUPTIMON_API int cuptimon_label_graph_node(uint64_t graph_node_id, const char *name);
 

@@ -54,6 +54,7 @@ struct io {
     unsigned nnamed;
     uint64_t named_session;
     int devices_reported; /* the devices' properties are in the string table */
+    int ranges; /* the daemon's HELLO_ACK says it takes RANGES */
 };
 
 static struct io io_state;
@@ -164,6 +165,7 @@ static void disconnect(struct io *io, const char *why)
     shim_debug(s, "daemon connection closed: %s", why);
     close(io->fd);
     io->fd = -1;
+    io->ranges = 0;
     io->out.len = 0;
     io->in.len = 0;
     atomic_store(&s->connected, 0);
@@ -290,6 +292,10 @@ static void collect(struct io *io)
         if (s->ring_len == 0) {
             frame_strings_locked(io);
             pthread_mutex_unlock(&s->qlock);
+            /* After the strings that name them.  A daemon that does not
+             * know RANGES (older than the shim) would count each one a
+             * protocol error, so they are dropped for it. */
+            cuptimon__ranges_frame(s, &io->out, io->ranges);
             return;
         }
         struct cuptimon_buffer_ready m = s->ring[s->ring_head].msg;
@@ -588,6 +594,18 @@ static void read_input(struct io *io)
         disconnect(io, gone); /* nothing if a message closed it already */
 }
 
+static int ack_says_ranges(const uint8_t *body, size_t len)
+{
+    json_tokener *tok = json_tokener_new();
+    json_object *o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL, *v;
+    int yes = o && json_object_object_get_ex(o, "ranges", &v) &&
+              json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+    json_object_put(o);
+    if (tok)
+        json_tokener_free(tok);
+    return yes;
+}
+
 static void dispatch_input(struct io *io)
 {
     for (;;) {
@@ -614,6 +632,7 @@ static void dispatch_input(struct io *io)
             break;
         case CUPTIMON_MSG_HELLO_ACK:
             io->busy_backoff_ms = 0;
+            io->ranges = ack_says_ranges(body, h.length);
             break;
         case CUPTIMON_MSG_CONFIG:
             break;
@@ -786,6 +805,14 @@ void cuptimon__io_stop(struct shim *s)
     pthread_join(s->io_thread, NULL);
     s->io_running = 0;
     io->stopped_connected = io->fd >= 0;
+    /* Annotation ranges queued since the IO thread's last pass (the ring
+     * does not wake it for each entry), after the strings naming them. */
+    if (io->fd >= 0) {
+        pthread_mutex_lock(&s->qlock);
+        frame_strings_locked(io);
+        pthread_mutex_unlock(&s->qlock);
+        cuptimon__ranges_frame(s, &io->out, io->ranges);
+    }
     /* What the socket takes now is handed off too; a frame cut in half
      * would make the BYE after it unreadable, so then there is none. */
     if (io->fd >= 0 && flush_out(io) == 0 && io->out.len == 0) {

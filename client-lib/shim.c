@@ -31,6 +31,9 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int start_state;  /* 0 never tried, 1 running, -errno failed */
 static int forked_child; /* set in a fork child: the shim is inert there */
 static _Atomic int annotations_on; /* a window has external correlation on */
+/* CUPTI writes system thread ids (gettid) in API records; else the low 32
+ * bits of pthread_self(), which annotation ranges then use too. */
+static _Atomic int tid_system;
 
 #define DEFAULT_SLOTS 16u
 /* The exit hand-off's bound: how long, at most, a job's exit waits for the
@@ -622,7 +625,9 @@ static void cupti_attributes(struct shim *s)
      * torch.profiler's, and do not change when torch.profiler starts
      * (it sets the same).  CUPTI's default is pthread_self(). */
     if (s->cupti.SetThreadIdType &&
-        s->cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
+        s->cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS)
+        atomic_store(&tid_system, 1);
+    else
         shim_debug(s, "cuptiSetThreadIdType(SYSTEM) not supported; thread ids are pthread_self()");
 }
 
@@ -757,6 +762,7 @@ static int start(void)
         return rc;
     }
     cupti_attributes(s);
+    cuptimon__ranges_init();
     CUptiResult cr = s->cupti.RegisterCallbacks(buffer_requested, buffer_completed);
     if (cr != CUPTI_SUCCESS) {
         cuptimon__log("cuptiActivityRegisterCallbacks failed: %s; not tracing", cupti_err(s, cr));
@@ -846,9 +852,20 @@ CUPTIMON_API int cuptimon_flush(int forced)
 /* User annotations ride on CUPTI external correlation ids (kind CUSTOM1,
  * as PyTorch's monitor uses), and only while a window has external
  * correlation on: outside one they are a load and a branch.  The name goes
- * to the daemon through the string table, keyed by the id. */
+ * to the daemon through the string table, keyed by the id; the push and
+ * pop times go through the range queue (ranges.c), with the thread, the
+ * nesting and the enclosing annotation, so that traces draw ranges. */
 static _Atomic uint64_t next_annotation = 1;
 static __thread int annotation_depth;
+/* The ids this thread has pushed, innermost last (deeper nesting is still
+ * correlated, only its parent is not known: recorded as 0). */
+#define ANNOTATION_STACK 64
+static __thread uint64_t annotation_stack[ANNOTATION_STACK];
+static __thread uint32_t annotation_tid;
+/* cuptimon_step's open ProfilerStep on this thread: annotation_calls
+ * just after its push (0: none). */
+static __thread int step_depth;
+static _Atomic uint64_t step_next;
 
 void cuptimon__add_string(struct shim *s, uint64_t key, const char *name)
 {
@@ -862,16 +879,70 @@ void cuptimon__add_string(struct shim *s, uint64_t key, const char *name)
     cuptimon__io_wake(s);
 }
 
+static uint32_t range_tid(void)
+{
+    if (annotation_tid == 0)
+        annotation_tid = atomic_load_explicit(&tid_system, memory_order_relaxed)
+                             ? (uint32_t)syscall(SYS_gettid)
+                             : (uint32_t)(uintptr_t)pthread_self();
+    return annotation_tid;
+}
+
+/* Queues a push or pop of annotation id at depth d of this thread. */
+static void range_note(struct shim *s, uint8_t what, uint64_t id, int d)
+{
+    struct cuptimon_range_ev ev = {.id = id, .tid = range_tid(), .what = what};
+    ev.depth = (uint16_t)(d > UINT16_MAX ? UINT16_MAX : d);
+    ev.parent = d > 0 && d <= ANNOTATION_STACK ? annotation_stack[d - 1] : 0;
+    if (s->cupti.GetTimestamp == NULL || s->cupti.GetTimestamp(&ev.ts) != CUPTI_SUCCESS)
+        return;
+    if (cuptimon__range_note(&ev) == 0 && cuptimon__ranges_pending() == 8192)
+        cuptimon__io_wake(s); /* half full: one wake, not one per entry */
+}
+
+/* Every push, made or not (outside a window it does nothing), is counted
+ * in annotation_calls, and annotation_real has bit L set when the push at
+ * level L was made: a pop then undoes exactly its own push, so a scope
+ * that began before a window and ends inside it pops nothing, and one
+ * that began inside and ends after still pops its own.  Levels from
+ * REAL_LEVELS up are not tracked: pushes there count only when made. */
+#define REAL_LEVELS 256
+static __thread int annotation_calls;
+static __thread uint64_t annotation_real[REAL_LEVELS / 64];
+
+static void level_set(int lvl, int real)
+{
+    uint64_t bit = 1ull << (lvl % 64);
+    if (real)
+        annotation_real[lvl / 64] |= bit;
+    else
+        annotation_real[lvl / 64] &= ~bit;
+}
+
 CUPTIMON_API int cuptimon_push_annotation(const char *name)
 {
     struct shim *s = &cuptimon__shim;
-    if (!atomic_load_explicit(&annotations_on, memory_order_relaxed) || !name || forked_child)
+    int lvl = annotation_calls;
+    if (!atomic_load_explicit(&annotations_on, memory_order_relaxed) || !name || forked_child) {
+        if (lvl < REAL_LEVELS) {
+            level_set(lvl, 0);
+            annotation_calls++;
+        }
         return 0;
+    }
     uint64_t id = atomic_fetch_add(&next_annotation, 1);
     cuptimon__add_string(s, CUPTIMON_ANNOTATION_KEY(id), name);
-    if (s->cupti.PushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id) !=
-        CUPTI_SUCCESS)
+    int made = s->cupti.PushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id) ==
+               CUPTI_SUCCESS;
+    if (lvl < REAL_LEVELS)
+        level_set(lvl, made);
+    if (lvl < REAL_LEVELS || made)
+        annotation_calls++;
+    if (!made)
         return -EIO;
+    range_note(s, CUPTIMON_RANGE_BEGIN, id, annotation_depth);
+    if (annotation_depth < ANNOTATION_STACK)
+        annotation_stack[annotation_depth] = id;
     annotation_depth++;
     return 0;
 }
@@ -880,15 +951,57 @@ CUPTIMON_API int cuptimon_pop_annotation(void)
 {
     struct shim *s = &cuptimon__shim;
     /* Pop only what this thread pushed: a window that ended between a push
-     * and its pop leaves nothing unbalanced. */
+     * and its pop leaves nothing unbalanced, nor one that began between. */
+    if (annotation_calls <= 0)
+        return 0;
+    int lvl = --annotation_calls;
+    if (step_depth > annotation_calls)
+        step_depth = 0; /* the step's range was popped as an annotation */
+    if (lvl < REAL_LEVELS && !(annotation_real[lvl / 64] >> (lvl % 64) & 1))
+        return 0;
     if (annotation_depth <= 0)
         return 0;
     annotation_depth--;
     uint64_t id = 0;
-    return s->cupti.PopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &id) ==
-                   CUPTI_SUCCESS
-               ? 0
-               : -EIO;
+    if (s->cupti.PopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &id) !=
+        CUPTI_SUCCESS)
+        return -EIO;
+    /* CUPTI's id, not the stack's: the stack stops at ANNOTATION_STACK. */
+    range_note(s, CUPTIMON_RANGE_END, id, annotation_depth);
+    return 0;
+}
+
+CUPTIMON_API int64_t cuptimon_step(void)
+{
+    uint64_t n = atomic_fetch_add(&step_next, 1);
+    char name[40];
+    /* The previous step ends here when it is still this thread's innermost
+     * annotation; one that other annotations are open above is left to
+     * them (a step inside a scope is the caller's mistake to see). */
+    if (step_depth > 0) {
+        if (step_depth != annotation_calls)
+            return -EBUSY;
+        cuptimon_pop_annotation();
+        step_depth = 0;
+    }
+    snprintf(name, sizeof name, "ProfilerStep#%llu", (unsigned long long)n);
+    int before = annotation_calls;
+    int rc = cuptimon_push_annotation(name);
+    /* Outside a window too: the step is a level of this thread's scopes
+     * either way, and its end is the next step. */
+    if (annotation_calls > before)
+        step_depth = annotation_calls;
+    return rc < 0 ? rc : (int64_t)n;
+}
+
+CUPTIMON_API int cuptimon_step_end(void)
+{
+    if (step_depth == 0)
+        return 0;
+    if (step_depth != annotation_calls)
+        return -EBUSY;
+    step_depth = 0;
+    return cuptimon_pop_annotation();
 }
 
 CUPTIMON_API int cuptimon_label_graph_node(uint64_t graph_node_id, const char *name)

@@ -172,6 +172,15 @@ void cuptimon__loss_report(struct shim *s, const struct shim_loss *l);
  * table: user annotations, graph labels, thread names.  Any thread. */
 void cuptimon__add_string(struct shim *s, uint64_t key, const char *name);
 
+/* ranges.c: the queue of annotation pushes and pops.  note: any thread,
+ * never blocks (-ENOBUFS when full: counted); frame: the IO thread,
+ * appends RANGES frames to out (send 0: discards what is queued). */
+void cuptimon__ranges_init(void);
+int cuptimon__range_note(const struct cuptimon_range_ev *ev);
+uint32_t cuptimon__ranges_pending(void);
+uint64_t cuptimon__ranges_dropped(void);
+int cuptimon__ranges_frame(struct shim *s, struct cuptimon_buf *out, int send);
+
 /* mux.c: sharing CUPTI with another tool (when preloaded) */
 int cuptimon__mux_tool_wants(uint32_t kind);
 int cuptimon__mux_needed(uint32_t kind);

@@ -111,6 +111,7 @@ struct session {
     uint64_t buffers_received, bytes_received, records, dropped_records;
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
     uint64_t strings_received, strings_errors;
+    uint64_t ranges_received, ranges_dropped; /* RANGES entries; the shim's queue overflows */
     uint64_t shim_lost, shim_declined, shim_foreign; /* the shim's totals, from FLUSH_DONE */
     uint64_t completion_p99_ns, completion_longest_ns; /* from the shim's BYE */
     int cupti_taken; /* the shim says another CUPTI client took the callbacks */

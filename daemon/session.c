@@ -573,6 +573,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     json_object_object_add(ack, "session", json_object_new_int64((int64_t)s->id));
     json_object_object_add(ack, "daemon_version", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(ack, "archive", json_object_new_string(s->archive_dir));
+    json_object_object_add(ack, "ranges", json_object_new_boolean(1)); /* send RANGES */
     conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
     json_object_put(ack);
     /* The producer may be gone already (a job that exits right after
@@ -704,6 +705,54 @@ static void on_strings(struct session *s, const uint8_t *body, size_t len)
         free(it.strings);
 }
 
+/* A RANGES batch becomes string-table entries (CUPTIMON_RANGE_BEGIN_KEY /
+ * _END_KEY, times mapped to Unix ns with the batch's clock pair, as a
+ * chunk's records are with its own), archived in strings.bin with the
+ * names: window traces and decode read them from there. */
+static void on_ranges(struct session *s, const uint8_t *body, size_t len)
+{
+    struct cuptimon_ranges_hdr h;
+    struct cuptimon_buf b = {0};
+    if (cuptimon__ranges_parse(body, len, &h) < 0) {
+        protocol_error(s, "RANGES batch is malformed (ignored whole)");
+        return;
+    }
+    if (h.dropped) {
+        if (s->ranges_dropped == 0)
+            log_warn("session", "session %" PRIu64 " (pid %d): the shim's annotation range queue "
+                     "was full; %" PRIu32 " pushes/pops are missing from traces (counted)",
+                     s->id, (int)s->peer.pid, h.dropped);
+        s->ranges_dropped += h.dropped;
+    }
+    if (h.count == 0)
+        return;
+    struct cuptimon_clock clk = {.cupti_ts = h.cupti_ts, .unix_ns = h.realtime_ns};
+    if (cuptimon__strings_begin(&b) < 0)
+        return;
+    for (uint32_t i = 0; i < h.count; i++) {
+        struct cuptimon_range_ev r;
+        char text[CUPTIMON_RANGE_TEXT_MAX];
+        size_t n;
+        cuptimon__range_get(body, i, &r);
+        uint64_t t = cuptimon__clock_map(&clk, r.ts);
+        if (r.what == CUPTIMON_RANGE_BEGIN) {
+            struct cuptimon_range_begin rb = {
+                .unix_ns = t, .tid = r.tid, .depth = r.depth, .parent = r.parent};
+            n = cuptimon__range_begin_format(text, &rb);
+            if (cuptimon__strings_add(&b, CUPTIMON_RANGE_BEGIN_KEY(r.id), text, n) < 0)
+                break;
+        } else {
+            n = cuptimon__range_end_format(text, t);
+            if (cuptimon__strings_add(&b, CUPTIMON_RANGE_END_KEY(r.id), text, n) < 0)
+                break;
+        }
+    }
+    s->ranges_received += h.count;
+    struct aw_item it = {.is_strings = 1, .strings = b.data, .strings_len = b.len};
+    if (enqueue(s, &it) < 0)
+        cuptimon__buf_free(&b);
+}
+
 static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
 {
     struct cuptimon_flush_done f;
@@ -788,6 +837,9 @@ static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8
         break;
     case CUPTIMON_MSG_STRINGS:
         on_strings(s, body, h->length);
+        break;
+    case CUPTIMON_MSG_RANGES:
+        on_ranges(s, body, h->length);
         break;
     case CUPTIMON_MSG_FLUSH_DONE:
         on_flush_done(s, body, h->length);
@@ -1006,6 +1058,9 @@ json_object *session_status(const struct session *s)
                                                                              : "ours"));
     json_object_object_add(o, "protocol_errors", json_object_new_int64((int64_t)s->protocol_errors));
     json_object_object_add(o, "strings", json_object_new_int64((int64_t)s->strings_received));
+    json_object_object_add(o, "annotation_ranges", json_object_new_int64((int64_t)s->ranges_received));
+    json_object_object_add(o, "annotation_ranges_dropped",
+                           json_object_new_int64((int64_t)s->ranges_dropped));
     json_object_object_add(o, "queued", json_object_new_int64((int64_t)(s->qlen + s->work_len)));
     json_object_object_add(o, "connected_unix_ns", json_object_new_int64(s->connected_unix_ns));
     json_object_object_add(o, "last_flush_unix_ns", json_object_new_int64(s->last_flush_unix_ns));

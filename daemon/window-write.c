@@ -308,8 +308,11 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         goto out;
     }
     fd = of.fd;
-    struct cuptimon_trace_opts o = {
-        .base_ns = w->start_ns, .trace_name = w->output, .gzip_level = w->gzip_level};
+    struct cuptimon_trace_opts o = {.base_ns = w->start_ns,
+                                    .trace_name = w->output,
+                                    .gzip_level = w->gzip_level,
+                                    .range_from_ns = w->start_ns,
+                                    .range_to_ns = w->end_ns};
     if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 ||
         (rc = cuptimon__summary_new(&sum)) < 0 || (rc = cuptimon__demangler_new(0, &dm)) < 0)
         goto out;

@@ -48,6 +48,8 @@ enum cuptimon_msg_type {
     CUPTIMON_MSG_BUFFER_RELEASE = 0x0202, /* struct cuptimon_buffer_release (daemon -> producer) */
     CUPTIMON_MSG_STRINGS = 0x0203,        /* packed string batch, see below */
     CUPTIMON_MSG_FLUSH_DONE = 0x0204,     /* struct cuptimon_flush_done */
+    CUPTIMON_MSG_RANGES = 0x0205,         /* annotation push/pop times, see below; sent only
+                                           * to a daemon whose HELLO_ACK has "ranges": true */
 
     /* commands, daemon -> producer */
     CUPTIMON_MSG_FLUSH = 0x0301,   /* struct cuptimon_flush */
@@ -138,9 +140,58 @@ struct cuptimon_flush_done {
  * (the name runs to the end of the string). */
 #define CUPTIMON_DEVICE_KEY(ordinal) (0xc000000100000000ull | (uint64_t)(uint32_t)(ordinal))
 #define CUPTIMON_DEVICES_MAX 64u
+/* Annotation ranges as the daemon archives them (strings.bin, from RANGES
+ * messages; the shim never sends these keys): the begin of annotation `id`
+ * (id < 2^60), "BEGIN_UNIX_NS TID DEPTH PARENT_ID" in decimal, and its end,
+ * "END_UNIX_NS".  Bits 61 and 60 tell them from the keys above. */
+#define CUPTIMON_RANGE_ID_MAX (1ull << 60)
+#define CUPTIMON_RANGE_BEGIN_KEY(id) (0xe000000000000000ull | (uint64_t)(id))
+#define CUPTIMON_RANGE_END_KEY(id) (0xf000000000000000ull | (uint64_t)(id))
+#define CUPTIMON_RANGE_KEY_CLASS(key) ((uint64_t)(key) & 0xf000000000000000ull)
 #define CUPTIMON_STRINGS_HDR_SIZE 8u
 #define CUPTIMON_STRING_ENTRY_HDR 12u
 #define CUPTIMON_STRING_MAX_LEN 65535u
+
+/*
+ * RANGES body: the pushes and pops of user annotations (cuptimon_push_annotation,
+ * cuptimon_step), so that traces can draw them as ranges:
+ *   uint32 count; uint32 dropped  -- entries the shim could not queue
+ *                                    since the previous batch (its queue
+ *                                    was full), saturating;
+ *   uint64 cupti_ts; uint64 realtime_ns   -- sampled together when framed,
+ *   then `count` entries of 32 bytes:
+ *   uint64 ts        cuptiGetTimestamp() at the push or pop (CUPTI's
+ *                    timebase: mapped with the pair above, as a chunk's
+ *                    records are with theirs);
+ *   uint64 id        the annotation's external correlation id (1..2^60-1);
+ *   uint64 parent    the id of the annotation it is nested in on that
+ *                    thread, 0 for an outermost one;
+ *   uint32 tid       the system thread id of the pushing thread;
+ *   uint16 depth     nesting depth on that thread, 0 = outermost;
+ *   uint8  what      1 push (begin), 2 pop (end);
+ *   uint8  reserved (0).
+ */
+#define CUPTIMON_RANGES_HDR_SIZE 24u
+#define CUPTIMON_RANGE_ENTRY_SIZE 32u
+#define CUPTIMON_RANGES_MAX_COUNT                                                                  \
+    ((CUPTIMON_MSG_MAX_BODY - CUPTIMON_RANGES_HDR_SIZE) / CUPTIMON_RANGE_ENTRY_SIZE)
+enum { CUPTIMON_RANGE_BEGIN = 1, CUPTIMON_RANGE_END = 2 };
+
+struct cuptimon_range_ev {
+    uint64_t ts;
+    uint64_t id;
+    uint64_t parent;
+    uint32_t tid;
+    uint16_t depth;
+    uint8_t what;
+};
+
+struct cuptimon_ranges_hdr {
+    uint32_t count;
+    uint32_t dropped;
+    uint64_t cupti_ts;
+    uint64_t realtime_ns;
+};
 
 /* Default socket names inside the runtime directory. */
 #define CUPTIMON_PRODUCER_SOCKET_NAME "producer.sock"
@@ -232,6 +283,34 @@ int cuptimon__strings_iter_init(struct cuptimon_strings_iter *it, const uint8_t 
  * entry, a missing terminator, an embedded NUL or bytes after the last entry. */
 int cuptimon__strings_next(struct cuptimon_strings_iter *it, uint64_t *ptr, const char **s,
                            size_t *slen);
+
+/* RANGES bodies.  The writer encodes the header and each entry in place;
+ * the reader validates a whole body first (-EBADMSG: short, a count that
+ * disagrees with the length, a reserved byte set, an id of 0 or >= 2^60,
+ * an unknown `what`), then reads entry i < count. */
+void cuptimon__ranges_hdr_encode(uint8_t out[CUPTIMON_RANGES_HDR_SIZE],
+                                 const struct cuptimon_ranges_hdr *h);
+void cuptimon__range_encode(uint8_t out[CUPTIMON_RANGE_ENTRY_SIZE],
+                            const struct cuptimon_range_ev *r);
+int cuptimon__ranges_parse(const uint8_t *body, size_t len, struct cuptimon_ranges_hdr *h);
+void cuptimon__range_get(const uint8_t *body, uint32_t i, struct cuptimon_range_ev *r);
+
+/* The archived form (CUPTIMON_RANGE_BEGIN_KEY / _END_KEY entries).
+ * Formatting returns the length written into out[CUPTIMON_RANGE_TEXT_MAX];
+ * parsing returns 0, or -EBADMSG for anything but the exact form (decimal
+ * fields without sign or leading zeros, one space between, no overflow,
+ * a tid that fits 32 bits, a depth 16 bits, a parent below 2^60). */
+#define CUPTIMON_RANGE_TEXT_MAX 80u
+struct cuptimon_range_begin {
+    uint64_t unix_ns;
+    uint32_t tid;
+    uint32_t depth;
+    uint64_t parent;
+};
+size_t cuptimon__range_begin_format(char *out, const struct cuptimon_range_begin *b);
+int cuptimon__range_begin_parse(const char *s, size_t len, struct cuptimon_range_begin *b);
+size_t cuptimon__range_end_format(char *out, uint64_t end_unix_ns);
+int cuptimon__range_end_parse(const char *s, size_t len, uint64_t *end_unix_ns);
 
 /* ---- sockets ---------------------------------------------------------- */
 

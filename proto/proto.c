@@ -47,6 +47,7 @@ static const struct {
     {CUPTIMON_MSG_BUFFER_RELEASE, "BUFFER_RELEASE"},
     {CUPTIMON_MSG_STRINGS, "STRINGS"},
     {CUPTIMON_MSG_FLUSH_DONE, "FLUSH_DONE"},
+    {CUPTIMON_MSG_RANGES, "RANGES"},
     {CUPTIMON_MSG_FLUSH, "FLUSH"},
     {CUPTIMON_MSG_ENABLE, "ENABLE"},
     {CUPTIMON_MSG_DISABLE, "DISABLE"},
@@ -223,6 +224,137 @@ int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon
     m->foreign_buffers = cuptimon__get_u64(body + 32);
     m->flags = cuptimon__get_u64(body + 40);
     return 0;
+}
+
+/* ---- annotation ranges -------------------------------------------------- */
+
+void cuptimon__ranges_hdr_encode(uint8_t out[CUPTIMON_RANGES_HDR_SIZE],
+                                 const struct cuptimon_ranges_hdr *h)
+{
+    cuptimon__put_u32(out, h->count);
+    cuptimon__put_u32(out + 4, h->dropped);
+    cuptimon__put_u64(out + 8, h->cupti_ts);
+    cuptimon__put_u64(out + 16, h->realtime_ns);
+}
+
+void cuptimon__range_encode(uint8_t out[CUPTIMON_RANGE_ENTRY_SIZE],
+                            const struct cuptimon_range_ev *r)
+{
+    cuptimon__put_u64(out, r->ts);
+    cuptimon__put_u64(out + 8, r->id);
+    cuptimon__put_u64(out + 16, r->parent);
+    cuptimon__put_u32(out + 24, r->tid);
+    cuptimon__put_u16(out + 28, r->depth);
+    out[30] = r->what;
+    out[31] = 0;
+}
+
+void cuptimon__range_get(const uint8_t *body, uint32_t i, struct cuptimon_range_ev *r)
+{
+    const uint8_t *p = body + CUPTIMON_RANGES_HDR_SIZE + (size_t)i * CUPTIMON_RANGE_ENTRY_SIZE;
+    r->ts = cuptimon__get_u64(p);
+    r->id = cuptimon__get_u64(p + 8);
+    r->parent = cuptimon__get_u64(p + 16);
+    r->tid = cuptimon__get_u32(p + 24);
+    r->depth = cuptimon__get_u16(p + 28);
+    r->what = p[30];
+}
+
+int cuptimon__ranges_parse(const uint8_t *body, size_t len, struct cuptimon_ranges_hdr *h)
+{
+    if (len < CUPTIMON_RANGES_HDR_SIZE)
+        return -EBADMSG;
+    h->count = cuptimon__get_u32(body);
+    h->dropped = cuptimon__get_u32(body + 4);
+    h->cupti_ts = cuptimon__get_u64(body + 8);
+    h->realtime_ns = cuptimon__get_u64(body + 16);
+    /* Compared as a division so that no count can overflow the product. */
+    if ((len - CUPTIMON_RANGES_HDR_SIZE) % CUPTIMON_RANGE_ENTRY_SIZE != 0 ||
+        (len - CUPTIMON_RANGES_HDR_SIZE) / CUPTIMON_RANGE_ENTRY_SIZE != h->count)
+        return -EBADMSG;
+    for (uint32_t i = 0; i < h->count; i++) {
+        const uint8_t *p = body + CUPTIMON_RANGES_HDR_SIZE + (size_t)i * CUPTIMON_RANGE_ENTRY_SIZE;
+        uint64_t id = cuptimon__get_u64(p + 8), parent = cuptimon__get_u64(p + 16);
+        if (id == 0 || id >= CUPTIMON_RANGE_ID_MAX || parent >= CUPTIMON_RANGE_ID_MAX ||
+            (p[30] != CUPTIMON_RANGE_BEGIN && p[30] != CUPTIMON_RANGE_END) || p[31] != 0)
+            return -EBADMSG;
+    }
+    return 0;
+}
+
+static char *dec_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n > 0)
+        *p++ = tmp[--n];
+    return p;
+}
+
+size_t cuptimon__range_begin_format(char *out, const struct cuptimon_range_begin *b)
+{
+    char *p = dec_u64(out, b->unix_ns);
+    *p++ = ' ';
+    p = dec_u64(p, b->tid);
+    *p++ = ' ';
+    p = dec_u64(p, b->depth);
+    *p++ = ' ';
+    p = dec_u64(p, b->parent);
+    *p = '\0';
+    return (size_t)(p - out);
+}
+
+size_t cuptimon__range_end_format(char *out, uint64_t end_unix_ns)
+{
+    char *p = dec_u64(out, end_unix_ns);
+    *p = '\0';
+    return (size_t)(p - out);
+}
+
+/* One decimal field at s[*off, len) up to a space or the end: the exact
+ * form the formatter writes, so that a hostile entry means one thing. */
+static int parse_field(const char *s, size_t len, size_t *off, int last, uint64_t *v)
+{
+    size_t i = *off, start = i;
+    uint64_t x = 0;
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return -EBADMSG;
+        x = x * 10 + d;
+        i++;
+    }
+    if (i == start || (s[start] == '0' && i - start > 1))
+        return -EBADMSG;
+    if (last ? i != len : (i >= len || s[i] != ' '))
+        return -EBADMSG;
+    *off = last ? i : i + 1;
+    *v = x;
+    return 0;
+}
+
+int cuptimon__range_begin_parse(const char *s, size_t len, struct cuptimon_range_begin *b)
+{
+    size_t off = 0;
+    uint64_t ns, tid, depth, parent;
+    if (parse_field(s, len, &off, 0, &ns) < 0 || parse_field(s, len, &off, 0, &tid) < 0 ||
+        parse_field(s, len, &off, 0, &depth) < 0 || parse_field(s, len, &off, 1, &parent) < 0 ||
+        tid > UINT32_MAX || depth > UINT16_MAX || parent >= CUPTIMON_RANGE_ID_MAX)
+        return -EBADMSG;
+    b->unix_ns = ns;
+    b->tid = (uint32_t)tid;
+    b->depth = (uint32_t)depth;
+    b->parent = parent;
+    return 0;
+}
+
+int cuptimon__range_end_parse(const char *s, size_t len, uint64_t *end_unix_ns)
+{
+    size_t off = 0;
+    return parse_field(s, len, &off, 1, end_unix_ns);
 }
 
 /* ---- string batches --------------------------------------------------- */

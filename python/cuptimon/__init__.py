@@ -36,12 +36,15 @@ from .daemon import (TraceWindow, annotations_of, begin_window, end_window, flus
 
 __version__ = "0.1.0"
 
+step = _shim.step
+step_end = _shim.step_end
+
 __all__ = [
     # errors
     "CuptimonError", "DaemonError", "NoDaemonError", "DaemonTimeoutError", "ProtocolError",
     "ShimError",
     # in-process
-    "annotate", "label_graph_node", "shim_status", "shim_flush", "shim_loaded", "load_shim",
+    "annotate", "step", "step_end", "label_graph_node", "shim_status", "shim_flush", "shim_loaded", "load_shim",
     # daemon
     "Client", "request", "default_control_socket", "status", "ping", "flush", "windows",
     "prepare_window", "begin_window", "start_window", "end_window", "trace_window",

@@ -27,7 +27,7 @@ from ._errors import ShimError
 
 __all__ = [
     "CuptimonStatus", "find", "load", "loaded", "lib_path", "init", "flush", "shutdown",
-    "push_annotation", "pop_annotation", "label_graph_node", "status", "version",
+    "push_annotation", "pop_annotation", "step", "step_end", "label_graph_node", "status", "version",
 ]
 
 SONAMES = ("libcuptimon.so.0", "libcuptimon.so")
@@ -115,6 +115,8 @@ def _setup(lib: ctypes.CDLL) -> None:
     fn("cuptimon_flush", ctypes.c_int, [ctypes.c_int])
     fn("cuptimon_push_annotation", ctypes.c_int, [ctypes.c_char_p])
     fn("cuptimon_pop_annotation", ctypes.c_int, [])
+    fn("cuptimon_step", ctypes.c_int64, [])
+    fn("cuptimon_step_end", ctypes.c_int, [])
     fn("cuptimon_label_graph_node", ctypes.c_int, [ctypes.c_uint64, ctypes.c_char_p])
     fn("cuptimon_get_status", ctypes.c_int, [ctypes.POINTER(CuptimonStatus)])
     fn("cuptimon_version", ctypes.c_char_p, [])
@@ -294,6 +296,36 @@ def pop_annotation() -> bool:
         if r is not None and len(r) < RANGES_MAX:
             r.append((str(v[0]), v[1], _time_ns(), threading.get_native_id()))
     return True
+
+
+def step() -> Optional[int]:
+    """cuptimon_step(): ends the calling thread's previous step and begins
+    annotation ``ProfilerStep#N``, which traces show as torch.profiler's
+    steps.  Returns N (counted per process from 0, windows or not), a
+    negative errno (-16 EBUSY: annotations pushed since the previous step
+    are still open), or None when no shim (or an older one) is loaded.
+    Never raises."""
+    lib = find()
+    f = getattr(lib, "cuptimon_step", None) if lib is not None else None
+    if f is None:
+        return None
+    try:
+        return int(f())
+    except Exception:
+        return None
+
+
+def step_end() -> Optional[int]:
+    """cuptimon_step_end(): ends the calling thread's open step (the last
+    one of a loop).  Returns 0, -16 (EBUSY) or None without a shim."""
+    lib = find()
+    f = getattr(lib, "cuptimon_step_end", None) if lib is not None else None
+    if f is None:
+        return None
+    try:
+        return int(f())
+    except Exception:
+        return None
 
 
 # ---- annotation ranges ---------------------------------------------------

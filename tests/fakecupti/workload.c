@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,9 @@ static struct {
     uint64_t annotate; /* wrap every N launches in a cuptimon annotation */
     int (*push)(const char *);
     int (*pop)(void);
+    int64_t (*step)(void);
+    int steps, nest; /* --steps, --nest */
+    const char *range_log;
     uint64_t linger_ms;
     int no_init, quiet;
     /* Kernel names live until the process exits: the shim reads them through the
@@ -64,6 +68,9 @@ struct worker {
     char *log;       /* --log lines of this thread (open_memstream) */
     size_t log_len;
     FILE *logf;
+    FILE *rlogf; /* --range-log */
+    char *rlog;
+    size_t rlog_len;
 };
 
 static void usage(FILE *f)
@@ -94,6 +101,13 @@ static void usage(FILE *f)
         "  -o, --report FILE      write a JSON report to FILE at the end\n"
         "      --annotate N       wrap every N launches in a cuptimon annotation \"step K\"\n"
         "                         (through the injected shim's cuptimon_push_annotation)\n"
+        "      --steps            with --annotate: cuptimon_step() every N launches instead\n"
+        "                         (annotations \"ProfilerStep#K\")\n"
+        "      --nest             wrap each launch in an annotation \"inner\" (with --annotate:\n"
+        "                         nested in the step)\n"
+        "      --range-log FILE   with --steps/--nest: one line per step/push/pop, the tid and\n"
+        "                         CLOCK_REALTIME ns before and after the call (and the step\n"
+        "                         number, the correlation id of the launch before a pop)\n"
         "      --log FILE         write one line per kernel launch: correlation id and\n"
         "                         CLOCK_REALTIME ns before and after the launch call\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0)\n"
@@ -207,16 +221,39 @@ static void *run_worker(void *arg)
         }
         if (opt.annotate && opt.push && i % opt.annotate == 0) {
             char an[64];
-            if (i)
-                opt.pop();
-            snprintf(an, sizeof an, "step %" PRIu64, i / opt.annotate);
-            opt.push(an);
+            uint64_t t0 = realtime_ns();
+            if (opt.steps) {
+                /* The previous step ends and the next begins in one call. */
+                int64_t n = opt.step();
+                if (w->rlogf)
+                    fprintf(w->rlogf, "step %ld %" PRIu64 " %" PRIu64 " %" PRId64 "\n",
+                            (long)syscall(SYS_gettid), t0, realtime_ns(), n);
+            } else {
+                if (i)
+                    opt.pop();
+                snprintf(an, sizeof an, "step %" PRIu64, i / opt.annotate);
+                opt.push(an);
+            }
         }
         pace(i);
+        if (opt.nest) {
+            uint64_t t0 = realtime_ns();
+            opt.push("inner");
+            if (w->rlogf)
+                fprintf(w->rlogf, "push %ld %" PRIu64 " %" PRIu64 " inner\n",
+                        (long)syscall(SYS_gettid), t0, realtime_ns());
+        }
         uint64_t before = w->logf ? realtime_ns() : 0;
         corr = fakecuda_launch_kernel_ex(&k);
         if (w->logf)
             fprintf(w->logf, "%" PRIu32 " %" PRIu64 " %" PRIu64 "\n", corr, before, realtime_ns());
+        if (opt.nest) {
+            uint64_t t0 = realtime_ns();
+            opt.pop();
+            if (w->rlogf)
+                fprintf(w->rlogf, "pop %ld %" PRIu64 " %" PRIu64 " %" PRIu32 "\n",
+                        (long)syscall(SYS_gettid), t0, realtime_ns(), corr);
+        }
         w->kernels++;
         w->launched_by_name[ni]++;
         if (fakecuda_last_result() & FAKECUDA_REC_GPU)
@@ -332,6 +369,9 @@ int main(int argc, char **argv)
         { "report", required_argument, NULL, 'o' },
         { "log", required_argument, NULL, 'G' },
         { "annotate", required_argument, NULL, 'A' },
+        { "steps", no_argument, NULL, 'S' },
+        { "nest", no_argument, NULL, 'E' },
+        { "range-log", required_argument, NULL, 'R' },
         { "linger-ms", required_argument, NULL, 'l' },
         { "no-init", no_argument, NULL, 'I' },
         { "quiet", no_argument, NULL, 'q' },
@@ -346,7 +386,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:Iqh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:", longopts, NULL)) != -1) {
         int bad = 0;
 
         switch (c) {
@@ -370,6 +410,9 @@ int main(int argc, char **argv)
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
         case 'A': bad = parse_u64(optarg, 1000000000, &opt.annotate); break;
+        case 'S': opt.steps = 1; break;
+        case 'E': opt.nest = 1; break;
+        case 'R': opt.range_log = optarg; break;
         case 'l': bad = parse_u64(optarg, 86400000, &opt.linger_ms); break;
         case 'I': opt.no_init = 1; break;
         case 'q': opt.quiet = 1; break;
@@ -397,7 +440,7 @@ int main(int argc, char **argv)
 
     if (!opt.no_init && fakecuda_init() != 0)
         return 1;
-    if (opt.annotate) {
+    if (opt.annotate || opt.nest) {
         /* The driver loaded the shim privately (RTLD_LOCAL): find it by its
          * path, the way a program that does not link it would. */
         const char *inj = getenv("CUDA_INJECTION64_PATH");
@@ -405,8 +448,9 @@ int main(int argc, char **argv)
         if (h) {
             *(void **)&opt.push = dlsym(h, "cuptimon_push_annotation");
             *(void **)&opt.pop = dlsym(h, "cuptimon_pop_annotation");
+            *(void **)&opt.step = dlsym(h, "cuptimon_step");
         }
-        if (!opt.push || !opt.pop) {
+        if (!opt.push || !opt.pop || (opt.steps && !opt.step)) {
             fprintf(stderr, PROG ": --annotate: no shim with cuptimon_push_annotation is loaded\n");
             return 1;
         }
@@ -429,6 +473,8 @@ int main(int argc, char **argv)
 
     for (uint32_t t = 0; opt.log && t < opt.threads; t++)
         ws[t].logf = open_memstream(&ws[t].log, &ws[t].log_len);
+    for (uint32_t t = 0; t < opt.threads && opt.range_log; t++)
+        ws[t].rlogf = open_memstream(&ws[t].rlog, &ws[t].rlog_len);
     start_ns = realtime_ns();
     clock_gettime(CLOCK_MONOTONIC, &opt.t0);
     if (opt.threads == 1) {
@@ -458,6 +504,21 @@ int main(int argc, char **argv)
         }
         if (!lf || fclose(lf) != 0) {
             fprintf(stderr, PROG ": cannot write %s: %s\n", opt.log, strerror(errno));
+            return 1;
+        }
+    }
+
+    if (opt.range_log) {
+        FILE *lf = fopen(opt.range_log, "w");
+        for (uint32_t t = 0; t < opt.threads; t++) {
+            if (ws[t].rlogf)
+                fclose(ws[t].rlogf);
+            if (lf && ws[t].rlog)
+                fwrite(ws[t].rlog, 1, ws[t].rlog_len, lf);
+            free(ws[t].rlog);
+        }
+        if (!lf || fclose(lf) != 0) {
+            fprintf(stderr, PROG ": cannot write %s: %s\n", opt.range_log, strerror(errno));
             return 1;
         }
     }

@@ -245,14 +245,41 @@ static void gen_strings(void)
     cuptimon__buf_free(&b);
 }
 
+/* RANGES bodies and archived range texts (tests/fuzz/fuzz-ranges.c). */
+static void gen_ranges(void)
+{
+    uint8_t b[CUPTIMON_RANGES_HDR_SIZE + 3 * CUPTIMON_RANGE_ENTRY_SIZE];
+    const struct cuptimon_ranges_hdr h = {.count = 3, .dropped = 1,
+                                          .cupti_ts = 1796208557000000000ull,
+                                          .realtime_ns = 1796208557000000100ull};
+    const struct cuptimon_range_ev r[3] = {
+        {.ts = 1796208556000000000ull, .id = 1, .tid = 4242, .what = CUPTIMON_RANGE_BEGIN},
+        {.ts = 1796208556000001000ull, .id = 2, .parent = 1, .tid = 4242, .depth = 1,
+         .what = CUPTIMON_RANGE_BEGIN},
+        {.ts = 1796208556000002000ull, .id = 2, .parent = 1, .tid = 4242, .depth = 1,
+         .what = CUPTIMON_RANGE_END},
+    };
+    cuptimon__ranges_hdr_encode(b, &h);
+    for (int i = 0; i < 3; i++)
+        cuptimon__range_encode(b + CUPTIMON_RANGES_HDR_SIZE + i * CUPTIMON_RANGE_ENTRY_SIZE, &r[i]);
+    put("ranges", "ok-three", b, sizeof b);
+    put("ranges", "bad-count", b, sizeof b - 1);
+    b[CUPTIMON_RANGES_HDR_SIZE + 30] = 3;
+    put("ranges", "bad-what", b, sizeof b);
+    put("ranges", "ok-begin-text", "1796208556000000000 4242 1 7", 28);
+    put("ranges", "ok-end-text", "1796208556000002000", 19);
+    put("ranges", "bad-begin-zero", "01 2 3 4", 8);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s DIR (with DIR/frame and DIR/strings present)\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR (with DIR/frame, DIR/strings and DIR/ranges present)\n", argv[0]);
         return 2;
     }
     outdir = argv[1];
     gen_frames();
     gen_strings();
+    gen_ranges();
     return failed;
 }

@@ -7,11 +7,14 @@
 
 FUZZ_REPLAY_LIBS = proto/libcuptimon-proto.la
 
-check_PROGRAMS += tests/fuzz/replay-frame tests/fuzz/replay-strings tests/fuzz/gen-corpus
+check_PROGRAMS += tests/fuzz/replay-frame tests/fuzz/replay-strings tests/fuzz/replay-ranges \
+	tests/fuzz/gen-corpus
 tests_fuzz_replay_frame_SOURCES = tests/fuzz/fuzz-frame.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_frame_LDADD = $(FUZZ_REPLAY_LIBS)
 tests_fuzz_replay_strings_SOURCES = tests/fuzz/fuzz-strings.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_strings_LDADD = $(FUZZ_REPLAY_LIBS)
+tests_fuzz_replay_ranges_SOURCES = tests/fuzz/fuzz-ranges.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_ranges_LDADD = $(FUZZ_REPLAY_LIBS)
 tests_fuzz_gen_corpus_SOURCES = tests/fuzz/gen-corpus.c
 tests_fuzz_gen_corpus_LDADD = $(FUZZ_REPLAY_LIBS)
 
@@ -33,7 +36,7 @@ if FUZZING
 # from libcuptimon-proto.la, so that they carry libFuzzer's coverage
 # instrumentation (the library itself is built without it).
 noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings tests/fuzz/fuzz-decode \
-	tests/fuzz/fuzz-archive
+	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges
 # The library they exercise carries the coverage instrumentation too
 # (archive/local.mk adds FUZZ_CFLAGS to it).
 tests_fuzz_fuzz_decode_SOURCES = tests/fuzz/fuzz-decode.c
@@ -50,6 +53,9 @@ tests_fuzz_fuzz_frame_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_strings_SOURCES = tests/fuzz/fuzz-strings.c proto/proto.c
 tests_fuzz_fuzz_strings_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_strings_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_ranges_SOURCES = tests/fuzz/fuzz-ranges.c proto/proto.c
+tests_fuzz_fuzz_ranges_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_ranges_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 
 # Each target runs FUZZ_SECONDS over a scratch copy of its seed corpus (new
 # inputs it finds land there, not in the source tree).  A crash leaves its
@@ -57,11 +63,11 @@ tests_fuzz_fuzz_strings_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # replay it with tests/fuzz/fuzz-TARGET FILE, and commit it under
 # tests/fuzz/corpus/TARGET/ once fixed.
 fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
-	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT)
+	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT)
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
-	for t in frame strings decode archive; do \
+	for t in frame strings decode archive ranges; do \
 	  mkdir "$$work/$$t"; \
 	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
 	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \

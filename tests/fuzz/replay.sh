@@ -12,11 +12,11 @@ corpus=$top_srcdir/tests/fuzz/corpus
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cuptimon-replay.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
-mkdir "$tmp/frame" "$tmp/strings"
+mkdir "$tmp/frame" "$tmp/strings" "$tmp/ranges"
 "$fuzz_b/gen-corpus" "$tmp"
 
 status=0
-for t in frame strings; do
+for t in frame strings ranges; do
     for f in "$tmp/$t"/*; do
         name=${f##*/}
         if ! cmp -s "$f" "$corpus/$t/$name"; then

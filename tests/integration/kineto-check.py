@@ -21,7 +21,13 @@ recorded on the H200 by tests/gpu/kineto-ref.py).  What is checked:
 - deviceProperties: a list of at least one device (exactly N with
   --devices N), each with the reference's keys, in its order, and types.
 
+- with --annotations (a trace of annotated work): user_annotation and
+  gpu_user_annotation slices as the reference has them (phase, arg keys
+  but NOT_YET's), each GPU slice on a track with GPU work and named as a
+  CPU slice is, and "ProfilerStep#N" steps when --steps is given.
+
 usage: kineto-check.py REFERENCE TRACE [--ranks N] [--devices N] [--no-metadata]
+                       [--annotations [--steps]]
 (either file may be .gz).  --no-metadata leaves the process metadata and
 deviceProperties out (for traces recorded before cuptimon wrote them
 Kineto's way, such as cuptimon-h200-after).
@@ -35,8 +41,12 @@ import sys
 
 # Kineto's kernel args that need the device's SM count and occupancy
 # calculator; cuptimon does not write them yet (issue 18).
-NOT_YET = {"kernel": {"queued", "blocks per SM", "warps per SM", "est. achieved occupancy %"}}
+NOT_YET = {"kernel": {"queued", "blocks per SM", "warps per SM", "est. achieved occupancy %"},
+           # PyTorch's own: the RecordFunction's handle and the event's index
+           # in Kineto's CPU event list; cuptimon sees neither.
+           "user_annotation": {"Record function id", "Ev Idx"}}
 CUDA_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver")
+ANNOT_CATS = ("user_annotation", "gpu_user_annotation")
 
 
 def load(path):
@@ -170,7 +180,33 @@ def main(argv):
                 bad = [k for k in rdev if k in d and type(d[k]) is not type(rdev[k])]
                 check(not bad, f"device {d.get('id')}: {bad} are not of Kineto's types")
 
-    n = {c: len(oc.get(c, [])) for c in CUDA_CATS}
+    # Annotation ranges.
+    if "--annotations" in argv:
+        for c in ANNOT_CATS:
+            check(c in oc, f"no {c} events")
+            if c not in oc or c not in rc:
+                continue
+            check({e.get("ph") for e in oc[c]} == ref_ph[c],
+                  f"{c}: phases {sorted({e.get('ph') for e in oc[c]})}, Kineto's {sorted(ref_ph[c])}")
+            want = set().union(*(set(e.get("args", {})) for e in rc[c])) - NOT_YET.get(c, set())
+            for e in oc[c]:
+                missing = want - set(e.get("args", {}))
+                if missing:
+                    check(False, f"{c} {e.get('name')!r} lacks Kineto's args {sorted(missing)}")
+                    break
+        gpu_tracks = {(e["pid"], e["tid"]) for c in ("kernel", "gpu_memcpy", "gpu_memset")
+                      for e in oc.get(c, [])}
+        cpu_names = {e.get("name") for e in oc.get("user_annotation", [])}
+        stray = [e for e in oc.get("gpu_user_annotation", []) if (e["pid"], e["tid"]) not in gpu_tracks]
+        check(not stray, f"{len(stray)} gpu_user_annotation slices on tracks without GPU work")
+        unnamed = [e for e in oc.get("gpu_user_annotation", []) if e.get("name") not in cpu_names]
+        check(not unnamed, f"{len(unnamed)} gpu_user_annotation slices name no user_annotation")
+        if "--steps" in argv:
+            steps = [e for e in oc.get("user_annotation", [])
+                     if re.fullmatch(r"ProfilerStep#\d+", e.get("name", ""))]
+            check(steps, "no ProfilerStep#N user_annotation (HTA: \"ProfilerStep not found\")")
+
+    n = {c: len(oc.get(c, [])) for c in CUDA_CATS + ANNOT_CATS}
     if fails:
         for f in fails:
             print("FAIL:", f)

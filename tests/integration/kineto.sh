@@ -52,7 +52,7 @@ ctl begin-window --label kineto --activities kernel,memcpy,memset,runtime,driver
 sleep 0.6
 ctl end-window --json >"$T/end.json" || fail "end-window failed"
 trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
-python3 "$CHECK" "$REF" "$trace" --ranks 2 --devices 2 || fail "the window trace is not in Kineto's dialect"
+python3 "$CHECK" "$REF" "$trace" --ranks 2 --devices 2 --annotations || fail "the window trace is not in Kineto's dialect"
 # The test double records the cuLaunchKernel inside each cudaLaunchKernel
 # (same correlation id): none is written, each is counted.
 python3 - "$trace" "$WORKLOAD" <<'PY' || fail "the window trace has a nested driver launch, or thread ids not the system's, or unnamed threads"
@@ -120,7 +120,7 @@ assert a == b, "the traces differ"
 print("decode: %d events; gzip %d bytes for %d (%.1fx)" % (len(a["traceEvents"]), os.path.getsize(sys.argv[2]),
       os.path.getsize(sys.argv[1]), os.path.getsize(sys.argv[1]) / os.path.getsize(sys.argv[2])))
 PY
-python3 "$CHECK" "$REF" "$T/all.json.gz" --ranks 2 --devices 2 || fail "the decoded trace is not in Kineto's dialect"
+python3 "$CHECK" "$REF" "$T/all.json.gz" --ranks 2 --devices 2 --annotations || fail "the decoded trace is not in Kineto's dialect"
 
 # One trace per rank, merged: the merge keeps distributedInfo, with both ranks.
 i=0

@@ -399,3 +399,68 @@ def test_mark_enclosing_innermost():
     got = {e["args"]["correlation"]: e["args"].get("enclosing annotation")
            for e in ev if e["cat"] == "kernel"}
     assert got == {1: "step-1", 2: "epoch", 3: "step-2", 4: None, 5: None}
+
+
+def test_step_marks_profiler_steps(inproc):
+    """cuptimon.step() without torch.profiler: each step is a
+    user_annotation "ProfilerStep#N" on the calling thread from one call to
+    the next, with the GPU work launched in it under a gpu_user_annotation
+    slice; numbers count every call, inside a window or not; a step with
+    an annotation still open above it is refused (EBUSY)."""
+    rc, out, err, r = inproc(PRELUDE + r'''
+import threading
+res = {"no_shim": cuptimon.step()}                      # None: no shim loaded yet
+cuptimon.start_collection()
+res["init"] = fake.fakecuda_init()
+res["no_window"] = [cuptimon.step(), cuptimon.step()]   # 0, 1: counted, not traced
+cuptimon.begin_trace_window()
+marks = []
+for i in range(3):
+    t0 = time.time_ns()
+    marks.append((cuptimon.step(), t0, time.time_ns()))
+    with cuptimon.annotate("work"):
+        launch("_Z4workv")
+    launch("_Z6directv")
+cuptimon.push_user_annotation("open")
+res["busy"] = cuptimon.step()
+cuptimon.pop_user_annotation()
+t0 = time.time_ns()
+res["end"] = cuptimon.step_end()
+marks.append((None, t0, time.time_ns()))
+res["end_again"] = cuptimon.step_end()
+fake.fakecuda_synchronize()
+w = cuptimon.end_trace_window()
+res["marks"] = marks
+res["tid"] = threading.get_native_id()
+res["ua"] = [e for e in w["events"] if e.get("cat") in ("user_annotation", "gpu_user_annotation")]
+res["kernels"] = [e for e in w["events"] if e.get("cat") == "kernel"]
+doc = json.load(open(w["trace_path"]))
+res["base"] = doc["baseTimeNanoseconds"]
+cuptimon.stop_collection()
+result(**res)
+''')
+    assert rc == 0, err
+    assert r["no_shim"] is None and r["no_window"] == [0, 1] and r["init"] == 0
+    assert [m[0] for m in r["marks"][:3]] == [2, 3, 4]
+    assert r["busy"] == -16 and r["end"] == 0 and r["end_again"] == 0
+    base = r["base"]
+    steps = {e["name"]: e for e in r["ua"] if e["cat"] == "user_annotation"
+             and e["name"].startswith("ProfilerStep#")}
+    assert sorted(steps) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"], r["ua"]
+    for i, n in enumerate((2, 3, 4)):
+        e = steps["ProfilerStep#%d" % n]
+        assert e["tid"] == r["tid"] and e["args"]["depth"] == 0 and "clipped" not in e["args"]
+        b, x = base + round(e["ts"] * 1000), base + round((e["ts"] + e["dur"]) * 1000)
+        # Begins inside its step() call, ends inside the next (or step_end).
+        assert r["marks"][i][1] - 2000 <= b <= r["marks"][i][2] + 2000, (e, r["marks"][i])
+        assert r["marks"][i + 1][1] - 2000 <= x <= r["marks"][i + 1][2] + 2000, (e, r["marks"][i + 1])
+        # "work" nested in it; the kernel launched in the step directly
+        # is under the step's GPU slice, with its External id.
+        work = [w for w in r["ua"] if w["cat"] == "user_annotation" and w["name"] == "work"
+                and w["args"].get("parent external id") == e["args"]["External id"]]
+        assert len(work) == 1 and work[0]["args"]["depth"] == 1, work
+        direct = [k for k in r["kernels"] if k["args"].get("External id") == e["args"]["External id"]]
+        assert len(direct) == 1 and direct[0]["name"] == "direct()", direct
+        g = [x for x in r["ua"] if x["cat"] == "gpu_user_annotation"
+             and x["args"]["External id"] == e["args"]["External id"]]
+        assert len(g) == 1 and g[0]["ts"] == direct[0]["ts"] and g[0]["dur"] == direct[0]["dur"], g

@@ -434,7 +434,8 @@ START_TEST(test_type_names)
     } known[] = {
         {0x0101, "HELLO"},          {0x0102, "HELLO_ACK"},      {0x0103, "BYE"},
         {0x0201, "BUFFER_READY"},   {0x0202, "BUFFER_RELEASE"}, {0x0203, "STRINGS"},
-        {0x0204, "FLUSH_DONE"},     {0x0301, "FLUSH"},          {0x0302, "ENABLE"},
+        {0x0204, "FLUSH_DONE"},     {0x0205, "RANGES"},
+        {0x0301, "FLUSH"},          {0x0302, "ENABLE"},
         {0x0303, "DISABLE"},        {0x0304, "CONFIG"},         {0x0401, "CONTROL"},
         {0x0501, "REPLY_OK"},       {0x0502, "REPLY_ERROR"},
     };
@@ -442,7 +443,7 @@ START_TEST(test_type_names)
         ck_assert_msg(cuptimon__type_known(known[i].type), "type 0x%04x", known[i].type);
         ck_assert_str_eq(cuptimon__type_name(known[i].type), known[i].name);
     }
-    static const uint16_t unknown[] = {0x0000, 0x0100, 0x0104, 0x0200, 0x0205, 0x0300,
+    static const uint16_t unknown[] = {0x0000, 0x0100, 0x0104, 0x0200, 0x0206, 0x0300,
                                        0x0305, 0x0402, 0x0500, 0x0503, 0x0601, 0xffff};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         ck_assert_msg(!cuptimon__type_known(unknown[i]), "type 0x%04x", unknown[i]);
@@ -453,6 +454,53 @@ START_TEST(test_type_names)
 END_TEST
 
 /* ---- data-path bodies ------------------------------------------------- */
+
+START_TEST(test_ranges_body)
+{
+    uint8_t b[CUPTIMON_RANGES_HDR_SIZE + 2 * CUPTIMON_RANGE_ENTRY_SIZE];
+    struct cuptimon_ranges_hdr h = {.count = 2, .dropped = 7, .cupti_ts = 11, .realtime_ns = 22}, g;
+    struct cuptimon_range_ev r[2] = {
+        {.ts = 100, .id = 1, .tid = 4242, .what = CUPTIMON_RANGE_BEGIN},
+        {.ts = 200, .id = CUPTIMON_RANGE_ID_MAX - 1, .parent = 1, .tid = 4242, .depth = 1,
+         .what = CUPTIMON_RANGE_END},
+    }, x;
+    cuptimon__ranges_hdr_encode(b, &h);
+    for (int i = 0; i < 2; i++)
+        cuptimon__range_encode(b + CUPTIMON_RANGES_HDR_SIZE + i * CUPTIMON_RANGE_ENTRY_SIZE, &r[i]);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), 0);
+    ck_assert(g.count == 2 && g.dropped == 7 && g.cupti_ts == 11 && g.realtime_ns == 22);
+    cuptimon__range_get(b, 1, &x);
+    ck_assert(x.ts == 200 && x.id == CUPTIMON_RANGE_ID_MAX - 1 && x.parent == 1 && x.tid == 4242 &&
+              x.depth == 1 && x.what == CUPTIMON_RANGE_END);
+    /* Short, count and length disagreeing, a bad what, id or reserved byte. */
+    ck_assert_int_eq(cuptimon__ranges_parse(b, CUPTIMON_RANGES_HDR_SIZE - 1, &g), -EBADMSG);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b - 1, &g), -EBADMSG);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b - CUPTIMON_RANGE_ENTRY_SIZE, &g), -EBADMSG);
+    cuptimon__put_u32(b, 0xffffffffu);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), -EBADMSG);
+    cuptimon__put_u32(b, 2);
+    uint8_t *e1 = b + CUPTIMON_RANGES_HDR_SIZE + CUPTIMON_RANGE_ENTRY_SIZE;
+    e1[30] = 3;
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), -EBADMSG);
+    e1[30] = CUPTIMON_RANGE_END;
+    e1[31] = 1;
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), -EBADMSG);
+    e1[31] = 0;
+    cuptimon__put_u64(e1 + 8, CUPTIMON_RANGE_ID_MAX);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), -EBADMSG);
+    cuptimon__put_u64(e1 + 8, 0);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), -EBADMSG);
+    cuptimon__put_u64(e1 + 8, 5);
+    cuptimon__put_u64(e1 + 16, CUPTIMON_RANGE_ID_MAX);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), -EBADMSG);
+    cuptimon__put_u64(e1 + 16, 0);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, sizeof b, &g), 0);
+    /* An empty batch carries only a drop count. */
+    cuptimon__put_u32(b, 0);
+    ck_assert_int_eq(cuptimon__ranges_parse(b, CUPTIMON_RANGES_HDR_SIZE, &g), 0);
+    ck_assert(g.count == 0 && g.dropped == 7);
+}
+END_TEST
 
 /* Distinct bytes in every field, so that a swapped, truncated or misplaced
  * field shows. */
@@ -1632,6 +1680,7 @@ Suite *cuptimon__test_suite(void)
     Suite *s = suite_create("proto");
 
     TCase *t = tcase_create("framing");
+    tcase_add_test(t, test_ranges_body);
     tcase_add_test(t, test_hdr_encode_bytes);
     tcase_add_test(t, test_frame_parse_roundtrip);
     tcase_add_test(t, test_frame_parse_short_header);

@@ -1878,6 +1878,238 @@ START_TEST(cli_decode_unknown_version)
 }
 END_TEST
 
+/* ---- annotation ranges -------------------------------------------------- */
+
+static void put_range(struct cuptimon_strtab *st, uint64_t id, const char *name, uint64_t begin,
+                      uint32_t tid, uint32_t depth, uint64_t parent, uint64_t end)
+{
+    char text[CUPTIMON_RANGE_TEXT_MAX];
+    struct cuptimon_range_begin b = {.unix_ns = begin, .tid = tid, .depth = depth, .parent = parent};
+    size_t n;
+    if (name)
+        ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_ANNOTATION_KEY(id), name, strlen(name)), 0);
+    n = cuptimon__range_begin_format(text, &b);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_RANGE_BEGIN_KEY(id), text, n), 0);
+    if (end) {
+        n = cuptimon__range_end_format(text, end);
+        ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_RANGE_END_KEY(id), text, n), 0);
+    }
+}
+
+static void ext_rec(struct recbuf *b, uint32_t corr, uint64_t id)
+{
+    CUpti_ActivityExternalCorrelation x;
+    memset(&x, 0, sizeof(x));
+    x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1;
+    x.externalId = id;
+    x.correlationId = corr;
+    add(b, &x, sizeof(x));
+}
+
+static void kernel_rec(struct recbuf *b, uint32_t corr, uint32_t stream, uint64_t start, uint64_t end)
+{
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof(k));
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = start;
+    k.end = end;
+    k.contextId = 1;
+    k.streamId = stream;
+    k.correlationId = corr;
+    k.name = PTR(0x1000);
+    add(b, &k, sizeof(k));
+}
+
+/* The trace of the range test's input: window [from, to] (0: none). */
+static json_object *range_trace(uint64_t from, uint64_t to, struct membuf *mb)
+{
+    struct recbuf b = {.len = 0};
+    struct cuptimon_layout l;
+    struct cuptimon_strtab *st;
+    struct cuptimon_trace *t;
+    struct cuptimon_decode_stats ds;
+    struct cuptimon_trace_opts o = {.base_ns = BASE, .range_from_ns = from, .range_to_ns = to};
+    struct cuptimon_proc_info p = {.pid = 455, .rank = -1, .local_rank = -1, .world_size = -1,
+                                   .cupti_version = 130001};
+    struct cuptimon_clock clk = {BASE, BASE};
+    CUpti_ActivityMemcpy6 m;
+
+    ck_assert_int_eq(cuptimon__layout_init(&l, 130001, NULL), 0);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, 0x1000, "k", 1), 0);
+    /* Thread 42: "fwd" [1, 20] µs, inside it "inner" [2, 3] µs; "early"
+     * [-5, 0.5] µs begins before a window at 0; "late" from 30 µs is still
+     * open; "after" begins at 50 µs, past a window ending at 40; "gone"
+     * ends before 0.  Annotation 11's begin is damaged. */
+    put_range(st, 5, "fwd", BASE + 1000, 42, 0, 0, BASE + 20000);
+    put_range(st, 6, "inner", BASE + 2000, 42, 1, 5, BASE + 3000);
+    put_range(st, 7, "early", BASE - 5000, 42, 0, 0, BASE + 500);
+    put_range(st, 8, "late", BASE + 30000, 43, 0, 0, 0);
+    put_range(st, 9, "after", BASE + 50000, 42, 0, 0, BASE + 51000);
+    put_range(st, 10, "gone", BASE - 9000, 42, 0, 0, BASE - 8000);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_ANNOTATION_KEY(11), "bad", 3), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_RANGE_BEGIN_KEY(11), "12 x", 4), 0);
+    /* GPU work: "fwd" launched a kernel [10, 11] and a copy [12, 12.5] on
+     * stream 7, and a kernel [14, 14.25] on stream 9; "inner" a kernel
+     * [4, 6] on stream 7; correlation 24 carries no annotation. */
+    ext_rec(&b, 20, 5);
+    kernel_rec(&b, 20, 7, BASE + 10000, BASE + 11000);
+    ext_rec(&b, 21, 5);
+    memset(&m, 0, sizeof(m));
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+    m.bytes = 64;
+    m.start = BASE + 12000;
+    m.end = BASE + 12500;
+    m.contextId = 1;
+    m.streamId = 7;
+    m.correlationId = 21;
+    add(&b, &m, sizeof(m));
+    ext_rec(&b, 22, 5);
+    kernel_rec(&b, 22, 9, BASE + 14000, BASE + 14250);
+    ext_rec(&b, 23, 6);
+    kernel_rec(&b, 23, 7, BASE + 4000, BASE + 6000);
+    kernel_rec(&b, 24, 7, BASE + 33000, BASE + 35000);
+
+    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, NULL), 0);
+    memset(&ds, 0, sizeof(ds));
+    ck_assert_int_eq(cuptimon__trace_buffer(t, 0, &l, b.data, b.len, &clk, &ds), 0);
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_free(t);
+    cuptimon__strtab_free(st);
+    ts_text_check(mb->data);
+    return parse(mb->data, mb->len);
+}
+
+/* The event of category cat named name (on track tid when tid != 0), or NULL. */
+static json_object *find_slice(json_object *root, const char *cat, const char *name, uint32_t tid,
+                            int *count)
+{
+    json_object *evs = get(root, "traceEvents"), *hit = NULL;
+    *count = 0;
+    for (size_t i = 0; i < json_object_array_length(evs); i++) {
+        json_object *e = json_object_array_get_idx(evs, i);
+        const char *c = gets(e, "cat"), *n = gets(e, "name");
+        if (c && n && strcmp(c, cat) == 0 && strcmp(n, name) == 0 &&
+            (tid == 0 || (uint32_t)json_object_get_int64(get(e, "tid")) == tid)) {
+            hit = e;
+            (*count)++;
+        }
+    }
+    return hit;
+}
+
+static void want_slice(json_object *root, const char *cat, const char *name, uint32_t tid,
+                       int64_t ts, int64_t dur, int64_t ext)
+{
+    int n;
+    json_object *e = find_slice(root, cat, name, tid, &n);
+    ck_assert_msg(e != NULL && n == 1, "%s %s on %u: %d slices", cat, name, tid, n);
+    ck_assert_str_eq(gets(e, "ph"), "X");
+    ck_assert_int_eq(json_object_get_int64(get(e, "pid")), 455);
+    ck_assert_int_eq(us_ns(get(e, "ts")), ts);
+    ck_assert_int_eq(us_ns(get(e, "dur")), dur);
+    ck_assert_int_eq(json_object_get_int64(get(get(e, "args"), "External id")), ext);
+}
+
+static uint32_t gpu_tid(uint32_t dev, uint32_t stream)
+{
+    return 0x80000000u | (dev & 15) << 27 | (stream & 0x7fffff) << 4 | 1;
+}
+
+START_TEST(annotation_ranges_window)
+{
+    struct membuf mb = {0};
+    json_object *root = range_trace(BASE, BASE + 40000, &mb), *a;
+    int n;
+
+    want_slice(root, "user_annotation", "fwd", 42, 1000, 19000, 5);
+    want_slice(root, "user_annotation", "inner", 42, 2000, 1000, 6);
+    a = get(find_slice(root, "user_annotation", "inner", 42, &n), "args");
+    ck_assert_int_eq(json_object_get_int64(get(a, "depth")), 1);
+    ck_assert_int_eq(json_object_get_int64(get(a, "parent external id")), 5);
+    ck_assert_ptr_null(get(a, "clipped"));
+    a = get(find_slice(root, "user_annotation", "fwd", 42, &n), "args");
+    ck_assert_int_eq(json_object_get_int64(get(a, "depth")), 0);
+    ck_assert_ptr_null(get(a, "parent external id"));
+    /* Begun before the window: from its start, to its own end. */
+    want_slice(root, "user_annotation", "early", 42, 0, 500, 7);
+    a = get(find_slice(root, "user_annotation", "early", 42, &n), "args");
+    ck_assert_str_eq(gets(a, "clipped"), "begin");
+    /* Still open: to the window's end, on its own thread. */
+    want_slice(root, "user_annotation", "late", 43, 30000, 10000, 8);
+    a = get(find_slice(root, "user_annotation", "late", 43, &n), "args");
+    ck_assert_str_eq(gets(a, "clipped"), "end");
+    ck_assert(json_object_get_boolean(get(a, "open")));
+    ck_assert_ptr_null(find_slice(root, "user_annotation", "after", 0, &n));
+    ck_assert_ptr_null(find_slice(root, "user_annotation", "gone", 0, &n));
+    ck_assert_ptr_null(find_slice(root, "user_annotation", "bad", 0, &n));
+    /* GPU: per annotation and stream, first start to last end. */
+    want_slice(root, "gpu_user_annotation", "fwd", gpu_tid(0, 7), 10000, 2500, 5);
+    want_slice(root, "gpu_user_annotation", "fwd", gpu_tid(0, 9), 14000, 250, 5);
+    want_slice(root, "gpu_user_annotation", "inner", gpu_tid(0, 7), 4000, 2000, 6);
+    find_slice(root, "gpu_user_annotation", "fwd", 0, &n);
+    ck_assert_int_eq(n, 2);
+    find_slice(root, "gpu_user_annotation", "early", 0, &n);
+    ck_assert_int_eq(n, 0);
+    /* The pushing threads are tracks of their own, sorted like API threads. */
+    ck_assert_ptr_nonnull(strstr(mb.data, "\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":43"));
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
+START_TEST(annotation_ranges_no_window)
+{
+    struct membuf mb = {0};
+    json_object *root = range_trace(0, 0, &mb), *a;
+    int n;
+
+    /* Without bounds every range is drawn whole; the open one ends at the
+     * process's last event (the kernel ending at 35 µs). */
+    want_slice(root, "user_annotation", "early", 42, -5000, 5500, 7);
+    want_slice(root, "user_annotation", "after", 42, 50000, 1000, 9);
+    want_slice(root, "user_annotation", "gone", 42, -9000, 1000, 10);
+    want_slice(root, "user_annotation", "late", 43, 30000, 5000, 8);
+    a = get(find_slice(root, "user_annotation", "late", 43, &n), "args");
+    ck_assert(json_object_get_boolean(get(a, "open")));
+    ck_assert_ptr_null(get(a, "clipped"));
+    a = get(find_slice(root, "user_annotation", "early", 42, &n), "args");
+    ck_assert_ptr_null(get(a, "clipped"));
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
+START_TEST(range_text_forms)
+{
+    struct cuptimon_range_begin b;
+    uint64_t e;
+    char text[CUPTIMON_RANGE_TEXT_MAX];
+    struct cuptimon_range_begin big = {UINT64_MAX, UINT32_MAX, 65535, CUPTIMON_RANGE_ID_MAX - 1};
+    size_t n = cuptimon__range_begin_format(text, &big);
+    ck_assert_uint_lt(n, CUPTIMON_RANGE_TEXT_MAX);
+    ck_assert_int_eq(cuptimon__range_begin_parse(text, n, &b), 0);
+    ck_assert(b.unix_ns == UINT64_MAX && b.tid == UINT32_MAX && b.depth == 65535 &&
+              b.parent == CUPTIMON_RANGE_ID_MAX - 1);
+    ck_assert_int_eq(cuptimon__range_begin_parse("1 2 3 4", 7, &b), 0);
+    ck_assert(b.unix_ns == 1 && b.tid == 2 && b.depth == 3 && b.parent == 4);
+    static const char *bad[] = {"", "1 2 3", "1 2 3 4 ", " 1 2 3 4", "1  2 3 4", "01 2 3 4",
+                                "1 4294967296 3 4", "1 2 65536 4", "1 2 3 1152921504606846976",
+                                "18446744073709551616 2 3 4", "1 2 3 -4", "1 2 3 4x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(cuptimon__range_begin_parse(bad[i], strlen(bad[i]), &b) == -EBADMSG, "%s",
+                      bad[i]);
+    ck_assert_int_eq(cuptimon__range_end_parse("0", 1, &e), 0);
+    ck_assert_uint_eq(e, 0);
+    ck_assert_int_eq(cuptimon__range_end_parse("12 ", 3, &e), -EBADMSG);
+    ck_assert_int_eq(cuptimon__range_end_parse("", 0, &e), -EBADMSG);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -1886,6 +2118,9 @@ Suite *cuptimon__test_suite(void)
 
     tcase_set_timeout(t, 900); /* the real buffers take ~300 s under ASan */
     tcase_add_test(t, json_escape_cases);
+    tcase_add_test(t, annotation_ranges_window);
+    tcase_add_test(t, annotation_ranges_no_window);
+    tcase_add_test(t, range_text_forms);
     tcase_add_test(t, json_escape_every_byte);
     tcase_add_test(t, format_us_exact);
     tcase_add_test(t, golden_trace);
