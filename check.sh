@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every test, on a fresh machine: install what is missing, build from
 # scratch, run the unit and integration suites, the same again under
-# ASan+UBSan, the unit suites under valgrind, a fuzz smoke, and distcheck.
+# ASan+UBSan, the unit suites under valgrind, a build and suite with no CUDA
+# toolkit, a fuzz smoke, and distcheck.
 # Ends with one line: "N passed, N failed".
 set -u
 cd "$(dirname "$0")"
@@ -51,13 +52,38 @@ build() { # DIR CONFIGURE-ARGS...
     local rc=$?; cd "$top"; return $rc
 }
 
+# no_cuda_headers DIR: no product object of the build in DIR included a
+# CUDA or CUPTI header (their dependency files list every header each
+# object read; proto/cupti-abi.h is the project's own).
+no_cuda_headers() {
+    local deps hits
+    deps=$(ls "$1"/{proto,archive,daemon,client-lib,cli}/.deps/*.P* 2>/dev/null)
+    [ -n "$deps" ] || { echo "no dependency files under $1"; return 1; }
+    hits=$(grep -lE '(^|[/ ])(cupti(_[a-z_]+)?|cuda(_runtime)?)\.h' $deps)
+    [ -z "$hits" ] && return 0
+    echo "product objects that include CUDA headers:"; echo "$hits"
+    return 1
+}
+
 echo "=== build (gcc, -Werror)"
 if build "$top/build-ci" --enable-werror; then
     (cd build-ci && make -s -j"$jobs" check >/dev/null 2>&1)
     count_suite build-ci "make check"
     stage "valgrind (unit suites)" make -s -C build-ci check-valgrind
+    stage "product built without CUDA headers" no_cuda_headers build-ci
 else
     failed=$((failed + 1)); failures+=("build")
+fi
+
+# A distribution's build: no CUDA toolkit (configure --without-cuda).  The
+# product is the same; the tests that need CUPTI headers (the libcupti
+# test double and everything run through it) are skipped, the rest pass.
+echo "=== build (no CUDA toolkit)"
+if build "$top/build-nocuda" --enable-werror --without-cuda; then
+    (cd build-nocuda && make -s -j"$jobs" check >/dev/null 2>&1)
+    count_suite build-nocuda "make check (no CUDA toolkit)"
+else
+    failed=$((failed + 1)); failures+=("build without CUDA")
 fi
 
 echo "=== build (ASan+UBSan)"

@@ -24,7 +24,7 @@
 #include "strtab.h"
 #include "cuptimon-proto.h"
 #include "utf8.h"
-#include <cupti_activity.h>
+#include "cupti-abi.h"
 
 /* A display name is cut at this many source bytes (then "..."): no viewer
  * shows more, and it bounds an event's size. */

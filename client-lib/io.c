@@ -110,7 +110,6 @@ static char *hello_json(struct shim *s)
     json_object_object_add(o, "exe", json_object_new_string(exe));
     json_object_object_add(o, "shim_version", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti.version));
-    json_object_object_add(o, "cupti_build_version", json_object_new_int64(CUPTI_API_VERSION));
     json_object_object_add(o, "cupti_path", json_object_new_string(s->cupti.path));
     json_object_object_add(o, "start_unix_ns",
                            json_object_new_int64((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec));
@@ -522,7 +521,7 @@ static void on_enable(struct io *io, const uint8_t *body, size_t len, int on)
         json_object_is_type(kinds, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(kinds); i++) {
             int64_t k = json_object_get_int64(json_object_array_get_idx(kinds, i));
-            if (k > 0 && k < CUPTI_ACTIVITY_KIND_COUNT)
+            if (k > 0 && k < CUPTIMON_ACTIVITY_KIND_LIMIT)
                 cuptimon__enable_kind(io->s, (uint32_t)k, on);
         }
     }

@@ -7,8 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include <cupti.h>
-
+#include "cupti-abi.h"
 #include "cuptimon-proto.h"
 #include "layouts.h"
 

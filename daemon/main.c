@@ -19,9 +19,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cupti_version.h>
-
 #include "daemon.h"
+#include "layouts.h"
 
 #ifdef HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -659,8 +658,10 @@ static int parse_args(struct daemon *d, int argc, char **argv, struct cmdline *c
             usage(stdout);
             return 0;
         case 'V':
-            printf("cuptimond %s (protocol %u, built with CUPTI API %u)\n", PACKAGE_VERSION,
-                   CUPTIMON_PROTO_VERSION, (unsigned)CUPTI_API_VERSION);
+            /* What the daemon decodes is its layout table, not a toolkit it
+             * was built with (it is built with none). */
+            printf("cuptimond %s (protocol %u)\nDecodes the CUPTI activity records of %s.\n",
+                   PACKAGE_VERSION, CUPTIMON_PROTO_VERSION, cuptimon__cupti_supported());
             return 0;
         default:
             fprintf(stderr, "Try 'cuptimond --help' for more information.\n");

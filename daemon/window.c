@@ -25,8 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cupti_activity.h>
-
+#include "cupti-abi.h"
 #include "daemon.h"
 #include "window-write.h"
 #include "archive/json-get.h"
@@ -305,7 +304,7 @@ static int parse_kinds(json_object *req, struct window *w, char *why, size_t wl)
                 return -EINVAL;
             }
         }
-        if (k == 0 || k >= CUPTI_ACTIVITY_KIND_COUNT) {
+        if (k == 0 || k >= CUPTIMON_ACTIVITY_KIND_LIMIT) {
             snprintf(why, wl, "activity kind %u is out of range", k);
             return -EINVAL;
         }

@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cupti_activity.h>
-
+#include "cupti-abi.h"
 #include "cuptimon-proto.h"
 
 static const struct {
@@ -40,7 +39,7 @@ int cuptimon__kind_parse(const char *word, uint32_t *kind)
     }
     char *end;
     unsigned long v = strtoul(word, &end, 10);
-    if (*word && !*end && v > 0 && v < CUPTI_ACTIVITY_KIND_COUNT) {
+    if (*word && !*end && v > 0 && v < CUPTIMON_ACTIVITY_KIND_LIMIT) {
         *kind = (uint32_t)v;
         return 0;
     }

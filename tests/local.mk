@@ -9,7 +9,9 @@ AM_TESTS_ENVIRONMENT = \
 	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT; \
 	SHIM_STATIC_JSONC=$(SHIM_STATIC_JSONC); export SHIM_STATIC_JSONC;
 
-CHECK_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
+# CUPTI_TEST_CFLAGS: the toolkit's CUPTI headers, for the suites that build
+# records of the real structs (test programs only; never the product).
+CHECK_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(CUPTI_TEST_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
 # Every Check suite links testlib (tests/unit/testlib.mk), which holds main().
 CHECK_TEST_LIBS = tests/unit/libcuptimon-testlib.la $(CHECK_LIBS)
 
@@ -46,3 +48,4 @@ include tests/unit/service.mk
 include tests/python/local.mk
 include tests/fault/local.mk
 include tests/unit/aggregate.mk
+include tests/unit/cupti.mk

@@ -6,9 +6,13 @@
 # rather than a convenience archive.  No -module: the programs below link it, and libtool
 # warns about linking a module ("not portable"); the name has the lib prefix anyway.  The double is found at run time by path (the shim
 # looks for an already-loaded library whose path contains "libcupti").
+# The double emits the real CUPTI structs: it is built only where configure
+# found CUPTI headers (CUPTI_TEST_CFLAGS).
+if HAVE_CUPTI_HEADERS
 check_LTLIBRARIES += tests/fakecupti/libcupti-fake.la
 tests_fakecupti_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h \
 	tests/fakecupti/cupti-future.h
+tests_fakecupti_libcupti_fake_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS)
 tests_fakecupti_libcupti_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
 tests_fakecupti_libcupti_fake_la_LIBADD = $(PTHREAD_LIBS)
 
@@ -17,6 +21,7 @@ tests_fakecupti_libcupti_fake_la_LIBADD = $(PTHREAD_LIBS)
 # binary with an rpath into the build tree, runnable directly and under valgrind.
 check_PROGRAMS += tests/fakecupti/cuptimon-workload
 tests_fakecupti_cuptimon_workload_SOURCES = tests/fakecupti/workload.c tests/fakecupti/fakecupti.h
+tests_fakecupti_cuptimon_workload_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS)
 tests_fakecupti_cuptimon_workload_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_fakecupti_cuptimon_workload_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS)
 
@@ -24,7 +29,7 @@ tests_fakecupti_cuptimon_workload_LDADD = tests/fakecupti/libcupti-fake.la $(PTH
 check_PROGRAMS += tests/unit/fakecupti-test
 TESTS += tests/unit/fakecupti-test
 tests_unit_fakecupti_test_SOURCES = tests/unit/fakecupti-test.c tests/fakecupti/fakecupti.h
-tests_unit_fakecupti_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_unit_fakecupti_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
 tests_unit_fakecupti_test_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_fakecupti_test_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_unit_fakecupti_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
@@ -33,7 +38,7 @@ UNIT_TESTS += tests/unit/fakecupti-test
 # A job that runs its own CUPTI tool mid-run, like torch.profiler (coexistence tests).
 check_PROGRAMS += tests/fakecupti/cuptimon-othertool
 tests_fakecupti_cuptimon_othertool_SOURCES = tests/fakecupti/othertool.c tests/fakecupti/fakecupti.h
-tests_fakecupti_cuptimon_othertool_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_fakecupti_cuptimon_othertool_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
 tests_fakecupti_cuptimon_othertool_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_fakecupti_cuptimon_othertool_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS) -ldl
 
@@ -49,6 +54,7 @@ tests_fakecupti_cuptimon_othertool_relro_LDADD = $(tests_fakecupti_cuptimon_othe
 # A tool in a library the job dlopens after the shim started (coexist.sh).
 check_LTLIBRARIES += tests/fakecupti/libothertool-late.la
 tests_fakecupti_libothertool_late_la_SOURCES = tests/fakecupti/latetool.c tests/fakecupti/fakecupti.h
-tests_fakecupti_libothertool_late_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_fakecupti_libothertool_late_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
 tests_fakecupti_libothertool_late_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
 tests_fakecupti_libothertool_late_la_LIBADD = tests/fakecupti/libcupti-fake.la
+endif

@@ -11,6 +11,8 @@
 # it reads once, and conn_update() does not restart the stopped handle (its
 # `watching` is unchanged), so EOF is never seen: the session stays
 # "connected" forever and keeps its fd.
+# It runs no workload through the libcupti test double.
+CUPTIMON_TEST_NO_DOUBLE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
 
 start_daemon --flush-period 0.5

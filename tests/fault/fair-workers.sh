@@ -7,6 +7,8 @@
 # 1 GiB) and four of them held the four workers, and the honest producer
 # (4 slots, 200k records/s) dropped 24% of its records.  The producers are
 # bench/replay-producer (a real H200 buffer over the shim's protocol).
+# It runs no workload through the libcupti test double.
+CUPTIMON_TEST_NO_DOUBLE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
 RP=$top_builddir/bench/replay-producer
 BUF=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst

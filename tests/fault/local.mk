@@ -45,7 +45,7 @@ XFAIL_TESTS =
 # (tsan.sh compiles the shim itself) and the soak's size.
 AM_TESTS_ENVIRONMENT += \
 	CUPTIMON_FAULT_CC='$(CC)'; export CUPTIMON_FAULT_CC; \
-	CUPTIMON_FAULT_CPPFLAGS='$(DEFS) $(CUDA_CFLAGS) $(JSONC_CFLAGS)'; export CUPTIMON_FAULT_CPPFLAGS; \
+	CUPTIMON_FAULT_CPPFLAGS='$(DEFS) $(CUPTI_TEST_CFLAGS) $(JSONC_CFLAGS)'; export CUPTIMON_FAULT_CPPFLAGS; \
 	CUPTIMON_FAULT_LIBS='$(JSONC_LIBS)'; export CUPTIMON_FAULT_LIBS;
 
 EXTRA_DIST += $(FAULT_TESTS) tests/fault/fault-lib.sh tests/fault/check-recorded.py \

@@ -8,6 +8,8 @@
 # for what it claims, remove what it read and nothing else, keep its log
 # bounded, and show each user only their own row.  A loss directory that
 # someone else made is not used at all.  Needs root (to act as 'nobody').
+# It runs no workload through the libcupti test double.
+CUPTIMON_TEST_NO_DOUBLE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
 need_nobody
 

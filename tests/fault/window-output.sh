@@ -7,6 +7,8 @@
 # links are never written through.  The requester here is 'nobody', an
 # operator by being in the daemon's control_group; root is held to the
 # same rule for other users' files.  Needs root and setpriv.
+# It runs no workload through the libcupti test double.
+CUPTIMON_TEST_NO_DOUBLE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
 need_nobody
 group=$(getent group 65534 | cut -d: -f1)

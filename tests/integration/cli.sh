@@ -1,6 +1,8 @@
 #!/bin/bash
 # cuptimond and cuptimonctl: help, version, bad usage and a missing daemon
 # each give a clear message and the documented exit status.
+# It runs no workload through the libcupti test double.
+CUPTIMON_TEST_NO_DOUBLE=1
 . "$top_srcdir/tests/integration/lib.sh"
 
 "$CUPTIMOND" --help | grep -q -- "--output-dir" || fail "cuptimond --help lacks --output-dir"

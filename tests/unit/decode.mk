@@ -2,7 +2,9 @@
 # the real H200 buffers, damaged and random input), string table,
 # demangling, callback-id names; the trace writer (escaping, exact
 # timestamps, a golden trace parsed back and schema-checked, flows), the
-# summary, and cuptimonctl decode over a real archive.
+# summary, and cuptimonctl decode over a real archive.  They build records
+# of CUPTI's own structs, so they need its headers.
+if HAVE_CUPTI_HEADERS
 check_PROGRAMS += tests/unit/test-decode tests/unit/test-trace
 TESTS += tests/unit/test-decode tests/unit/test-trace
 UNIT_TESTS += tests/unit/test-decode tests/unit/test-trace
@@ -26,3 +28,4 @@ tests_unit_test_layouts_SOURCES = tests/unit/test-layouts.c tests/fakecupti/cupt
 tests_unit_test_layouts_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti
 tests_unit_test_layouts_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_test_layouts_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
+endif

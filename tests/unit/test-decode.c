@@ -1184,10 +1184,12 @@ START_TEST(cbid_names)
     ck_assert_str_eq(cuptimon__cbid_driver_name(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
                      "cuLaunchKernel");
     ck_assert_ptr_null(cuptimon__cbid_runtime_name(0));
-    ck_assert_ptr_null(cuptimon__cbid_runtime_name(CUPTI_RUNTIME_TRACE_CBID_SIZE));
+    /* The table is committed (archive/cbid-names.c), not generated from the
+     * headers this test is built with: ids past its end are unknown.
+     * tests/unit/cbid-names.sh compares it with the installed headers. */
+    ck_assert_ptr_null(cuptimon__cbid_runtime_name(cuptimon__cbid_runtime_count));
     ck_assert_ptr_null(cuptimon__cbid_runtime_name(0xffffffffu));
-    ck_assert_ptr_null(cuptimon__cbid_driver_name(CUPTI_DRIVER_TRACE_CBID_SIZE + 5));
-    ck_assert_uint_eq(cuptimon__cbid_runtime_count, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+    ck_assert_ptr_null(cuptimon__cbid_driver_name(cuptimon__cbid_driver_count + 5));
     /* A display name is the full name less exactly one trailing _vNNNN
      * (cudaStreamGetCaptureInfo_v2_v11030 -> cudaStreamGetCaptureInfo_v2,
      * which is the API's real name). */

@@ -1,0 +1,127 @@
+/* proto/cupti-abi.h against the CUPTI headers of the toolkit configure
+ * found.  The product declares the part of CUPTI it uses itself (so that it
+ * builds without a toolkit); this file includes the real headers and the
+ * project's lists of what it declares, and checks every entry at compile
+ * time: each enumerator's and macro's value, each enum type's size, the
+ * record header's size, alignment and member offsets, and each callback
+ * type and entry point prototype (redeclared with the list's parameter
+ * types; C rejects a redeclaration that does not match CUPTI's).  A wrong
+ * entry stops this test from compiling, which fails make check.  The
+ * Check suite then walks the lists at run time, so that its log shows what
+ * was compared with which CUPTI. */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cupti.h>
+#include <cupti_version.h>
+
+#define CUPTIMON_CUPTI_ABI_LISTS_ONLY
+#include "cupti-abi.h"
+
+#include "tests/unit/testlib.h"
+
+/* Values. */
+#define VALUE_CHECK(name, value)                                                                   \
+    _Static_assert((long long)(name) == (long long)(value),                                        \
+                   "proto/cupti-abi.h gives " #name " = " #value ", the CUPTI headers do not");
+CUPTIMON_CUPTI_RESULT_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_ACTIVITY_KIND_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_ACTIVITY_OBJECT_KIND_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_ACTIVITY_FLAG_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_EXTERNAL_CORRELATION_KIND_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_ACTIVITY_ATTRIBUTE_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_THREAD_ID_TYPE_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_RUNTIME_CBID_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_DRIVER_CBID_VALUES(VALUE_CHECK)
+CUPTIMON_CUPTI_MACRO_VALUES(VALUE_CHECK)
+
+/* CUPTI's enum types are int-sized (each ends in a FORCE_INT member), and
+ * so are the project's: parameters of those types pass the same way. */
+#define TYPED_CHECK(type)                                                                          \
+    _Static_assert(sizeof(type) == 4, #type " is int-sized in the CUPTI headers");
+CUPTIMON_CUPTI_ENUM_TYPES(TYPED_CHECK)
+
+/* The record header. */
+#define STRUCT_CHECK(type, size, align)                                                            \
+    _Static_assert(sizeof(type) == (size) && _Alignof(type) == (align),                            \
+                   "proto/cupti-abi.h: " #type "'s size or alignment differs from CUPTI's");
+#define FIELD_CHECK(type, member, off, size)                                                       \
+    _Static_assert(offsetof(type, member) == (off) && sizeof(((type *)0)->member) == (size),       \
+                   "proto/cupti-abi.h: " #type "." #member " differs from CUPTI's");
+CUPTIMON_CUPTI_STRUCTS(STRUCT_CHECK, FIELD_CHECK)
+
+/* Callback types: a typedef may be repeated only with the same type. */
+#define CALLBACK_CHECK(ret, name, params) typedef ret(CUPTIAPI *name) params;
+CUPTIMON_CUPTI_CALLBACK_TYPES(CALLBACK_CHECK)
+
+/* Entry points: a redeclaration must be compatible with CUPTI's. */
+#define FUNCTION_CHECK(ret, name, params) ret CUPTIAPI name params;
+CUPTIMON_CUPTI_FUNCTIONS(FUNCTION_CHECK)
+
+struct entry {
+    const char *name;
+    long long listed, cupti;
+};
+
+#define ENTRY(name, value) {#name, (long long)(value), (long long)(name)},
+static const struct entry entries[] = {
+    CUPTIMON_CUPTI_RESULT_VALUES(ENTRY) CUPTIMON_CUPTI_ACTIVITY_KIND_VALUES(ENTRY)
+    CUPTIMON_CUPTI_ACTIVITY_OBJECT_KIND_VALUES(ENTRY) CUPTIMON_CUPTI_ACTIVITY_FLAG_VALUES(ENTRY)
+    CUPTIMON_CUPTI_EXTERNAL_CORRELATION_KIND_VALUES(ENTRY)
+    CUPTIMON_CUPTI_ACTIVITY_ATTRIBUTE_VALUES(ENTRY) CUPTIMON_CUPTI_THREAD_ID_TYPE_VALUES(ENTRY)
+    CUPTIMON_CUPTI_RUNTIME_CBID_VALUES(ENTRY) CUPTIMON_CUPTI_DRIVER_CBID_VALUES(ENTRY)
+    CUPTIMON_CUPTI_MACRO_VALUES(ENTRY)};
+
+#define NAME(ret, name, params) #name,
+static const char *const functions[] = {CUPTIMON_CUPTI_FUNCTIONS(NAME)};
+
+START_TEST(values_match)
+{
+    printf("proto/cupti-abi.h against CUPTI API version %d's headers\n", (int)CUPTI_API_VERSION);
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        printf("  %-58s %lld\n", entries[i].name, entries[i].cupti);
+        ck_assert_msg(entries[i].listed == entries[i].cupti, "%s: cupti-abi.h %lld, CUPTI %lld",
+                      entries[i].name, entries[i].listed, entries[i].cupti);
+    }
+    /* The kinds the layout table indexes are the same numbers. */
+    ck_assert_int_eq(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 10);
+}
+END_TEST
+
+START_TEST(entry_points_declared)
+{
+    /* Every prototype above compiled against CUPTI's; list them, and check
+     * that the shim's dlsym names are among them (a name it resolves but
+     * the list lacks would be called through an unchecked type). */
+    static const char *const resolved[] = {
+        "cuptiGetVersion", "cuptiGetResultString", "cuptiActivityRegisterCallbacks",
+        "cuptiActivityEnable", "cuptiActivityDisable", "cuptiActivityFlushAll",
+        "cuptiActivityGetNextRecord", "cuptiActivityGetNumDroppedRecords",
+        "cuptiActivitySetAttribute", "cuptiGetTimestamp", "cuptiActivityPushExternalCorrelationId",
+        "cuptiActivityPopExternalCorrelationId", "cuptiActivityEnableRuntimeApi",
+        "cuptiActivityEnableDriverApi", "cuptiSetThreadIdType",
+        "cuptiActivityRegisterTimestampCallback", "cuptiFinalize"};
+    for (size_t i = 0; i < sizeof resolved / sizeof resolved[0]; i++) {
+        int found = 0;
+        for (size_t j = 0; j < sizeof functions / sizeof functions[0]; j++)
+            found |= strcmp(resolved[i], functions[j]) == 0;
+        ck_assert_msg(found, "%s is not in CUPTIMON_CUPTI_FUNCTIONS", resolved[i]);
+    }
+    for (size_t j = 0; j < sizeof functions / sizeof functions[0]; j++)
+        printf("  prototype checked: %s\n", functions[j]);
+}
+END_TEST
+
+Suite *cuptimon__test_suite(void)
+{
+    Suite *s = suite_create("cupti-abi");
+    TCase *t = tcase_create("abi");
+    tcase_add_test(t, values_match);
+    tcase_add_test(t, entry_points_declared);
+    suite_add_tcase(s, t);
+    return s;
+}
