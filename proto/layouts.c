@@ -20,6 +20,8 @@
  * of CUDA 13.0 unless said otherwise) ----------------------------------- */
 
 /* CUpti_ActivityKernel9: 208 bytes. */
+/* The tables keep their hand layout (one entry per line, lists per macro). */
+/* clang-format off */
 #define F_KERNEL9 \
     [CUPTIMON_FK_cacheConfig] = {4, 1}, \
     [CUPTIMON_FK_sharedMemoryConfig] = {5, 1}, \
@@ -255,6 +257,7 @@
     F_MEMSET3, \
     [CUPTIMON_FMS_channelID] = {76, 4}, \
     [CUPTIMON_FMS_channelType] = {80, 4}
+/* clang-format on */
 
 /* ---- the layouts ------------------------------------------------------- */
 

@@ -71,6 +71,8 @@ enum cuptimon_rec_type {
 
 /* The fields the decoder reads, per record type, in CUPTI's names.  A
  * field added by a later struct version goes at the end of its list. */
+/* The tables keep their hand layout (one entry per line, lists per macro). */
+/* clang-format off */
 #define CUPTIMON_KERNEL_FIELDS(X)                                                               \
     X(cacheConfig) X(sharedMemoryConfig) X(registersPerThread)                                  \
     X(partitionedGlobalCacheRequested) X(partitionedGlobalCacheExecuted) X(start) X(end)        \
@@ -143,6 +145,7 @@ enum { CUPTIMON_MARKER_DATA_FIELDS(CUPTIMON_FMD_) CUPTIMON_FMD_COUNT };
 
 /* The longest field list (the kernel's). */
 #define CUPTIMON_FIELDS_MAX 48
+/* clang-format on */
 _Static_assert(CUPTIMON_FK_COUNT <= CUPTIMON_FIELDS_MAX, "kernel fields fit");
 
 /* Where a field lies in a record: width 0 means "not in this version". */

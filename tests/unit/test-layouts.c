@@ -28,6 +28,8 @@
 
 /* The members each struct version has, among those the table describes
  * (the rest of a version's table entry must be absent: width 0). */
+/* The tables keep their hand layout (one entry per line, lists per macro). */
+/* clang-format off */
 #define HAS_KERNEL9(X)                                                                          \
     X(cacheConfig) X(sharedMemoryConfig) X(registersPerThread)                                  \
     X(partitionedGlobalCacheRequested) X(partitionedGlobalCacheExecuted) X(start) X(end)        \
@@ -69,6 +71,7 @@
 #define HAS_MARKER2(X) X(flags) X(timestamp) X(id) X(objectKind) X(objectId) X(name) X(domain)
 #define HAS_MARKER_DATA1(X) X(flags) X(id) X(payloadKind) X(payload) X(color) X(category)
 #define HAS_MARKER_DATA2(X) HAS_MARKER_DATA1(X) X(cuptiDomainId)
+/* clang-format on */
 
 struct expect {
     const char *name; /* the table's name for the version */
