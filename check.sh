@@ -65,6 +65,8 @@ no_cuda_headers() {
     return 1
 }
 
+stage "format (clang-format, .clang-format)" ./scripts/check-format.sh
+
 echo "=== build (gcc, -Werror)"
 if build "$top/build-ci" --enable-werror; then
     (cd build-ci && make -s -j"$jobs" check >/dev/null 2>&1)

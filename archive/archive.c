@@ -51,7 +51,7 @@ static void crc_init(void)
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) static uint32_t crc_hw_run(uint32_t crc, const uint8_t *p,
-                                                              size_t n)
+                                                             size_t n)
 {
     uint64_t c = crc;
     while (n >= 8) {
@@ -420,18 +420,18 @@ struct seen_set {
 struct cuptimon_archive_reader {
     char dir[512];
     char *meta;
-    char *meta_why; /* what is wrong with meta.json, to report; NULL: nothing */
+    char *meta_why;             /* what is wrong with meta.json, to report; NULL: nothing */
     uint32_t seg_cupti_version; /* the segments' CUPTI version, when meta.json is unusable */
     char **segs;
     size_t nsegs, seg;
-    int fd;              /* the current segment, or -1 */
-    uint64_t size, off;  /* its size by fstat() when opened, and where reading is */
+    int fd;             /* the current segment, or -1 */
+    uint64_t size, off; /* its size by fstat() when opened, and where reading is */
     char cur_path[600];
-    uint8_t *in;         /* a chunk's payload as stored */
+    uint8_t *in; /* a chunk's payload as stored */
     size_t in_cap;
-    uint8_t *out;        /* ... and decompressed */
+    uint8_t *out; /* ... and decompressed */
     size_t out_cap;
-    uint8_t *win;        /* the resynchronisation window */
+    uint8_t *win; /* the resynchronisation window */
     ZSTD_DCtx *dctx;
     struct seen_set seen;
     cuptimon_archive_report_fn report;
@@ -540,8 +540,7 @@ static int read_file(const char *path, size_t max, char **out, size_t *len, char
         return fd;
     if (size > max) {
         if (why != NULL)
-            snprintf(why, whylen, "%" PRIu64 " bytes, more than the %zu a reader takes", size,
-                     max);
+            snprintf(why, whylen, "%" PRIu64 " bytes, more than the %zu a reader takes", size, max);
         close(fd);
         return -EFBIG;
     }
@@ -666,9 +665,8 @@ int cuptimon__archive_open(const char *dir, struct cuptimon_archive_reader **out
             pid = 0;
         r->st.meta_damaged = 1;
         r->seg_cupti_version = segments_cupti_version(r);
-        if (r->seg_cupti_version != 0 &&
-            asprintf(&r->meta, "{\"cupti_version\":%u,\"pid\":%u}\n", r->seg_cupti_version,
-                     pid) < 0)
+        if (r->seg_cupti_version != 0 && asprintf(&r->meta, "{\"cupti_version\":%u,\"pid\":%u}\n",
+                                                  r->seg_cupti_version, pid) < 0)
             r->meta = NULL;
     }
     r->dctx = ZSTD_createDCtx();
@@ -730,7 +728,8 @@ const char *cuptimon__archive_meta(const struct cuptimon_archive_reader *r)
     return r->meta;
 }
 
-const struct cuptimon_archive_stats *cuptimon__archive_stats(const struct cuptimon_archive_reader *r)
+const struct cuptimon_archive_stats *cuptimon__archive_stats(
+    const struct cuptimon_archive_reader *r)
 {
     return &r->st;
 }
@@ -822,10 +821,10 @@ int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
 
 /* ---- segments ---------------------------------------------------------------- */
 
-
 static size_t seen_slot(const struct seen_set *s, const struct seen_key *k)
 {
-    uint64_t hash = cuptimon__mix64(k->index ^ cuptimon__mix64(k->cupti_ts ^ cuptimon__mix64(k->stored_size ^ k->payload_crc)));
+    uint64_t hash = cuptimon__mix64(
+        k->index ^ cuptimon__mix64(k->cupti_ts ^ cuptimon__mix64(k->stored_size ^ k->payload_crc)));
     size_t i = (size_t)hash;
 
     for (i &= s->cap - 1;; i = (i + 1) & (s->cap - 1)) {
@@ -1020,8 +1019,7 @@ static void unreadable(struct cuptimon_archive_reader *r, ssize_t n)
 
 /* 1 when the len bytes at off have the CRC crc, 0 when not (or the file
  * ends first), -errno when they cannot be read. */
-static int crc_streamed(struct cuptimon_archive_reader *r, uint64_t off, uint64_t len,
-                        uint32_t crc)
+static int crc_streamed(struct cuptimon_archive_reader *r, uint64_t off, uint64_t len, uint32_t crc)
 {
     uint32_t c = 0;
 
@@ -1096,8 +1094,8 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
          * CRC hold before a buffer of that size is taken, so that a forged
          * header over a hole costs a scan, not the memory it claims. */
         if (h.stored_size > CRC_FIRST_ABOVE) {
-            int ok = crc_streamed(r, r->off + CUPTIMON_CHUNK_HDR_SIZE, h.stored_size,
-                                  h.payload_crc);
+            int ok =
+                crc_streamed(r, r->off + CUPTIMON_CHUNK_HDR_SIZE, h.stored_size, h.payload_crc);
             if (ok == -ENOMEM)
                 return ok;
             if (ok < 0) {
@@ -1137,9 +1135,9 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
             }
             if (grow_buf(&r->out, &r->out_cap, h.raw_size) < 0)
                 return -ENOMEM;
-            size_t z = r->dctx ? ZSTD_decompressDCtx(r->dctx, r->out, h.raw_size, r->in,
-                                                     h.stored_size)
-                               : 0;
+            size_t z = r->dctx
+                           ? ZSTD_decompressDCtx(r->dctx, r->out, h.raw_size, r->in, h.stored_size)
+                           : 0;
             if (!r->dctx || ZSTD_isError(z) || z != h.raw_size) {
                 r->st.corrupt_chunks++;
                 damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,

@@ -29,19 +29,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CUPTIMON_SEG_MAGIC "CPTMSEG1"
-#define CUPTIMON_SEG_VERSION 1u
+#define CUPTIMON_SEG_MAGIC    "CPTMSEG1"
+#define CUPTIMON_SEG_VERSION  1u
 #define CUPTIMON_SEG_HDR_SIZE 16u
 
-#define CUPTIMON_CHUNK_MAGIC "CPTMCHNK"
-#define CUPTIMON_CHUNK_VERSION 1u
+#define CUPTIMON_CHUNK_MAGIC    "CPTMCHNK"
+#define CUPTIMON_CHUNK_VERSION  1u
 #define CUPTIMON_CHUNK_HDR_SIZE 96u
 /* A chunk never holds more than this (the pool's largest slot). */
 #define CUPTIMON_CHUNK_MAX_RAW (256u << 20)
 
-#define CUPTIMON_STR_MAGIC "CPTMSTR1"
-#define CUPTIMON_STR_VERSION 1u
-#define CUPTIMON_STR_HDR_SIZE 16u
+#define CUPTIMON_STR_MAGIC     "CPTMSTR1"
+#define CUPTIMON_STR_VERSION   1u
+#define CUPTIMON_STR_HDR_SIZE  16u
 #define CUPTIMON_STR_ENTRY_HDR 16u
 
 enum cuptimon_codec {
@@ -124,27 +124,27 @@ struct cuptimon_archive_stats {
     uint64_t chunks;
     uint64_t bytes_raw;
     uint64_t bytes_stored;
-    uint64_t corrupt_chunks;  /* bad CRC / bad header, skipped */
-    uint64_t torn_tails;      /* segment ended inside a chunk */
-    uint64_t skipped_bytes;   /* bytes passed over while resynchronising */
+    uint64_t corrupt_chunks; /* bad CRC / bad header, skipped */
+    uint64_t torn_tails;     /* segment ended inside a chunk */
+    uint64_t skipped_bytes;  /* bytes passed over while resynchronising */
     uint64_t strings;
-    uint64_t corrupt_strings; /* damaged entries (and bytes up to the next good one) */
-    uint64_t bad_files;       /* not a regular file, or unreadable: passed over */
-    uint64_t bad_seg_headers; /* a segment whose file header is damaged */
+    uint64_t corrupt_strings;  /* damaged entries (and bytes up to the next good one) */
+    uint64_t bad_files;        /* not a regular file, or unreadable: passed over */
+    uint64_t bad_seg_headers;  /* a segment whose file header is damaged */
     uint64_t duplicate_chunks; /* a chunk read before (same index, size, CRC, time) */
-    uint64_t meta_damaged;    /* 1: meta.json missing, not a regular file or unreadable */
+    uint64_t meta_damaged;     /* 1: meta.json missing, not a regular file or unreadable */
 };
 
 /* Kinds of damage, for the report callback (each kind is reported once
  * per reader: the first occurrence; the stats count them all). */
 enum cuptimon_archive_damage {
-    CUPTIMON_DAMAGE_META = 0,    /* meta.json missing, not regular, unreadable */
-    CUPTIMON_DAMAGE_BAD_FILE,    /* a segment or strings.bin not regular or unreadable */
-    CUPTIMON_DAMAGE_SEG_HEADER,  /* a segment's file header */
-    CUPTIMON_DAMAGE_CHUNK,       /* a chunk header, payload CRC or compressed payload */
-    CUPTIMON_DAMAGE_TORN,        /* a segment ending inside a chunk */
-    CUPTIMON_DAMAGE_DUPLICATE,   /* a chunk read before */
-    CUPTIMON_DAMAGE_STRINGS,     /* strings.bin's header or an entry */
+    CUPTIMON_DAMAGE_META = 0,   /* meta.json missing, not regular, unreadable */
+    CUPTIMON_DAMAGE_BAD_FILE,   /* a segment or strings.bin not regular or unreadable */
+    CUPTIMON_DAMAGE_SEG_HEADER, /* a segment's file header */
+    CUPTIMON_DAMAGE_CHUNK,      /* a chunk header, payload CRC or compressed payload */
+    CUPTIMON_DAMAGE_TORN,       /* a segment ending inside a chunk */
+    CUPTIMON_DAMAGE_DUPLICATE,  /* a chunk read before */
+    CUPTIMON_DAMAGE_STRINGS,    /* strings.bin's header or an entry */
     CUPTIMON_DAMAGE_KINDS
 };
 
@@ -186,7 +186,8 @@ int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
  * returned. */
 int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_archive_chunk *c);
 
-const struct cuptimon_archive_stats *cuptimon__archive_stats(const struct cuptimon_archive_reader *r);
+const struct cuptimon_archive_stats *cuptimon__archive_stats(
+    const struct cuptimon_archive_reader *r);
 
 /* Lists session directories under an output dir (or the dir itself when it
  * is one), sorted; *dirs is a NULL-terminated malloc'd array.  A session

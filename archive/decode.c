@@ -218,7 +218,7 @@ void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
 
 /* Field f of the record r, through the record's layout L (see layouts.h):
  * the offset and width of its CUPTI version; 0 when that version lacks it. */
-#define G(P, f) cuptimon__rec_get(L, r, CUPTIMON_##P##_##f)
+#define G(P, f)  cuptimon__rec_get(L, r, CUPTIMON_##P##_##f)
 #define GS(P, f) ((int32_t)(uint32_t)G(P, f))
 
 /* CUpti_ActivityObjectKindId as three words: processId/threadId for
@@ -232,9 +232,10 @@ static void rd_objid(const struct cuptimon_rec_layout *L, const uint8_t *r, unsi
     o->c = cuptimon__rec_word(L, r, f, 2);
 }
 
-static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                       struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_KERNEL;
+    ev->type = CUPTIMON_EV_KERNEL;
     ev->correlation_id = (uint32_t)G(FK, correlationId);
     ev->start = G(FK, start);
     ev->end = G(FK, end);
@@ -279,14 +280,14 @@ static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r, st
     ev->u.kernel.launch_type = (uint8_t)G(FK, launchType);
     ev->u.kernel.is_shared_memory_carveout_requested =
         (uint8_t)G(FK, isSharedMemoryCarveoutRequested);
-    ev->u.kernel.shared_memory_carveout_requested =
-        (uint8_t)G(FK, sharedMemoryCarveoutRequested);
+    ev->u.kernel.shared_memory_carveout_requested = (uint8_t)G(FK, sharedMemoryCarveoutRequested);
     ev->u.kernel.is_device_launched = (uint8_t)G(FK, isDeviceLaunched);
 }
 
-static void dec_memcpy(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_memcpy(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                       struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_MEMCPY;
+    ev->type = CUPTIMON_EV_MEMCPY;
     ev->correlation_id = (uint32_t)G(FMC, correlationId);
     ev->start = G(FMC, start);
     ev->end = G(FMC, end);
@@ -309,7 +310,7 @@ static void dec_memcpy(const struct cuptimon_rec_layout *L, const uint8_t *r, st
 
 static void dec_p2p(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_MEMCPY_P2P;
+    ev->type = CUPTIMON_EV_MEMCPY_P2P;
     ev->correlation_id = (uint32_t)G(FP2P, correlationId);
     ev->start = G(FP2P, start);
     ev->end = G(FP2P, end);
@@ -331,9 +332,10 @@ static void dec_p2p(const struct cuptimon_rec_layout *L, const uint8_t *r, struc
     ev->u.memcpy.flags = (uint8_t)G(FP2P, flags);
 }
 
-static void dec_memset(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_memset(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                       struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_MEMSET;
+    ev->type = CUPTIMON_EV_MEMSET;
     ev->correlation_id = (uint32_t)G(FMS, correlationId);
     ev->start = G(FMS, start);
     ev->end = G(FMS, end);
@@ -351,9 +353,10 @@ static void dec_memset(const struct cuptimon_rec_layout *L, const uint8_t *r, st
     ev->u.memset.is_device_launched = (uint8_t)G(FMS, isDeviceLaunched);
 }
 
-static void dec_api(const struct cuptimon_rec_layout *L, const uint8_t *r, uint32_t kind, struct cuptimon_ev *ev)
+static void dec_api(const struct cuptimon_rec_layout *L, const uint8_t *r, uint32_t kind,
+                    struct cuptimon_ev *ev)
 {
-        ev->type = kind == CUPTIMON_KIND_RUNTIME ? CUPTIMON_EV_RUNTIME : CUPTIMON_EV_DRIVER;
+    ev->type = kind == CUPTIMON_KIND_RUNTIME ? CUPTIMON_EV_RUNTIME : CUPTIMON_EV_DRIVER;
     ev->correlation_id = (uint32_t)G(FAPI, correlationId);
     ev->start = G(FAPI, start);
     ev->end = G(FAPI, end);
@@ -365,15 +368,16 @@ static void dec_api(const struct cuptimon_rec_layout *L, const uint8_t *r, uint3
 
 static void dec_ext(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_EXTERNAL_CORRELATION;
+    ev->type = CUPTIMON_EV_EXTERNAL_CORRELATION;
     ev->correlation_id = (uint32_t)G(FEXT, correlationId);
     ev->u.ext.external_kind = (uint32_t)G(FEXT, externalKind);
     ev->u.ext.external_id = G(FEXT, externalId);
 }
 
-static void dec_overhead(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_overhead(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                         struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_OVERHEAD;
+    ev->type = CUPTIMON_EV_OVERHEAD;
     ev->correlation_id = (uint32_t)G(FOVH, correlationId);
     ev->start = G(FOVH, start);
     ev->end = G(FOVH, end);
@@ -382,9 +386,10 @@ static void dec_overhead(const struct cuptimon_rec_layout *L, const uint8_t *r, 
     rd_objid(L, r, CUPTIMON_FOVH_objectId, &ev->u.overhead.object_id);
 }
 
-static void dec_cuda_event(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_cuda_event(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                           struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_CUDA_EVENT;
+    ev->type = CUPTIMON_EV_CUDA_EVENT;
     ev->correlation_id = (uint32_t)G(FEV, correlationId);
     ev->start = ev->end = G(FEV, deviceTimestamp);
     ev->device_id = (uint32_t)G(FEV, deviceId);
@@ -396,7 +401,7 @@ static void dec_cuda_event(const struct cuptimon_rec_layout *L, const uint8_t *r
 
 static void dec_sync(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_SYNC;
+    ev->type = CUPTIMON_EV_SYNC;
     ev->correlation_id = (uint32_t)G(FSYNC, correlationId);
     ev->start = G(FSYNC, start);
     ev->end = G(FSYNC, end);
@@ -408,9 +413,10 @@ static void dec_sync(const struct cuptimon_rec_layout *L, const uint8_t *r, stru
     ev->u.sync.return_value = (uint32_t)G(FSYNC, returnValue);
 }
 
-static void dec_marker(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_marker(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                       struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_MARKER;
+    ev->type = CUPTIMON_EV_MARKER;
     ev->start = ev->end = G(FMK, timestamp);
     ev->u.marker.flags = (uint32_t)G(FMK, flags);
     ev->u.marker.id = (uint32_t)G(FMK, id);
@@ -420,9 +426,10 @@ static void dec_marker(const struct cuptimon_rec_layout *L, const uint8_t *r, st
     ev->u.marker.domain_ptr = G(FMK, domain);
 }
 
-static void dec_marker_data(const struct cuptimon_rec_layout *L, const uint8_t *r, struct cuptimon_ev *ev)
+static void dec_marker_data(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                            struct cuptimon_ev *ev)
 {
-        ev->type = CUPTIMON_EV_MARKER_DATA;
+    ev->type = CUPTIMON_EV_MARKER_DATA;
     ev->u.marker_data.flags = (uint32_t)G(FMD, flags);
     ev->u.marker_data.id = (uint32_t)G(FMD, id);
     ev->u.marker_data.payload_kind = (uint32_t)G(FMD, payloadKind);
@@ -432,7 +439,6 @@ static void dec_marker_data(const struct cuptimon_rec_layout *L, const uint8_t *
     ev->u.marker_data.cupti_domain_id = (uint32_t)G(FMD, cuptiDomainId);
 }
 
-
 /* Decodes the record at r through its layout L; r has at least L->size
  * bytes.  Returns 1 when end < start (counted by the caller). */
 static inline int decode_one(const struct cuptimon_rec_layout *L, uint32_t kind, const uint8_t *r,
@@ -441,41 +447,18 @@ static inline int decode_one(const struct cuptimon_rec_layout *L, uint32_t kind,
     memset(ev, 0, sizeof(*ev));
     ev->cupti_kind = (uint16_t)kind;
     switch (L->type) {
-    case CUPTIMON_REC_KERNEL:
-        dec_kernel(L, r, ev);
-        break;
-    case CUPTIMON_REC_MEMCPY:
-        dec_memcpy(L, r, ev);
-        break;
-    case CUPTIMON_REC_P2P:
-        dec_p2p(L, r, ev);
-        break;
-    case CUPTIMON_REC_MEMSET:
-        dec_memset(L, r, ev);
-        break;
-    case CUPTIMON_REC_API:
-        dec_api(L, r, kind, ev);
-        break;
-    case CUPTIMON_REC_EXT:
-        dec_ext(L, r, ev);
-        break;
-    case CUPTIMON_REC_OVERHEAD:
-        dec_overhead(L, r, ev);
-        break;
-    case CUPTIMON_REC_CUDA_EVENT:
-        dec_cuda_event(L, r, ev);
-        break;
-    case CUPTIMON_REC_SYNC:
-        dec_sync(L, r, ev);
-        break;
-    case CUPTIMON_REC_MARKER:
-        dec_marker(L, r, ev);
-        break;
-    case CUPTIMON_REC_MARKER_DATA:
-        dec_marker_data(L, r, ev);
-        break;
-    default:
-        return 0;
+    case CUPTIMON_REC_KERNEL: dec_kernel(L, r, ev); break;
+    case CUPTIMON_REC_MEMCPY: dec_memcpy(L, r, ev); break;
+    case CUPTIMON_REC_P2P: dec_p2p(L, r, ev); break;
+    case CUPTIMON_REC_MEMSET: dec_memset(L, r, ev); break;
+    case CUPTIMON_REC_API: dec_api(L, r, kind, ev); break;
+    case CUPTIMON_REC_EXT: dec_ext(L, r, ev); break;
+    case CUPTIMON_REC_OVERHEAD: dec_overhead(L, r, ev); break;
+    case CUPTIMON_REC_CUDA_EVENT: dec_cuda_event(L, r, ev); break;
+    case CUPTIMON_REC_SYNC: dec_sync(L, r, ev); break;
+    case CUPTIMON_REC_MARKER: dec_marker(L, r, ev); break;
+    case CUPTIMON_REC_MARKER_DATA: dec_marker_data(L, r, ev); break;
+    default: return 0;
     }
     return ev->end < ev->start;
 }
@@ -643,28 +626,20 @@ const char *cuptimon__memory_kind_name(unsigned k)
 const char *cuptimon__overhead_kind_name(uint32_t k)
 {
     switch (k) {
-    case 0: /* CUPTI_ACTIVITY_OVERHEAD_UNKNOWN */
-        return "Unknown";
-    case 1: /* CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER */
-        return "Driver Compiler";
-    case 1u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH */
-        return "Buffer Flush";
-    case 2u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION */
-        return "Instrumentation";
-    case 3u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE */
-        return "Resource";
+    case 0: /* CUPTI_ACTIVITY_OVERHEAD_UNKNOWN */ return "Unknown";
+    case 1: /* CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER */ return "Driver Compiler";
+    case 1u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH */ return "Buffer Flush";
+    case 2u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION */ return "Instrumentation";
+    case 3u << 16: /* CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE */ return "Resource";
     case 4u << 16: /* CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING */
         return "Runtime Triggered Module Loading";
     case 5u << 16: /* CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING */
         return "Lazy Function Loading";
-    case 6u << 16: /* CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL */
-        return "Command Buffer Full";
+    case 6u << 16: /* CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL */ return "Command Buffer Full";
     case 7u << 16: /* CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST */
         return "Activity Buffer Request";
-    case 8u << 16: /* CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT */
-        return "UVM Activity Init";
-    default:
-        return NULL;
+    case 8u << 16: /* CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT */ return "UVM Activity Init";
+    default: return NULL;
     }
 }
 

@@ -39,7 +39,6 @@
  * multiple of 8, or smaller than 8 is absurd and ignored. */
 #define CUPTIMON_RECORD_MAX 4096u
 
-
 /* What a decoded event is.  KERNEL covers CUPTI's KERNEL and
  * CONCURRENT_KERNEL kinds (one struct). */
 enum cuptimon_ev_type {
@@ -184,12 +183,12 @@ enum cuptimon_kind_state {
 /* The layouts for one producer: its CUPTI version and record sizes. */
 struct cuptimon_layout {
     uint32_t cupti_version;
-    int version_known;                        /* 1 when a release claims the version */
+    int version_known;                            /* 1 when a release claims the version */
     const struct cuptimon_cupti_release *release; /* NULL when not known */
-    uint16_t size[CUPTIMON_KIND_SLOTS];       /* walk size, 0 = unknown */
-    uint16_t table_size[CUPTIMON_KIND_SLOTS]; /* this build's size, 0 = not decoded */
-    uint16_t announced[CUPTIMON_KIND_SLOTS];  /* producer's size, 0 = none/absurd */
-    uint8_t state[CUPTIMON_KIND_SLOTS];       /* enum cuptimon_kind_state */
+    uint16_t size[CUPTIMON_KIND_SLOTS];           /* walk size, 0 = unknown */
+    uint16_t table_size[CUPTIMON_KIND_SLOTS];     /* this build's size, 0 = not decoded */
+    uint16_t announced[CUPTIMON_KIND_SLOTS];      /* producer's size, 0 = none/absurd */
+    uint8_t state[CUPTIMON_KIND_SLOTS];           /* enum cuptimon_kind_state */
     const struct cuptimon_rec_layout *rec[CUPTIMON_KIND_SLOTS]; /* decoded kinds' layouts */
 };
 

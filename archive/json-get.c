@@ -25,8 +25,7 @@ const char *cuptimon__json_str(json_object *o, const char *key, const char *dflt
 {
     json_object *v = cuptimon__json_get(o, key);
 
-    return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-                                                                  : dflt;
+    return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : dflt;
 }
 
 int64_t cuptimon__json_int(json_object *o, const char *key, int64_t dflt)

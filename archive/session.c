@@ -25,7 +25,8 @@
  */
 static json_object *salvage(const char *text)
 {
-    static const char *const keys[] = {"pid", "hostname", "exe", "cupti_version", "record_sizes", "job"};
+    static const char *const keys[] = {"pid",           "hostname",     "exe",
+                                       "cupti_version", "record_sizes", "job"};
     json_object *o = json_object_new_object();
     json_tokener *tok = json_tokener_new();
 

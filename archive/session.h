@@ -19,12 +19,12 @@ struct cuptimon_archive_reader;
 struct cuptimon_strtab;
 
 struct cuptimon_archive_session {
-    struct json_object *meta;        /* parsed meta.json; info's strings point into it */
-    struct cuptimon_proc_info info;  /* pid, hostname, job identity, CUPTI version */
-    struct cuptimon_layout layout;   /* from the CUPTI version and record_sizes */
-    int layout_rc;                   /* what cuptimon__layout_init() returned */
+    struct json_object *meta;                   /* parsed meta.json; info's strings point into it */
+    struct cuptimon_proc_info info;             /* pid, hostname, job identity, CUPTI version */
+    struct cuptimon_layout layout;              /* from the CUPTI version and record_sizes */
+    int layout_rc;                              /* what cuptimon__layout_init() returned */
     uint32_t record_sizes[CUPTIMON_KIND_SLOTS]; /* as announced; 0: not announced */
-    struct cuptimon_strtab *names;   /* strings.bin, once read; NULL before */
+    struct cuptimon_strtab *names;              /* strings.bin, once read; NULL before */
 };
 
 /*

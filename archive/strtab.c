@@ -27,7 +27,6 @@ struct cuptimon_strtab {
     uint64_t refused;
 };
 
-
 int cuptimon__strtab_new(const struct cuptimon_strtab_limits *lim, struct cuptimon_strtab **out)
 {
     struct cuptimon_strtab *t = calloc(1, sizeof(*t));
@@ -174,7 +173,8 @@ int cuptimon__strtab_each(const struct cuptimon_strtab *t,
         return 0;
     for (size_t i = 0; i < t->cap; i++) {
         int rc;
-        if (t->slots[i].key != 0 && (rc = fn(ud, t->slots[i].key, t->slots[i].s, t->slots[i].len)) < 0)
+        if (t->slots[i].key != 0 &&
+            (rc = fn(ud, t->slots[i].key, t->slots[i].s, t->slots[i].len)) < 0)
             return rc;
     }
     return 0;

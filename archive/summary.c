@@ -208,11 +208,8 @@ void cuptimon__summary_event(struct cuptimon_summary *s, int proc, const struct 
     }
     case CUPTIMON_EV_MEMCPY:
     case CUPTIMON_EV_MEMCPY_P2P:
-    case CUPTIMON_EV_MEMSET:
-        s->gpu_ns[ev->type] += dur;
-        break;
-    default:
-        break;
+    case CUPTIMON_EV_MEMSET: s->gpu_ns[ev->type] += dur; break;
+    default: break;
     }
 }
 
@@ -328,7 +325,8 @@ static json_object *kernels_json(struct cuptimon_summary *s, unsigned top_n)
 
     json_object_object_add(k, "count", json_object_new_uint64(s->kernels));
     json_object_object_add(k, "total_ns", json_object_new_uint64(s->kernel_ns));
-    json_object_object_add(k, "mean_ns", json_object_new_uint64(s->kernels ? s->kernel_ns / s->kernels : 0));
+    json_object_object_add(k, "mean_ns",
+                           json_object_new_uint64(s->kernels ? s->kernel_ns / s->kernels : 0));
     json_object_object_add(k, "distinct", json_object_new_uint64(m));
     if (s->other_kernels) {
         json_object_object_add(k, "not_aggregated_count", json_object_new_uint64(s->other_kernels));
@@ -355,11 +353,13 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
         return NULL;
     }
     for (unsigned t = 1; t < CUPTIMON_EV_TYPES; t++)
-        json_object_object_add(rec, cuptimon__ev_type_name(t), json_object_new_uint64(s->by_type[t]));
+        json_object_object_add(rec, cuptimon__ev_type_name(t),
+                               json_object_new_uint64(s->by_type[t]));
     json_object_object_add(o, "records", rec);
     json_object_object_add(gpu, "kernel", json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_KERNEL]));
-    json_object_object_add(gpu, "memcpy",
-                           json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_MEMCPY] + s->gpu_ns[CUPTIMON_EV_MEMCPY_P2P]));
+    json_object_object_add(
+        gpu, "memcpy",
+        json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_MEMCPY] + s->gpu_ns[CUPTIMON_EV_MEMCPY_P2P]));
     json_object_object_add(gpu, "memset", json_object_new_uint64(s->gpu_ns[CUPTIMON_EV_MEMSET]));
     json_object_object_add(o, "gpu_time_ns", gpu);
     kern = kernels_json(s, top_n);
@@ -370,10 +370,14 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
     json_object_object_add(und, "bytes", json_object_new_uint64(s->dec.undecodable_bytes));
     json_object_object_add(und, "decoded_bytes", json_object_new_uint64(s->dec.decoded_bytes));
     json_object_object_add(und, "buffers", json_object_new_uint64(s->dec.buffers));
-    json_object_object_add(und, "unsupported_records", json_object_new_uint64(s->dec.skipped_unsupported));
-    json_object_object_add(und, "unknown_layout_records", json_object_new_uint64(s->dec.skipped_bad_layout));
-    json_object_object_add(und, "unknown_version_records", json_object_new_uint64(s->dec.skipped_bad_version));
-    json_object_object_add(und, "unknown_kind_stops", json_object_new_uint64(s->dec.unknown_kind_stops));
+    json_object_object_add(und, "unsupported_records",
+                           json_object_new_uint64(s->dec.skipped_unsupported));
+    json_object_object_add(und, "unknown_layout_records",
+                           json_object_new_uint64(s->dec.skipped_bad_layout));
+    json_object_object_add(und, "unknown_version_records",
+                           json_object_new_uint64(s->dec.skipped_bad_version));
+    json_object_object_add(und, "unknown_kind_stops",
+                           json_object_new_uint64(s->dec.unknown_kind_stops));
     json_object_object_add(und, "truncated_buffers", json_object_new_uint64(s->dec.truncated));
     json_object_object_add(und, "end_before_start", json_object_new_uint64(s->bad_times));
     skipped = json_object_new_object();

@@ -34,12 +34,12 @@
 /* Worst case of everything in one event but the name(s). */
 #define EVENT_FIXED_MAX 3072u
 /* Annotation and graph-node label names in args are cut at this many bytes. */
-#define LABEL_MAX 96u
-#define BUF_MIN (2u * (NAME_JSON_MAX + EVENT_FIXED_MAX))
+#define LABEL_MAX   96u
+#define BUF_MIN     (2u * (NAME_JSON_MAX + EVENT_FIXED_MAX))
 #define BUF_DEFAULT (256u << 10)
 
 #define FLOW_SLOTS 16384u /* power of two */
-#define EXT_SLOTS 4096u
+#define EXT_SLOTS  4096u
 #define MARK_SLOTS 4096u
 #define NCACHE_MAX 65536u
 #define TRACKS_MAX 65536u
@@ -190,8 +190,8 @@ static inline void commit(struct cuptimon_trace *t, char *p)
  * ns (FIELD_US).  key must be a string literal that needs no escaping: it
  * is pasted into the literal that LIT copies, so a member costs what it
  * did written out by hand: one fixed-size memcpy, then the number. */
-#define FIELD_U(p, key, v) ((p) = u64d(LIT((p), ",\"" key "\":"), (v)))
-#define FIELD_I(p, key, v) ((p) = i64d(LIT((p), ",\"" key "\":"), (v)))
+#define FIELD_U(p, key, v)  ((p) = u64d(LIT((p), ",\"" key "\":"), (v)))
+#define FIELD_I(p, key, v)  ((p) = i64d(LIT((p), ",\"" key "\":"), (v)))
 #define FIELD_US(p, key, v) ((p) = usd(LIT((p), ",\"" key "\":"), (v)))
 
 static const char digits2[201] = "0001020304050607080910111213141516171819"
@@ -325,21 +325,11 @@ size_t cuptimon__json_escape(char *out, const char *s, size_t len)
         if (c < 0x20) {
             *p++ = '\\';
             switch (c) {
-            case '\n':
-                *p++ = 'n';
-                break;
-            case '\r':
-                *p++ = 'r';
-                break;
-            case '\t':
-                *p++ = 't';
-                break;
-            case '\b':
-                *p++ = 'b';
-                break;
-            case '\f':
-                *p++ = 'f';
-                break;
+            case '\n': *p++ = 'n'; break;
+            case '\r': *p++ = 'r'; break;
+            case '\t': *p++ = 't'; break;
+            case '\b': *p++ = 'b'; break;
+            case '\f': *p++ = 'f'; break;
             default:
                 *p++ = 'u';
                 *p++ = '0';
@@ -628,11 +618,16 @@ static const struct {
     const char *key;
     uint32_t max;
 } dev_keys[11] = {
-    {"computeMajor", 99},          {"computeMinor", 99},
-    {"maxThreadsPerBlock", 1u << 20}, {"maxThreadsPerMultiprocessor", 1u << 20},
-    {"regsPerBlock", 1u << 24},    {"warpSize", 1024},
-    {"sharedMemPerBlock", 1u << 30}, {"numSms", 1u << 16},
-    {"regsPerMultiprocessor", 1u << 24}, {"sharedMemPerBlockOptin", 1u << 30},
+    {"computeMajor", 99},
+    {"computeMinor", 99},
+    {"maxThreadsPerBlock", 1u << 20},
+    {"maxThreadsPerMultiprocessor", 1u << 20},
+    {"regsPerBlock", 1u << 24},
+    {"warpSize", 1024},
+    {"sharedMemPerBlock", 1u << 30},
+    {"numSms", 1u << 16},
+    {"regsPerMultiprocessor", 1u << 24},
+    {"sharedMemPerBlockOptin", 1u << 30},
     {"sharedMemPerMultiprocessor", 1u << 30},
 };
 
@@ -1349,8 +1344,12 @@ static int ua_collect(void *ud, uint64_t key, const char *s, size_t len)
         c->v = v;
         c->cap = cap;
     }
-    c->v[c->n++] = (struct urange){.id = id, .parent = b.parent, .begin = b.unix_ns, .end = end,
-                                   .tid = b.tid, .depth = b.depth};
+    c->v[c->n++] = (struct urange){.id = id,
+                                   .parent = b.parent,
+                                   .begin = b.unix_ns,
+                                   .end = end,
+                                   .tid = b.tid,
+                                   .depth = b.depth};
     return 0;
 }
 
@@ -1635,10 +1634,8 @@ static int driver_launch(uint32_t cbid)
     case 514: /* cuGraphLaunch */
     case 515: /* cuGraphLaunch_ptsz */
     case 652: /* cuLaunchKernelEx */
-    case 653: /* cuLaunchKernelEx_ptsz */
-        return 1;
-    default:
-        return 0;
+    case 653: /* cuLaunchKernelEx_ptsz */ return 1;
+    default: return 0;
     }
 }
 
@@ -1700,8 +1697,7 @@ static char *objid_args(char *p, uint32_t kind, const struct cuptimon_objid *o)
         FIELD_U(p, "context", o->b);
         FIELD_U(p, "stream", o->c);
         break;
-    default:
-        break;
+    default: break;
     }
     return p;
 }
@@ -1712,15 +1708,11 @@ static uint32_t object_track(struct cuptimon_trace *t, struct tproc *P, uint32_t
 {
     switch (kind) {
     case 1:
-    case 2:
-        return cpu_track(t, P, o->b ? o->b : P->pid);
+    case 2: return cpu_track(t, P, o->b ? o->b : P->pid);
     case 3:
-    case 4:
-        return gpu_track(t, P, o->a, UINT32_MAX);
-    case 5:
-        return gpu_track(t, P, o->a, o->c);
-    default:
-        return P->pid;
+    case 4: return gpu_track(t, P, o->a, UINT32_MAX);
+    case 5: return gpu_track(t, P, o->a, o->c);
+    default: return P->pid;
     }
 }
 
@@ -1901,16 +1893,10 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
         marker_flush(t, P);
     }
     switch (ev->type) {
-    case CUPTIMON_EV_EXTERNAL_CORRELATION:
-        ext_put(P, ev);
-        return t->err;
-    case CUPTIMON_EV_MARKER_DATA:
-        t->st.marker_data_orphans++;
-        return t->err;
-    case CUPTIMON_EV_NONE:
-        return t->err;
-    default:
-        break;
+    case CUPTIMON_EV_EXTERNAL_CORRELATION: ext_put(P, ev); return t->err;
+    case CUPTIMON_EV_MARKER_DATA: t->st.marker_data_orphans++; return t->err;
+    case CUPTIMON_EV_NONE: return t->err;
+    default: break;
     }
     if (ev->start == 0) {
         t->st.untimed++;
@@ -1925,29 +1911,15 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
     }
 
     switch (ev->type) {
-    case CUPTIMON_EV_KERNEL:
-        w_kernel(t, P, ev, ts, dur);
-        break;
+    case CUPTIMON_EV_KERNEL: w_kernel(t, P, ev, ts, dur); break;
     case CUPTIMON_EV_MEMCPY:
-    case CUPTIMON_EV_MEMCPY_P2P:
-        w_memcpy(t, P, ev, ts, dur);
-        break;
-    case CUPTIMON_EV_MEMSET:
-        w_memset(t, P, ev, ts, dur);
-        break;
+    case CUPTIMON_EV_MEMCPY_P2P: w_memcpy(t, P, ev, ts, dur); break;
+    case CUPTIMON_EV_MEMSET: w_memset(t, P, ev, ts, dur); break;
     case CUPTIMON_EV_RUNTIME:
-    case CUPTIMON_EV_DRIVER:
-        w_api(t, P, ev, ts, dur);
-        break;
-    case CUPTIMON_EV_OVERHEAD:
-        w_overhead(t, P, ev, ts, dur);
-        break;
-    case CUPTIMON_EV_CUDA_EVENT:
-        w_cuda_event(t, P, ev, ts);
-        break;
-    case CUPTIMON_EV_SYNC:
-        w_sync(t, P, ev, ts, dur);
-        break;
+    case CUPTIMON_EV_DRIVER: w_api(t, P, ev, ts, dur); break;
+    case CUPTIMON_EV_OVERHEAD: w_overhead(t, P, ev, ts, dur); break;
+    case CUPTIMON_EV_CUDA_EVENT: w_cuda_event(t, P, ev, ts); break;
+    case CUPTIMON_EV_SYNC: w_sync(t, P, ev, ts, dur); break;
     case CUPTIMON_EV_MARKER:
         if (P->mark_tab == NULL)
             P->mark_tab = calloc(MARK_SLOTS, sizeof(*P->mark_tab)); /* NULL: ends unnamed */
@@ -1956,8 +1928,7 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
         P->pend_has_data = 0;
         P->pending = 1;
         break;
-    default:
-        break;
+    default: break;
     }
     return t->err;
 }
@@ -2218,8 +2189,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
     }
     write_devices(t);
     PUT_LIT(t, "\"distributedInfo\": ");
-    text = json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED |
-                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
+    text = json_object_to_json_string_ext(di,
+                                          JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
     put_text(t, text, strlen(text));
     PUT_LIT(t, ",\n\"otherData\":");
     text =

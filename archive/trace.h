@@ -72,18 +72,18 @@ struct cuptimon_proc_info {
     const char *hostname;
     const char *label;
     const char *job_id;
-    const char *exe;    /* the executable's path (meta.json "exe"); its base name names the process */
-    int64_t rank;       /* -1: unknown */
+    const char *exe; /* the executable's path (meta.json "exe"); its base name names the process */
+    int64_t rank;    /* -1: unknown */
     int64_t local_rank; /* -1: unknown */
     int64_t world_size; /* -1: unknown */
     uint32_t cupti_version;
 };
 
 struct cuptimon_trace_opts {
-    uint64_t base_ns; /* Unix ns that ts 0 stands for */
-    int no_flows;     /* 1: no launch -> GPU flow arrows */
-    size_t buf_size;  /* output buffer bytes; 0: 256 KiB */
-    int gzip_level;   /* cuptimon__trace_new_fd: 1..9 writes gzip; 0: plain JSON */
+    uint64_t base_ns;       /* Unix ns that ts 0 stands for */
+    int no_flows;           /* 1: no launch -> GPU flow arrows */
+    size_t buf_size;        /* output buffer bytes; 0: 256 KiB */
+    int gzip_level;         /* cuptimon__trace_new_fd: 1..9 writes gzip; 0: plain JSON */
     const char *trace_name; /* Kineto's traceName (the path), NULL: none; must outlive t */
     /* Annotation ranges are clipped to [range_from_ns, range_to_ns] (Unix
      * ns; 0: no bound), a window's span. */
@@ -103,8 +103,8 @@ struct cuptimon_trace_stats {
     uint64_t unknown_names;       /* kernels whose name pointer was not in the table */
     uint64_t driver_hidden;       /* driver calls that launch nothing, not written (Kineto's way) */
     uint64_t driver_nested;       /* driver launches inside a runtime call, not written */
-    uint64_t devices_refused;     /* device property strings that did not parse or were out of range */
-    uint64_t bytes;               /* bytes handed to the sink */
+    uint64_t devices_refused; /* device property strings that did not parse or were out of range */
+    uint64_t bytes;           /* bytes handed to the sink */
 };
 
 int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,

@@ -71,7 +71,8 @@ int main(int argc, char **argv)
         for (int mix = 0; mix < 2; mix++) {
             int lo = mix ? 4 : 0, hi = mix ? 6 : 4;
             char dir[600];
-            snprintf(dir, sizeof dir, "%s/cuptimon-bench-%d-%d-%d", base, (int)getpid(), level, mix);
+            snprintf(dir, sizeof dir, "%s/cuptimon-bench-%d-%d-%d", base, (int)getpid(), level,
+                     mix);
             struct cuptimon_archive_writer *w;
             char *err = NULL;
             if (cuptimon__aw_open(dir, "{}", 1ull << 40, level, &w, &err) < 0) {

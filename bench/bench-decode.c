@@ -98,7 +98,12 @@ static void names(const struct buf *bufs, int n, struct cuptimon_strtab *st)
     }
 }
 
-enum mode { M_DECODE, M_TRACE, M_TRACE_SUMMARY, M_TRACE_DEVNULL };
+enum mode {
+    M_DECODE,
+    M_TRACE,
+    M_TRACE_SUMMARY,
+    M_TRACE_DEVNULL
+};
 static const char *mode_name[] = {"decode", "trace", "trace+summary", "trace-devnull"};
 
 static int run(enum mode m, const char *mix, const struct buf *bufs, int n, double seconds)

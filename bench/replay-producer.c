@@ -62,7 +62,6 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-
 /* SIGTERM ends the replay (the report is still written). */
 static volatile sig_atomic_t stop;
 static void on_term(int sig)
@@ -122,7 +121,6 @@ static int read_some(int sock, struct cuptimon_buf *in)
     in->len += (size_t)n;
     return 0;
 }
-
 
 /* A buffer to replay: its bytes, its record counts, and where its
  * correlation ids lie (to shift them per replay). */
@@ -227,10 +225,14 @@ static void replay_fill(const struct replay *rp, uint8_t *slot, uint32_t base)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'}, {"buffer", required_argument, NULL, 'b'},
-        {"records", required_argument, NULL, 'n'}, {"rate", required_argument, NULL, 'r'},
-        {"slots", required_argument, NULL, 'S'},  {"report", required_argument, NULL, 'o'},
-        {"slot-size", required_argument, NULL, 'Z'}, {"sparse", no_argument, NULL, 'P'},
+        {"socket", required_argument, NULL, 's'},
+        {"buffer", required_argument, NULL, 'b'},
+        {"records", required_argument, NULL, 'n'},
+        {"rate", required_argument, NULL, 'r'},
+        {"slots", required_argument, NULL, 'S'},
+        {"report", required_argument, NULL, 'o'},
+        {"slot-size", required_argument, NULL, 'Z'},
+        {"sparse", no_argument, NULL, 'P'},
         {"window-buffer", required_argument, NULL, 'W'},
         {"kernel-rate", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
@@ -268,7 +270,8 @@ int main(int argc, char **argv)
     struct cuptimon_layout l;
     struct replay rp[2];
     cuptimon__layout_init(&l, 130001, NULL);
-    if (replay_load(&rp[0], buf_path, &l) < 0 || (wbuf_path && replay_load(&rp[1], wbuf_path, &l) < 0))
+    if (replay_load(&rp[0], buf_path, &l) < 0 ||
+        (wbuf_path && replay_load(&rp[1], wbuf_path, &l) < 0))
         return 2;
     uint8_t *buf = rp[0].buf;
     size_t len = rp[0].len;
@@ -340,7 +343,7 @@ int main(int argc, char **argv)
                 s++;
             if (s == slots) {
                 if (period == 0)
-                    break; /* as fast as possible: wait for a release */
+                    break;          /* as fast as possible: wait for a release */
                 dropped += per_buf; /* CUPTI would drop: no buffer to give */
             } else {
                 uint64_t now_ns = realtime_ns(), cupti_ts = now_ns;
@@ -380,7 +383,10 @@ int main(int argc, char **argv)
         }
         int wait_ms = period > 0 ? (int)((next_due - now_s()) * 1000) : 100;
         struct pollfd p = {.fd = sock, .events = POLLIN};
-        if (poll(&p, 1, wait_ms < 0 ? 0 : wait_ms > 100 ? 100 : wait_ms) > 0 &&
+        if (poll(&p, 1,
+                 wait_ms < 0     ? 0
+                 : wait_ms > 100 ? 100
+                                 : wait_ms) > 0 &&
             read_some(sock, &in) < 0)
             dead = 1;
         struct cuptimon_msg_hdr h;
@@ -391,8 +397,8 @@ int main(int argc, char **argv)
                 acked = 1;
                 next_due = now_s();
             } else if (h.type == CUPTIMON_MSG_BUFFER_RELEASE &&
-                       cuptimon__buffer_release_decode(body, h.length, &r) == 0 &&
-                       r.slot < slots && held[r.slot]) {
+                       cuptimon__buffer_release_decode(body, h.length, &r) == 0 && r.slot < slots &&
+                       held[r.slot]) {
                 held[r.slot] = 0;
                 outstanding--;
             } else if ((h.type == CUPTIMON_MSG_ENABLE || h.type == CUPTIMON_MSG_DISABLE) &&
@@ -425,9 +431,10 @@ int main(int argc, char **argv)
     FILE *f = report ? fopen(report, "w") : stdout;
     if (!f)
         f = stdout;
-    fprintf(f, "{\"records_sent\":%" PRIu64 ",\"records_dropped\":%" PRIu64 ",\"buffers\":%" PRIu64
-               ",\"records_per_buffer\":%" PRIu64 ",\"window_buffers\":%" PRIu64
-               ",\"wall_s\":%.3f,\"failed\":%s}\n",
+    fprintf(f,
+            "{\"records_sent\":%" PRIu64 ",\"records_dropped\":%" PRIu64 ",\"buffers\":%" PRIu64
+            ",\"records_per_buffer\":%" PRIu64 ",\"window_buffers\":%" PRIu64
+            ",\"wall_s\":%.3f,\"failed\":%s}\n",
             sent, dropped, buffers, per_buf, window_buffers, wall, dead ? "true" : "false");
     if (f != stdout)
         fclose(f);

@@ -57,8 +57,8 @@ int cuptimon__ctl_resolve(struct cuptimon_ctl *c, char *err, size_t errlen)
     return 0;
 }
 
-json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, json_object *req, char *err,
-                                size_t errlen, int *refused)
+json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, json_object *req, char *err, size_t errlen,
+                                int *refused)
 {
     uint16_t type;
     char *reply = NULL;
@@ -70,9 +70,9 @@ json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, json_object *req, char *
         *refused = 0;
     if (cuptimon__ctl_resolve(c, err, errlen) < 0)
         return NULL;
-    rc = cuptimon__control_call(c->path,
-                                json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
-                                c->timeout_ms, &type, &reply, &len);
+    rc =
+        cuptimon__control_call(c->path, json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
+                               c->timeout_ms, &type, &reply, &len);
     if (rc == -ENOENT || rc == -ECONNREFUSED) {
         snprintf(err, errlen,
                  "the daemon is not running: nothing listens on %s (%s). Start it with "
@@ -82,8 +82,7 @@ json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, json_object *req, char *
     }
     if (rc < 0) {
         snprintf(err, errlen, "talking to the daemon on %s failed: %s", c->path,
-                 rc == -ETIMEDOUT ? "no reply in time (see cuptimonctl --timeout)"
-                                  : strerror(-rc));
+                 rc == -ETIMEDOUT ? "no reply in time (see cuptimonctl --timeout)" : strerror(-rc));
         return NULL;
     }
     o = json_tokener_parse(reply);

@@ -18,7 +18,10 @@ struct cuptimon_ctl {
 };
 
 /* The default: no socket chosen yet, 10 s per request. */
-#define CUPTIMON_CTL_INIT {.path = "", .timeout_ms = 10000}
+#define CUPTIMON_CTL_INIT                                                                          \
+    {                                                                                              \
+        .path = "", .timeout_ms = 10000                                                            \
+    }
 
 /* Sets the socket from a --control-socket argument; cmd names the command
  * in the error ("cuptimonctl" or "cuptimonctl top").  Returns 0, or -1
@@ -36,7 +39,7 @@ int cuptimon__ctl_resolve(struct cuptimon_ctl *c, char *err, size_t errlen);
  * set to one line saying why (not running, no reply, refused: with the
  * daemon's message) and *refused (when not NULL) set to 1 if the daemon
  * answered with an error, 0 if it could not be reached. */
-struct json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, struct json_object *req,
-                                       char *err, size_t errlen, int *refused);
+struct json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, struct json_object *req, char *err,
+                                       size_t errlen, int *refused);
 
 #endif

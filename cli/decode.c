@@ -147,13 +147,17 @@ struct session {
     struct cuptimon_decode_stats dec;
     uint64_t chunks, dropped, kept, filtered;
     struct cuptimon_archive_stats ast;
-    int meta_rc; /* cuptimon__archive_session_meta()'s, on the real pass */
-    int group;       /* --split: the index of the first session of its file */
-    int skip;        /* not chosen by --pid/--label */
-    char gname[48];  /* --split: the file's name, without .json[.gz] */
+    int meta_rc;    /* cuptimon__archive_session_meta()'s, on the real pass */
+    int group;      /* --split: the index of the first session of its file */
+    int skip;       /* not chosen by --pid/--label */
+    char gname[48]; /* --split: the file's name, without .json[.gz] */
 };
 
-enum { SPLIT_NONE, SPLIT_RANK, SPLIT_PROCESS };
+enum {
+    SPLIT_NONE,
+    SPLIT_RANK,
+    SPLIT_PROCESS
+};
 
 /* Parses meta.json into the session's identity and layout; a meta that
  * cannot be parsed leaves an unknown version (nothing decoded) and, when
@@ -282,13 +286,15 @@ static json_object *session_json(const struct session *s)
     json_object_object_add(o, "strings", json_object_new_uint64(s->ast.strings));
     json_object_object_add(o, "corrupt_strings", json_object_new_uint64(s->ast.corrupt_strings));
     json_object_object_add(o, "bad_files", json_object_new_uint64(s->ast.bad_files));
-    json_object_object_add(o, "bad_segment_headers", json_object_new_uint64(s->ast.bad_seg_headers));
+    json_object_object_add(o, "bad_segment_headers",
+                           json_object_new_uint64(s->ast.bad_seg_headers));
     json_object_object_add(o, "duplicate_chunks", json_object_new_uint64(s->ast.duplicate_chunks));
     json_object_object_add(o, "meta_damaged",
                            json_object_new_boolean(s->ast.meta_damaged || s->meta_rc < 0));
     json_object_object_add(o, "records_decoded", json_object_new_uint64(s->dec.records));
     json_object_object_add(o, "records_kept", json_object_new_uint64(s->kept));
-    json_object_object_add(o, "undecodable_bytes", json_object_new_uint64(s->dec.undecodable_bytes));
+    json_object_object_add(o, "undecodable_bytes",
+                           json_object_new_uint64(s->dec.undecodable_bytes));
     json_object_object_add(o, "dropped_records", json_object_new_uint64(s->dropped));
     return o;
 }
@@ -535,8 +541,8 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
     }
     cuptimon__summary_dropped(sum, s->dropped);
     cuptimon__decode_stats_add(total, &s->dec);
-    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings ||
-        s->ast.bad_files || s->ast.bad_seg_headers || s->ast.duplicate_chunks)
+    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings || s->ast.bad_files ||
+        s->ast.bad_seg_headers || s->ast.duplicate_chunks)
         fprintf(stderr,
                 "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
                 " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
@@ -552,11 +558,10 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 " under an unknown CUPTI version, %" PRIu64 " buffer(s) cut at an unknown "
                 "kind, %" PRIu64 " truncated)\n",
                 s->dir, s->dec.undecodable_bytes, s->dec.skipped_unsupported,
-                s->dec.skipped_bad_layout, s->dec.skipped_bad_version,
-                s->dec.unknown_kind_stops, s->dec.truncated);
+                s->dec.skipped_bad_layout, s->dec.skipped_bad_version, s->dec.unknown_kind_stops,
+                s->dec.truncated);
     return 0;
 }
-
 
 static int decode_main(int argc, char **argv)
 {
@@ -624,12 +629,8 @@ static int decode_main(int argc, char **argv)
                 pk.label[pk.nlabel++] = optarg;
             break;
         }
-        case 'q':
-            pg.on = 0;
-            break;
-        case 'o':
-            out_path = optarg;
-            break;
+        case 'q': pg.on = 0; break;
+        case 'o': out_path = optarg; break;
         case 'F':
         case 'T': {
             uint64_t v;
@@ -648,12 +649,8 @@ static int decode_main(int argc, char **argv)
             }
             break;
         }
-        case 'S':
-            want_summary = 1;
-            break;
-        case 'U':
-            summary_path = optarg;
-            break;
+        case 'S': want_summary = 1; break;
+        case 'U': summary_path = optarg; break;
         case 'N': {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);
@@ -665,9 +662,7 @@ static int decode_main(int argc, char **argv)
             top = (unsigned)v;
             break;
         }
-        case 'n':
-            no_flows = 1;
-            break;
+        case 'n': no_flows = 1; break;
         case 'P':
             if (strcmp(optarg, "rank") == 0) {
                 split = SPLIT_RANK;
@@ -692,9 +687,7 @@ static int decode_main(int argc, char **argv)
             gzip_level = (int)v;
             break;
         }
-        case 'h':
-            usage(stdout);
-            return 0;
+        case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "Try 'cuptimonctl decode --help' for more information.\n");
             return 2;
@@ -727,8 +720,9 @@ static int decode_main(int argc, char **argv)
             return 1;
         }
         if (stat(out_path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "cuptimonctl decode: -o %s: not a directory (--split writes one "
-                            "file per rank or process into it)\n",
+            fprintf(stderr,
+                    "cuptimonctl decode: -o %s: not a directory (--split writes one "
+                    "file per rank or process into it)\n",
                     out_path);
             return 1;
         }
@@ -772,11 +766,15 @@ static int decode_main(int argc, char **argv)
             if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
                 continue;
             if (isp)
-                fprintf(stderr, "cuptimonctl decode: --pid %" PRIu32 ": no session of that "
-                        "process in %s\n", pk.pid[i], argv[optind]);
+                fprintf(stderr,
+                        "cuptimonctl decode: --pid %" PRIu32 ": no session of that "
+                        "process in %s\n",
+                        pk.pid[i], argv[optind]);
             else
-                fprintf(stderr, "cuptimonctl decode: --label %s: no session with that label "
-                        "in %s\n", pk.label[i - pk.npid], argv[optind]);
+                fprintf(stderr,
+                        "cuptimonctl decode: --label %s: no session with that label "
+                        "in %s\n",
+                        pk.label[i - pk.npid], argv[optind]);
             unmatched = 1;
         }
         if (unmatched)

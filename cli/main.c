@@ -22,49 +22,49 @@ static struct cuptimon_ctl ctl = CUPTIMON_CTL_INIT;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"Usage: cuptimonctl [--control-socket=PATH] COMMAND [ARG]...\n"
-"Control the cuptimon daemon (cuptimond) of this node, or read its archives.\n"
-"\n"
-"Commands:\n"
-"  status [--json]        daemon version and uptime, and each session: pid, uid,\n"
-"                         label/rank/job, CUPTI version, buffers received, bytes\n"
-"                         archived, dropped records, lost buffers, last flush\n"
-"  flush [--forced] [--timeout=S]\n"
-"                         ask every session to hand over its CUPTI buffers now\n"
-"                         and wait until they are archived; --forced also takes\n"
-"                         partly filled buffers\n"
-"  begin-window [SELECTOR] [--activities=LIST] [--duration=S] [--at=T] [--output=FILE]\n"
-"                         open a trace window over the selected processes\n"
-"                         (--all, --pid, --uid, --job, --rank, --label, --all-users)\n"
-"                         and start it; see begin-window --help for who may\n"
-"                         trace what\n"
-"  prepare-window ...     the same, enabling the kinds without starting yet\n"
-"  start-window [ID]      start a prepared window\n"
-"  end-window [ID]        end a window; prints the trace path and a summary\n"
-"  windows                list windows\n"
-"  top [--by=process|kernel|device] [--sort=time|count|p99] [--once] [--json]\n"
-"                         live GPU work per process, kernel or device (full\n"
-"                         screen on a terminal); see 'cuptimonctl top --help'\n"
-"  metrics                the live aggregates in the Prometheus text format\n"
-"  merge -o OUT TRACE...  combine per-node traces into one (aligned timestamps)\n"
-"  reload                 make the daemon re-read its configuration file\n"
-"  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
-"                         turn an archive (offline, no daemon needed) into a\n"
-"                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
-"\n"
-"Options:\n"
-"  -c, --control-socket=PATH  the daemon's control socket (default:\n"
-"                             $CUPTIMON_CONTROL_SOCKET, else\n"
-"                             RUNTIME/" CUPTIMON_CONTROL_SOCKET_NAME ")\n"
-"  -t, --timeout=SECONDS      how long to wait for the daemon (default 10)\n"
-"  -h, --help                 show this help and exit\n"
-"  -V, --version              show the version and exit\n"
-"\n"
-"RUNTIME is $XDG_RUNTIME_DIR/cuptimon when XDG_RUNTIME_DIR is set, else\n"
-"/run/cuptimon for root, else /tmp/cuptimon-UID.\n"
-"Exit status: 0 on success, 1 when the daemon said no or is not running,\n"
-"2 for bad usage.\n");
+    fprintf(
+        f, "Usage: cuptimonctl [--control-socket=PATH] COMMAND [ARG]...\n"
+           "Control the cuptimon daemon (cuptimond) of this node, or read its archives.\n"
+           "\n"
+           "Commands:\n"
+           "  status [--json]        daemon version and uptime, and each session: pid, uid,\n"
+           "                         label/rank/job, CUPTI version, buffers received, bytes\n"
+           "                         archived, dropped records, lost buffers, last flush\n"
+           "  flush [--forced] [--timeout=S]\n"
+           "                         ask every session to hand over its CUPTI buffers now\n"
+           "                         and wait until they are archived; --forced also takes\n"
+           "                         partly filled buffers\n"
+           "  begin-window [SELECTOR] [--activities=LIST] [--duration=S] [--at=T] [--output=FILE]\n"
+           "                         open a trace window over the selected processes\n"
+           "                         (--all, --pid, --uid, --job, --rank, --label, --all-users)\n"
+           "                         and start it; see begin-window --help for who may\n"
+           "                         trace what\n"
+           "  prepare-window ...     the same, enabling the kinds without starting yet\n"
+           "  start-window [ID]      start a prepared window\n"
+           "  end-window [ID]        end a window; prints the trace path and a summary\n"
+           "  windows                list windows\n"
+           "  top [--by=process|kernel|device] [--sort=time|count|p99] [--once] [--json]\n"
+           "                         live GPU work per process, kernel or device (full\n"
+           "                         screen on a terminal); see 'cuptimonctl top --help'\n"
+           "  metrics                the live aggregates in the Prometheus text format\n"
+           "  merge -o OUT TRACE...  combine per-node traces into one (aligned timestamps)\n"
+           "  reload                 make the daemon re-read its configuration file\n"
+           "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
+           "                         turn an archive (offline, no daemon needed) into a\n"
+           "                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
+           "\n"
+           "Options:\n"
+           "  -c, --control-socket=PATH  the daemon's control socket (default:\n"
+           "                             $CUPTIMON_CONTROL_SOCKET, else\n"
+           "                             RUNTIME/" CUPTIMON_CONTROL_SOCKET_NAME ")\n"
+           "  -t, --timeout=SECONDS      how long to wait for the daemon (default 10)\n"
+           "  -h, --help                 show this help and exit\n"
+           "  -V, --version              show the version and exit\n"
+           "\n"
+           "RUNTIME is $XDG_RUNTIME_DIR/cuptimon when XDG_RUNTIME_DIR is set, else\n"
+           "/run/cuptimon for root, else /tmp/cuptimon-UID.\n"
+           "Exit status: 0 on success, 1 when the daemon said no or is not running,\n"
+           "2 for bad usage.\n");
 }
 
 /* Sends one request; returns the parsed reply (REPLY_OK) or NULL after
@@ -103,9 +103,8 @@ static void human_duration(char *out, size_t len, double s)
 
 static int cmd_status(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int json = 0, opt;
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
@@ -173,7 +172,8 @@ static int cmd_status(int argc, char **argv)
         int64_t lf = cuptimon__json_int(s, "last_flush_unix_ns", 0);
         if (lf > 0) {
             char d[24];
-            human_duration(d, sizeof d, (double)(now - lf) / 1e9 < 0 ? 0 : (double)(now - lf) / 1e9);
+            human_duration(d, sizeof d,
+                           (double)(now - lf) / 1e9 < 0 ? 0 : (double)(now - lf) / 1e9);
             snprintf(fl, sizeof fl, "%s ago", d);
         }
         int connected = cuptimon__json_bool(s, "connected", 0);
@@ -225,8 +225,7 @@ static int cmd_flush(int argc, char **argv)
                    "and wait up to S seconds (default 5) until they are archived.  Sessions\n"
                    "that do not answer in time are listed as late.\n");
             return 0;
-        default:
-            return 2;
+        default: return 2;
         }
     }
     if (ctl.timeout_ms < (int)(timeout * 1000) + 2000)
@@ -261,52 +260,52 @@ static int cmd_flush(int argc, char **argv)
 static void window_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
-"Usage: cuptimonctl %s [SELECTOR] [--activities=LIST] [--duration=S] [--at=T]\n"
-"                          [--output=FILE] [--gzip=N] [--per-process] [--json]\n"
-"Open a trace window over every process that SELECTOR picks (default --all).\n"
-"\n"
-"Selector (combine to narrow):\n"
-"      --all             every session (the default)\n"
-"      --pid=P[,P...]    these processes\n"
-"      --uid=U           processes of this user\n"
-"      --job=J           SLURM_JOB_ID or TORCHELASTIC_RUN_ID J\n"
-"      --rank=R          RANK R\n"
-"      --label=L         CUPTIMON_LABEL L\n"
-"      --all-users       let --job, --rank or --label take sessions of several\n"
-"                        users (see below)\n"
-"Options:\n"
-"      --activities=LIST kinds to trace (default: kernel,memcpy,memset,runtime,\n"
-"                        driver,external_correlation,overhead,cuda_event,\n"
-"                        synchronization; also marker, marker_data, memcpy2)\n"
-"      --duration=S      end the window by itself after S seconds\n"
-"      --at=T            start at absolute time T (Unix seconds, with a fraction,\n"
-"                        or ns): the same command sent to many nodes gives\n"
-"                        windows that line up\n"
-"      --output=FILE     where the daemon writes the trace (default:\n"
-"                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only;\n"
-"                        FILE.gz is written gzipped, any other name plain JSON\n"
-"      --gzip=N          gzip the trace at level N (1-9; 0: plain JSON) and name\n"
-"                        it .json.gz (default: the daemon's window_gzip_level)\n"
-"      --per-process     also write one trace per process beside the trace\n"
-"                        (TRACE.rank-R.json[.gz], or TRACE.pid-P.json[.gz]\n"
-"                        without a rank), each with its own distributedInfo,\n"
-"                        as HTA reads a job (default: window_per_process)\n"
-"      --json            print the daemon's answer as JSON\n"
-"Processes that start during the window and match are included.  End it with\n"
-"'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
-"\n"
-"Who may trace what (cuptimond(8), AUTHORIZATION):\n"
-"  A user who is not an operator (root, the daemon's user, its control_group)\n"
-"  traces their own processes only, whatever the selector says.\n"
-"  A job id, rank or label is what a process says of itself, so a selector\n"
-"  made only of them takes one user's sessions: the user whose sessions it\n"
-"  matches when the window opens (processes of other users that start later\n"
-"  with the same label stay out).  Where it matches several users' sessions\n"
-"  the window is refused, naming them: add --uid=U, or --all-users.\n"
-"  The trace belongs to the user who asked, and --output may name only a\n"
-"  path that user could write: a new file in a directory they may write, or\n"
-"  a regular file of their own (never another user's file, a link's target,\n"
-"  a device or a FIFO).  The answer lists the uids of the processes taken.\n",
+            "Usage: cuptimonctl %s [SELECTOR] [--activities=LIST] [--duration=S] [--at=T]\n"
+            "                          [--output=FILE] [--gzip=N] [--per-process] [--json]\n"
+            "Open a trace window over every process that SELECTOR picks (default --all).\n"
+            "\n"
+            "Selector (combine to narrow):\n"
+            "      --all             every session (the default)\n"
+            "      --pid=P[,P...]    these processes\n"
+            "      --uid=U           processes of this user\n"
+            "      --job=J           SLURM_JOB_ID or TORCHELASTIC_RUN_ID J\n"
+            "      --rank=R          RANK R\n"
+            "      --label=L         CUPTIMON_LABEL L\n"
+            "      --all-users       let --job, --rank or --label take sessions of several\n"
+            "                        users (see below)\n"
+            "Options:\n"
+            "      --activities=LIST kinds to trace (default: kernel,memcpy,memset,runtime,\n"
+            "                        driver,external_correlation,overhead,cuda_event,\n"
+            "                        synchronization; also marker, marker_data, memcpy2)\n"
+            "      --duration=S      end the window by itself after S seconds\n"
+            "      --at=T            start at absolute time T (Unix seconds, with a fraction,\n"
+            "                        or ns): the same command sent to many nodes gives\n"
+            "                        windows that line up\n"
+            "      --output=FILE     where the daemon writes the trace (default:\n"
+            "                        OUTPUT_DIR/windows/window-ID-TIME.json); operators only;\n"
+            "                        FILE.gz is written gzipped, any other name plain JSON\n"
+            "      --gzip=N          gzip the trace at level N (1-9; 0: plain JSON) and name\n"
+            "                        it .json.gz (default: the daemon's window_gzip_level)\n"
+            "      --per-process     also write one trace per process beside the trace\n"
+            "                        (TRACE.rank-R.json[.gz], or TRACE.pid-P.json[.gz]\n"
+            "                        without a rank), each with its own distributedInfo,\n"
+            "                        as HTA reads a job (default: window_per_process)\n"
+            "      --json            print the daemon's answer as JSON\n"
+            "Processes that start during the window and match are included.  End it with\n"
+            "'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
+            "\n"
+            "Who may trace what (cuptimond(8), AUTHORIZATION):\n"
+            "  A user who is not an operator (root, the daemon's user, its control_group)\n"
+            "  traces their own processes only, whatever the selector says.\n"
+            "  A job id, rank or label is what a process says of itself, so a selector\n"
+            "  made only of them takes one user's sessions: the user whose sessions it\n"
+            "  matches when the window opens (processes of other users that start later\n"
+            "  with the same label stay out).  Where it matches several users' sessions\n"
+            "  the window is refused, naming them: add --uid=U, or --all-users.\n"
+            "  The trace belongs to the user who asked, and --output may name only a\n"
+            "  path that user could write: a new file in a directory they may write, or\n"
+            "  a regular file of their own (never another user's file, a link's target,\n"
+            "  a device or a FIFO).  The answer lists the uids of the processes taken.\n",
             cmd);
 }
 
@@ -346,8 +345,8 @@ static void print_window(json_object *w)
         printf("  starts at %.3f\n", (double)at / 1e9);
     printf("  trace: %s\n", cuptimon__json_str(w, "output", ""));
     json_object *pt = cuptimon__json_get(w, "process_traces");
-    for (size_t i = 0; pt && json_object_is_type(pt, json_type_array) &&
-                       i < json_object_array_length(pt); i++) {
+    for (size_t i = 0;
+         pt && json_object_is_type(pt, json_type_array) && i < json_object_array_length(pt); i++) {
         json_object *e = json_object_array_get_idx(pt, i);
         int64_t r = cuptimon__json_integer(e, "rank", -1);
         char rk[32] = "";
@@ -378,15 +377,22 @@ static void print_window(json_object *w)
 
 static int cmd_window_open(int argc, char **argv, const char *op)
 {
-    static const struct option opts[] = {
-        {"all", no_argument, NULL, 'a'},          {"pid", required_argument, NULL, 'p'},
-        {"uid", required_argument, NULL, 'u'},    {"job", required_argument, NULL, 'j'},
-        {"rank", required_argument, NULL, 'r'},   {"label", required_argument, NULL, 'L'},
-        {"activities", required_argument, NULL, 'k'}, {"duration", required_argument, NULL, 'd'},
-        {"at", required_argument, NULL, 'T'},     {"output", required_argument, NULL, 'o'},
-        {"json", no_argument, NULL, 'J'},         {"help", no_argument, NULL, 'h'},
-        {"all-users", no_argument, NULL, 'U'},    {"gzip", required_argument, NULL, 'z'},
-        {"per-process", no_argument, NULL, 'P'},  {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
+                                         {"pid", required_argument, NULL, 'p'},
+                                         {"uid", required_argument, NULL, 'u'},
+                                         {"job", required_argument, NULL, 'j'},
+                                         {"rank", required_argument, NULL, 'r'},
+                                         {"label", required_argument, NULL, 'L'},
+                                         {"activities", required_argument, NULL, 'k'},
+                                         {"duration", required_argument, NULL, 'd'},
+                                         {"at", required_argument, NULL, 'T'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"json", no_argument, NULL, 'J'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"all-users", no_argument, NULL, 'U'},
+                                         {"gzip", required_argument, NULL, 'z'},
+                                         {"per-process", no_argument, NULL, 'P'},
+                                         {NULL, 0, NULL, 0}};
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
@@ -438,7 +444,8 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         case 'd': {
             double v = strtod(optarg, &end);
             if (*end || !(v > 0)) {
-                fprintf(stderr, "cuptimonctl: --duration '%s' is not a number of seconds\n", optarg);
+                fprintf(stderr, "cuptimonctl: --duration '%s' is not a number of seconds\n",
+                        optarg);
                 json_object_put(req);
                 return 2;
             }
@@ -448,8 +455,10 @@ static int cmd_window_open(int argc, char **argv, const char *op)
         case 'T': {
             int64_t ns;
             if (parse_when(optarg, &ns) < 0) {
-                fprintf(stderr, "cuptimonctl: --at '%s' is not a time (Unix seconds, e.g. "
-                                "1796208557.5, or ns)\n", optarg);
+                fprintf(stderr,
+                        "cuptimonctl: --at '%s' is not a time (Unix seconds, e.g. "
+                        "1796208557.5, or ns)\n",
+                        optarg);
                 json_object_put(req);
                 return 2;
             }
@@ -472,8 +481,10 @@ static int cmd_window_open(int argc, char **argv, const char *op)
             /* Range-checked by the daemon too, which names the bad level. */
             long v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > 9) {
-                fprintf(stderr, "cuptimonctl: --gzip '%s' is not a level from 0 (plain JSON) "
-                                "to 9\n", optarg);
+                fprintf(stderr,
+                        "cuptimonctl: --gzip '%s' is not a level from 0 (plain JSON) "
+                        "to 9\n",
+                        optarg);
                 json_object_put(req);
                 return 2;
             }
@@ -486,9 +497,7 @@ static int cmd_window_open(int argc, char **argv, const char *op)
             window_usage(stdout, argv[0]);
             json_object_put(req);
             return 0;
-        default:
-            json_object_put(req);
-            return 2;
+        default: json_object_put(req); return 2;
         }
     }
     if (optind < argc) {
@@ -511,9 +520,8 @@ static int cmd_window_open(int argc, char **argv, const char *op)
 
 static int cmd_window_id(int argc, char **argv, const char *op)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'J'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int opt, json = 0;
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
     while ((opt = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
@@ -721,15 +729,11 @@ int main(int argc, char **argv)
             ctl.timeout_ms = (int)(t * 1000);
             break;
         }
-        case 'h':
-            usage(stdout);
-            return 0;
+        case 'h': usage(stdout); return 0;
         case 'V':
             printf("cuptimonctl %s (protocol %u)\n", PACKAGE_VERSION, CUPTIMON_PROTO_VERSION);
             return 0;
-        default:
-            fprintf(stderr, "Try 'cuptimonctl --help' for more information.\n");
-            return 2;
+        default: fprintf(stderr, "Try 'cuptimonctl --help' for more information.\n"); return 2;
         }
     }
     if (optind >= argc) {
@@ -744,8 +748,9 @@ int main(int argc, char **argv)
         return c->run(sub_argc, sub_argv, c);
     char known[512];
     command_names(known, sizeof known);
-    fprintf(stderr, "cuptimonctl: unknown command '%s' (commands: %s)\n"
-                    "Try 'cuptimonctl --help' for more information.\n", cmd, known);
+    fprintf(stderr,
+            "cuptimonctl: unknown command '%s' (commands: %s)\n"
+            "Try 'cuptimonctl --help' for more information.\n",
+            cmd, known);
     return 2;
 }
-

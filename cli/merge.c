@@ -24,18 +24,18 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-"Usage: cuptimonctl merge -o OUTPUT TRACE.json...\n"
-"Merge Chrome/Perfetto traces written by cuptimon (window traces or decoded\n"
-"archives, typically one per node from the same 'begin-window --at T') into\n"
-"one trace.  Timestamps are moved onto the earliest input's base\n"
-"(baseTimeNanoseconds), and a pid seen in more than one input is renumbered\n"
-"in the later ones (otherData.merged_from maps each input's pids; the host is\n"
-"in each process's labels).  The merged distributedInfo has the lowest rank,\n"
-"the largest world size and every rank of the inputs (\"ranks\");\n"
-"deviceProperties has each device id once, as the first input with it has it.\n"
-"\n"
-"  -o, --output=FILE   the merged trace (written beside FILE, then renamed over it)\n"
-"  -h, --help          show this help\n");
+            "Usage: cuptimonctl merge -o OUTPUT TRACE.json...\n"
+            "Merge Chrome/Perfetto traces written by cuptimon (window traces or decoded\n"
+            "archives, typically one per node from the same 'begin-window --at T') into\n"
+            "one trace.  Timestamps are moved onto the earliest input's base\n"
+            "(baseTimeNanoseconds), and a pid seen in more than one input is renumbered\n"
+            "in the later ones (otherData.merged_from maps each input's pids; the host is\n"
+            "in each process's labels).  The merged distributedInfo has the lowest rank,\n"
+            "the largest world size and every rank of the inputs (\"ranks\");\n"
+            "deviceProperties has each device id once, as the first input with it has it.\n"
+            "\n"
+            "  -o, --output=FILE   the merged trace (written beside FILE, then renamed over it)\n"
+            "  -h, --help          show this help\n");
 }
 
 /* The input's time base: Kineto's baseTimeNanoseconds, or (traces written
@@ -62,8 +62,8 @@ static void merge_ranks(json_object *di, json_object *t)
     json_object *list = json_object_new_array();
     if (json_object_object_get_ex(in, "ranks", &more) && json_object_is_type(more, json_type_array))
         for (size_t i = 0; i < json_object_array_length(more); i++)
-            json_object_array_add(list, json_object_new_int64(
-                                            json_object_get_int64(json_object_array_get_idx(more, i))));
+            json_object_array_add(list, json_object_new_int64(json_object_get_int64(
+                                            json_object_array_get_idx(more, i))));
     else if (r >= 0)
         json_object_array_add(list, json_object_new_int64(r));
     for (size_t i = 0; i < json_object_array_length(list); i++) {
@@ -120,7 +120,8 @@ int cuptimon__cli_merge(int argc, char **argv)
     }
     int n = argc - optind;
     if (!out || n < 1) {
-        fprintf(stderr, "cuptimonctl merge: %s\nTry 'cuptimonctl merge --help' for more information.\n",
+        fprintf(stderr,
+                "cuptimonctl merge: %s\nTry 'cuptimonctl merge --help' for more information.\n",
                 !out ? "-o OUTPUT is required" : "no input traces given");
         return 2;
     }
@@ -206,13 +207,16 @@ int cuptimon__cli_merge(int argc, char **argv)
                 snprintf(key, sizeof key, "%" PRId64, json_object_get_int64(v));
                 json_object *m;
                 if (json_object_object_get_ex(remap, key, &m))
-                    json_object_object_add(e, "pid", json_object_new_int64(json_object_get_int64(m)));
+                    json_object_object_add(e, "pid",
+                                           json_object_new_int64(json_object_get_int64(m)));
             }
             if (shift_us != 0.0 && json_object_object_get_ex(e, "ts", &v))
-                json_object_object_add(e, "ts", json_object_new_double(json_object_get_double(v) + shift_us));
+                json_object_object_add(
+                    e, "ts", json_object_new_double(json_object_get_double(v) + shift_us));
             fputs(first ? "" : ",\n", f);
             fputs(json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
-                                                        JSON_C_TO_STRING_NOSLASHESCAPE), f);
+                                                        JSON_C_TO_STRING_NOSLASHESCAPE),
+                  f);
             first = 0;
             events++;
         }
@@ -235,11 +239,14 @@ int cuptimon__cli_merge(int argc, char **argv)
     /* distributedInfo as Kineto writes it (a space after each colon: HTA's
      * rank pattern needs one). */
     fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"deviceProperties\": %s,\n",
-            json_object_to_json_string_ext(devs, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
+            json_object_to_json_string_ext(devs, JSON_C_TO_STRING_SPACED |
+                                                     JSON_C_TO_STRING_NOSLASHESCAPE));
     fprintf(f, "\"distributedInfo\": %s,\n",
-            json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
+            json_object_to_json_string_ext(di, JSON_C_TO_STRING_SPACED |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
     fprintf(f, "\"otherData\":%s}\n",
-            json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+            json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(other);
     json_object_put(di);
     json_object_put(devs);
@@ -250,7 +257,9 @@ int cuptimon__cli_merge(int argc, char **argv)
     if (werr || rc != 0 || crc < 0) {
         if (rc == 0)
             fprintf(stderr, "cuptimonctl merge: writing %s failed: %s\n", out,
-                    strerror(werr ? werr : crc < 0 ? -crc : EIO));
+                    strerror(werr      ? werr
+                             : crc < 0 ? -crc
+                                       : EIO));
         return 1;
     }
     fprintf(stderr, "cuptimonctl merge: %d trace(s), %" PRIu64 " events -> %s\n", n, events, out);

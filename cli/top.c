@@ -336,8 +336,16 @@ static void fmt_bytes(char *b, size_t n, double v, const char *suffix)
 
 /* ---- the view ---------------------------------------------------------------------- */
 
-enum { BY_PROCESS, BY_KERNEL, BY_DEVICE };
-enum { SORT_TIME, SORT_COUNT, SORT_P99 };
+enum {
+    BY_PROCESS,
+    BY_KERNEL,
+    BY_DEVICE
+};
+enum {
+    SORT_TIME,
+    SORT_COUNT,
+    SORT_P99
+};
 static const char *const by_names[] = {"process", "kernel", "device"};
 static const char *const sort_names[] = {"time", "count", "p99"};
 
@@ -410,8 +418,8 @@ static size_t draw_header(struct out *o, const struct view *v, json_object *t, c
         snprintf(line, sizeof(line),
                  "cuptimon top - %s %s  sessions%s %" PRIu64 "%s  kernels %s (%s GPU)  memcpy %s  "
                  "memset %s  dropped %" PRIu64 "  lost %" PRIu64,
-                 host, when, whose, cuptimon__json_uint(node, "sessions", 0), ended, kc, kt, mb,
-                 ms, cuptimon__json_uint(node, "dropped_records", 0),
+                 host, when, whose, cuptimon__json_uint(node, "sessions", 0), ended, kc, kt, mb, ms,
+                 cuptimon__json_uint(node, "dropped_records", 0),
                  cuptimon__json_uint(node, "lost_buffers", 0));
         out_line(o, line, v->width);
         out_printf(o, "%s", nl);
@@ -502,8 +510,8 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
         const size_t fixed = wide ? 72 : 46;
         size_t nw = v->width > fixed + 10 ? v->width - fixed : 10;
         if (wide)
-            snprintf(line, sizeof(line), "%8s %9s %6s %9s %9s %9s %9s %5s %s", "COUNT",
-                     "GPU-TIME", "%TIME", "MEAN", "P50", "P90", "P99", "PROCS", "KERNEL");
+            snprintf(line, sizeof(line), "%8s %9s %6s %9s %9s %9s %9s %5s %s", "COUNT", "GPU-TIME",
+                     "%TIME", "MEAN", "P50", "P90", "P99", "PROCS", "KERNEL");
         else
             snprintf(line, sizeof(line), "%8s %9s %6s %9s %9s %s", "COUNT", "GPU-TIME", "%TIME",
                      "P50", "P99", "KERNEL");
@@ -844,47 +852,51 @@ static int run_screen(struct cuptimon_ctl *c, struct view *v)
 
 static void top_usage(FILE *f)
 {
-    fprintf(f,
-"Usage: cuptimonctl top [--interval=S] [--by=process|kernel|device]\n"
-"                       [--sort=time|count|p99] [--pid=P] [--job=J] [--rank=R]\n"
-"                       [--label=L] [-n ROWS] [--once] [--json] [-c SOCKET]\n"
-"Show the GPU work of the node's processes, as the daemon aggregates it:\n"
-"a header with the node's totals and a busy bar per GPU, then a table by\n"
-"process, by kernel name or by device.  A user who is not an operator (root,\n"
-"the daemon's user, its control_group) sees their own processes only, and\n"
-"totals over them; the GPU lines stay the node's.\n"
-"\n"
-"On a terminal it is full screen and refreshes every S seconds (default 2);\n"
-"keys: p k d group by process, kernel, device; t c 9 sort by GPU time,\n"
-"count, p99 duration; space refreshes; q quits.  When stdout is not a\n"
-"terminal, or with --once, it prints one plain snapshot (with --interval,\n"
-"one every S seconds).  --json prints the daemon's answer, with full kernel\n"
-"names.  Kernel names are demangled, and shortened to fit the width.\n"
-"\n"
-"  -i, --interval=S      refresh period in seconds (default 2)\n"
-"  -b, --by=WHAT         process (default), kernel or device\n"
-"  -s, --sort=KEY        time (default), count or p99\n"
-"  -p, --pid=P           only process P\n"
-"  -j, --job=J           only job J (SLURM_JOB_ID or TORCHELASTIC_RUN_ID)\n"
-"  -r, --rank=R          only rank R\n"
-"  -L, --label=L         only CUPTIMON_LABEL L\n"
-"  -n, --rows=N          rows of the table (default: what fits; 20 plain)\n"
-"  -1, --once            one plain snapshot, then exit\n"
-"  -J, --json            print the daemon's JSON, then exit\n"
-"  -c, --control-socket=PATH  the daemon's control socket\n"
-"  -h, --help            show this help\n");
+    fprintf(f, "Usage: cuptimonctl top [--interval=S] [--by=process|kernel|device]\n"
+               "                       [--sort=time|count|p99] [--pid=P] [--job=J] [--rank=R]\n"
+               "                       [--label=L] [-n ROWS] [--once] [--json] [-c SOCKET]\n"
+               "Show the GPU work of the node's processes, as the daemon aggregates it:\n"
+               "a header with the node's totals and a busy bar per GPU, then a table by\n"
+               "process, by kernel name or by device.  A user who is not an operator (root,\n"
+               "the daemon's user, its control_group) sees their own processes only, and\n"
+               "totals over them; the GPU lines stay the node's.\n"
+               "\n"
+               "On a terminal it is full screen and refreshes every S seconds (default 2);\n"
+               "keys: p k d group by process, kernel, device; t c 9 sort by GPU time,\n"
+               "count, p99 duration; space refreshes; q quits.  When stdout is not a\n"
+               "terminal, or with --once, it prints one plain snapshot (with --interval,\n"
+               "one every S seconds).  --json prints the daemon's answer, with full kernel\n"
+               "names.  Kernel names are demangled, and shortened to fit the width.\n"
+               "\n"
+               "  -i, --interval=S      refresh period in seconds (default 2)\n"
+               "  -b, --by=WHAT         process (default), kernel or device\n"
+               "  -s, --sort=KEY        time (default), count or p99\n"
+               "  -p, --pid=P           only process P\n"
+               "  -j, --job=J           only job J (SLURM_JOB_ID or TORCHELASTIC_RUN_ID)\n"
+               "  -r, --rank=R          only rank R\n"
+               "  -L, --label=L         only CUPTIMON_LABEL L\n"
+               "  -n, --rows=N          rows of the table (default: what fits; 20 plain)\n"
+               "  -1, --once            one plain snapshot, then exit\n"
+               "  -J, --json            print the daemon's JSON, then exit\n"
+               "  -c, --control-socket=PATH  the daemon's control socket\n"
+               "  -h, --help            show this help\n");
 }
 
 int cuptimon__cli_top(const struct cuptimon_ctl *ctl, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"interval", required_argument, NULL, 'i'}, {"by", required_argument, NULL, 'b'},
-        {"sort", required_argument, NULL, 's'},     {"pid", required_argument, NULL, 'p'},
-        {"job", required_argument, NULL, 'j'},      {"rank", required_argument, NULL, 'r'},
-        {"label", required_argument, NULL, 'L'},    {"rows", required_argument, NULL, 'n'},
-        {"once", no_argument, NULL, '1'},           {"json", no_argument, NULL, 'J'},
-        {"control-socket", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"interval", required_argument, NULL, 'i'},
+                                         {"by", required_argument, NULL, 'b'},
+                                         {"sort", required_argument, NULL, 's'},
+                                         {"pid", required_argument, NULL, 'p'},
+                                         {"job", required_argument, NULL, 'j'},
+                                         {"rank", required_argument, NULL, 'r'},
+                                         {"label", required_argument, NULL, 'L'},
+                                         {"rows", required_argument, NULL, 'n'},
+                                         {"once", no_argument, NULL, '1'},
+                                         {"json", no_argument, NULL, 'J'},
+                                         {"control-socket", required_argument, NULL, 'c'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     /* A copy: -c here names another socket for this command only. */
     struct cuptimon_ctl c = *ctl;
     struct view v = {.interval = 2};
@@ -946,9 +958,7 @@ int cuptimon__cli_top(const struct cuptimon_ctl *ctl, int argc, char **argv)
                 return 2;
             break;
         case 'h': top_usage(stdout); return 0;
-        default:
-            fprintf(stderr, "Try 'cuptimonctl top --help' for more information.\n");
-            return 2;
+        default: fprintf(stderr, "Try 'cuptimonctl top --help' for more information.\n"); return 2;
         }
     }
     if (optind < argc) {
@@ -1028,7 +1038,8 @@ int cuptimon__cli_metrics(const struct cuptimon_ctl *ctl, int argc, char **argv)
                    "format (cuptimon_kernel_seconds_total, cuptimon_gpu_busy_ratio, ...).\n"
                    "A user who is not an operator gets the series of their own processes\n"
                    "and the node's per-GPU series.  For\n"
-                   "node_exporter's textfile collector, start cuptimond with --metrics-file (or set metrics_file in cuptimond.conf).\n");
+                   "node_exporter's textfile collector, start cuptimond with --metrics-file (or "
+                   "set metrics_file in cuptimond.conf).\n");
             return 0;
         } else {
             fprintf(stderr, "Try 'cuptimonctl metrics --help' for more information.\n");

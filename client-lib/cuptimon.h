@@ -56,18 +56,18 @@ CUPTIMON_API int cuptimon_step_end(void);
 CUPTIMON_API int cuptimon_label_graph_node(uint64_t graph_node_id, const char *name);
 
 struct cuptimon_status {
-    uint32_t struct_size;      /* set by the caller to sizeof(struct cuptimon_status) */
-    int started;               /* CUPTI callbacks registered */
-    int connected;             /* a daemon session is up */
-    uint32_t cupti_version;    /* CUPTI API version, 0 when not loaded */
+    uint32_t struct_size;   /* set by the caller to sizeof(struct cuptimon_status) */
+    int started;            /* CUPTI callbacks registered */
+    int connected;          /* a daemon session is up */
+    uint32_t cupti_version; /* CUPTI API version, 0 when not loaded */
     uint64_t buffers_completed;
     uint64_t buffers_sent;
     uint64_t buffers_released;
-    uint64_t buffers_lost;     /* in flight when a daemon went away */
-    uint64_t requests_declined;/* CUPTI asked for a buffer, the pool was empty */
-    uint64_t dropped_records;  /* CUPTI's count */
-    uint64_t foreign_buffers;  /* completions of buffers the shim does not own */
-    uint64_t connects;         /* sessions opened (1 + reconnects) */
+    uint64_t buffers_lost;      /* in flight when a daemon went away */
+    uint64_t requests_declined; /* CUPTI asked for a buffer, the pool was empty */
+    uint64_t dropped_records;   /* CUPTI's count */
+    uint64_t foreign_buffers;   /* completions of buffers the shim does not own */
+    uint64_t connects;          /* sessions opened (1 + reconnects) */
     uint32_t pool_slots;
     uint32_t pool_free;
     uint64_t slot_size;

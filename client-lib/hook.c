@@ -31,10 +31,10 @@
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
-#define R_GLOB_DAT R_X86_64_GLOB_DAT
+#define R_GLOB_DAT  R_X86_64_GLOB_DAT
 #elif defined(__aarch64__)
 #define R_JUMP_SLOT R_AARCH64_JUMP_SLOT
-#define R_GLOB_DAT R_AARCH64_GLOB_DAT
+#define R_GLOB_DAT  R_AARCH64_GLOB_DAT
 #endif
 
 #if defined(R_JUMP_SLOT) && defined(__LP64__)
@@ -85,8 +85,8 @@ static int store(const struct dl_phdr_info *info, void **slot, void *fn)
     return 1;
 }
 
-static void patch_table(struct scan *sc, const struct dl_phdr_info *info, const ElfW(Rela) *rel,
-                        size_t bytes, const ElfW(Sym) *symtab, const char *strtab, size_t strsz)
+static void patch_table(struct scan *sc, const struct dl_phdr_info *info, const ElfW(Rela) * rel,
+                        size_t bytes, const ElfW(Sym) * symtab, const char *strtab, size_t strsz)
 {
     for (size_t i = 0; i < bytes / sizeof *rel; i++) {
         unsigned type = (unsigned)ELF64_R_TYPE(rel[i].r_info);
@@ -170,8 +170,8 @@ static int count_adds(struct dl_phdr_info *info, size_t size, void *arg)
 int cuptimon__hook_scan(const struct cuptimon_hook *targets, size_t n, void *self, void *cupti,
                         unsigned long long *adds)
 {
-    struct scan sc = {.targets = targets, .ntargets = n, .self = (uintptr_t)self,
-                      .cupti = (uintptr_t)cupti};
+    struct scan sc = {
+        .targets = targets, .ntargets = n, .self = (uintptr_t)self, .cupti = (uintptr_t)cupti};
     if (adds)
         dl_iterate_phdr(count_adds, adds);
     dl_iterate_phdr(visit, &sc);

@@ -25,9 +25,9 @@
 
 #include "shim.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define EXIT_RETRY_MS 20
+#define BACKOFF_MIN_MS    100
+#define BACKOFF_MAX_MS    5000
+#define EXIT_RETRY_MS     20
 #define STRINGS_BATCH_MAX (512u << 10)
 
 #define THREAD_NAMES_MAX 512
@@ -54,7 +54,7 @@ struct io {
     unsigned nnamed;
     uint64_t named_session;
     int devices_reported; /* the devices' properties are in the string table */
-    int ranges; /* the daemon's HELLO_ACK says it takes RANGES */
+    int ranges;           /* the daemon's HELLO_ACK says it takes RANGES */
 };
 
 static struct io io_state;
@@ -143,10 +143,12 @@ static char *hello_json(struct shim *s)
     json_object_object_add(o, "job", job);
     /* Totals so far: a reconnecting shim tells the new daemon what was lost. */
     json_object *cnt = json_object_new_object();
-    json_object_object_add(cnt, "buffers_lost", json_object_new_int64((int64_t)atomic_load(&s->buffers_lost)));
+    json_object_object_add(cnt, "buffers_lost",
+                           json_object_new_int64((int64_t)atomic_load(&s->buffers_lost)));
     json_object_object_add(cnt, "requests_declined",
                            json_object_new_int64((int64_t)atomic_load(&s->requests_declined)));
-    json_object_object_add(cnt, "connects", json_object_new_int64((int64_t)atomic_load(&s->connects)));
+    json_object_object_add(cnt, "connects",
+                           json_object_new_int64((int64_t)atomic_load(&s->connects)));
     json_object_object_add(o, "counters", cnt);
 
     char *txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -249,8 +251,7 @@ static int try_connect(struct io *io)
 static void frame_strings_locked(struct io *io)
 {
     struct shim *s = io->s;
-    while (s->strings.len > CUPTIMON_STRINGS_HDR_SIZE &&
-           s->strings_sent < s->strings.len) {
+    while (s->strings.len > CUPTIMON_STRINGS_HDR_SIZE && s->strings_sent < s->strings.len) {
         size_t from = s->strings_sent < CUPTIMON_STRINGS_HDR_SIZE ? CUPTIMON_STRINGS_HDR_SIZE
                                                                   : s->strings_sent;
         /* Cut at entry boundaries, at most STRINGS_BATCH_MAX per frame. */
@@ -314,10 +315,10 @@ static void collect(struct io *io)
         frame_strings_locked(io);
         pthread_mutex_unlock(&s->qlock);
         int rc = cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body);
-        s->slot_info[m.slot] = (struct shim_slot_info){
-            .records = m.records,
-            .dropped = m.dropped,
-            .frame_end = rc == 0 ? io->sent_pos + io->out.len : UINT64_MAX};
+        s->slot_info[m.slot] =
+            (struct shim_slot_info){.records = m.records,
+                                    .dropped = m.dropped,
+                                    .frame_end = rc == 0 ? io->sent_pos + io->out.len : UINT64_MAX};
         atomic_fetch_add(&s->buffers_sent, 1);
     }
 }
@@ -433,18 +434,29 @@ static void report_devices(struct io *io)
     typedef int (*name_fn)(char *, int, int);
     typedef int (*mem_fn)(size_t *, int);
     enum {
-        A_MAX_THREADS_PER_BLOCK = 1, A_MAX_SHARED_MEMORY_PER_BLOCK = 8, A_WARP_SIZE = 10,
-        A_MAX_REGISTERS_PER_BLOCK = 12, A_MULTIPROCESSOR_COUNT = 16,
-        A_MAX_THREADS_PER_MULTIPROCESSOR = 39, A_COMPUTE_CAPABILITY_MAJOR = 75,
-        A_COMPUTE_CAPABILITY_MINOR = 76, A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81,
-        A_MAX_REGISTERS_PER_MULTIPROCESSOR = 82, A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+        A_MAX_THREADS_PER_BLOCK = 1,
+        A_MAX_SHARED_MEMORY_PER_BLOCK = 8,
+        A_WARP_SIZE = 10,
+        A_MAX_REGISTERS_PER_BLOCK = 12,
+        A_MULTIPROCESSOR_COUNT = 16,
+        A_MAX_THREADS_PER_MULTIPROCESSOR = 39,
+        A_COMPUTE_CAPABILITY_MAJOR = 75,
+        A_COMPUTE_CAPABILITY_MINOR = 76,
+        A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81,
+        A_MAX_REGISTERS_PER_MULTIPROCESSOR = 82,
+        A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
     };
     static const int attrs[] = {
-        A_COMPUTE_CAPABILITY_MAJOR,         A_COMPUTE_CAPABILITY_MINOR,
-        A_MAX_THREADS_PER_BLOCK,            A_MAX_THREADS_PER_MULTIPROCESSOR,
-        A_MAX_REGISTERS_PER_BLOCK,          A_WARP_SIZE,
-        A_MAX_SHARED_MEMORY_PER_BLOCK,      A_MULTIPROCESSOR_COUNT,
-        A_MAX_REGISTERS_PER_MULTIPROCESSOR, A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        A_COMPUTE_CAPABILITY_MAJOR,
+        A_COMPUTE_CAPABILITY_MINOR,
+        A_MAX_THREADS_PER_BLOCK,
+        A_MAX_THREADS_PER_MULTIPROCESSOR,
+        A_MAX_REGISTERS_PER_BLOCK,
+        A_WARP_SIZE,
+        A_MAX_SHARED_MEMORY_PER_BLOCK,
+        A_MULTIPROCESSOR_COUNT,
+        A_MAX_REGISTERS_PER_MULTIPROCESSOR,
+        A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
         A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
     };
     if (io->devices_reported)
@@ -464,8 +476,8 @@ static void report_devices(struct io *io)
         for (int d = 0; d < n && d < (int)CUPTIMON_DEVICES_MAX; d++) {
             char name[96] = "", text[256];
             size_t mem = 0;
-            int v[sizeof attrs / sizeof attrs[0]], ok = get_mem(&mem, d) == 0 &&
-                                                        get_name(name, sizeof name, d) == 0;
+            int v[sizeof attrs / sizeof attrs[0]],
+                ok = get_mem(&mem, d) == 0 && get_name(name, sizeof name, d) == 0;
             for (size_t i = 0; ok && i < sizeof attrs / sizeof attrs[0]; i++)
                 ok = get_attr(&v[i], attrs[i], d) == 0;
             if (!ok)
@@ -501,12 +513,13 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     if (f.forced)
         cuptimon__check_taken(s, gen);
     collect(io);
-    struct cuptimon_flush_done d = {.flush_id = f.flush_id,
-                                    .buffers = atomic_load(&s->buffers_completed) - before,
-                                    .buffers_lost = atomic_load(&s->buffers_lost),
-                                    .requests_declined = atomic_load(&s->requests_declined),
-                                    .foreign_buffers = atomic_load(&s->foreign_buffers),
-                                    .flags = (atomic_load(&s->cupti_taken) ? CUPTIMON_SHIM_CUPTI_TAKEN : 0)};
+    struct cuptimon_flush_done d = {
+        .flush_id = f.flush_id,
+        .buffers = atomic_load(&s->buffers_completed) - before,
+        .buffers_lost = atomic_load(&s->buffers_lost),
+        .requests_declined = atomic_load(&s->requests_declined),
+        .foreign_buffers = atomic_load(&s->foreign_buffers),
+        .flags = (atomic_load(&s->cupti_taken) ? CUPTIMON_SHIM_CUPTI_TAKEN : 0)};
     uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
     cuptimon__flush_done_encode(out, &d);
     cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);
@@ -619,12 +632,8 @@ static void dispatch_input(struct io *io)
         }
         const uint8_t *body = io->in.data + CUPTIMON_MSG_HDR_SIZE;
         switch (h.type) {
-        case CUPTIMON_MSG_BUFFER_RELEASE:
-            on_release(io, body, h.length);
-            break;
-        case CUPTIMON_MSG_FLUSH:
-            on_flush(io, body, h.length);
-            break;
+        case CUPTIMON_MSG_BUFFER_RELEASE: on_release(io, body, h.length); break;
+        case CUPTIMON_MSG_FLUSH: on_flush(io, body, h.length); break;
         case CUPTIMON_MSG_ENABLE:
         case CUPTIMON_MSG_DISABLE:
             on_enable(io, body, h.length, h.type == CUPTIMON_MSG_ENABLE);
@@ -633,14 +642,9 @@ static void dispatch_input(struct io *io)
             io->busy_backoff_ms = 0;
             io->ranges = ack_says_ranges(body, h.length);
             break;
-        case CUPTIMON_MSG_CONFIG:
-            break;
-        case CUPTIMON_MSG_REPLY_ERROR:
-            on_error(io, body, h.length);
-            return;
-        default:
-            shim_debug(io->s, "ignoring daemon message type 0x%04x", h.type);
-            break;
+        case CUPTIMON_MSG_CONFIG: break;
+        case CUPTIMON_MSG_REPLY_ERROR: on_error(io, body, h.length); return;
+        default: shim_debug(io->s, "ignoring daemon message type 0x%04x", h.type); break;
         }
         if (io->fd < 0)
             return;
@@ -766,8 +770,8 @@ int cuptimon__io_drain(struct shim *s, int timeout_ms)
     for (;;) {
         int pending = s->ring_len > 0 || atomic_load(&s->in_flight) > 0;
         int connected = atomic_load(&s->connected);
-        if (!pending || (!connected && !atomic_load(&s->daemon_busy) &&
-                         atomic_load(&s->connect_tried)))
+        if (!pending ||
+            (!connected && !atomic_load(&s->daemon_busy) && atomic_load(&s->connect_tried)))
             break;
         struct timespec until = dl;
         if (!connected) {
@@ -834,15 +838,14 @@ void cuptimon__io_stop(struct shim *s)
             }
         }
         char body[384];
-        int n = snprintf(body, sizeof body,
-                         "{\"dropped_records\":%llu,\"requests_declined\":%llu,"
-                         "\"buffers_lost\":%llu,\"completions\":%llu,"
-                         "\"completion_p99_ns_max\":%llu,\"completion_longest_ns\":%llu}",
-                         (unsigned long long)late,
-                         (unsigned long long)atomic_load(&s->requests_declined),
-                         (unsigned long long)atomic_load(&s->buffers_lost),
-                         (unsigned long long)total, (unsigned long long)p99,
-                         (unsigned long long)atomic_load(&s->completion_max_ns));
+        int n = snprintf(
+            body, sizeof body,
+            "{\"dropped_records\":%llu,\"requests_declined\":%llu,"
+            "\"buffers_lost\":%llu,\"completions\":%llu,"
+            "\"completion_p99_ns_max\":%llu,\"completion_longest_ns\":%llu}",
+            (unsigned long long)late, (unsigned long long)atomic_load(&s->requests_declined),
+            (unsigned long long)atomic_load(&s->buffers_lost), (unsigned long long)total,
+            (unsigned long long)p99, (unsigned long long)atomic_load(&s->completion_max_ns));
         struct cuptimon_buf b = {0};
         if (n > 0 && cuptimon__frame_append(&b, CUPTIMON_MSG_BYE, body, (size_t)n) == 0)
             send(io->fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);

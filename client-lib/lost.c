@@ -26,13 +26,15 @@ static const char *const reason_words[] = {"none", CUPTIMON_LOSS_REASONS};
 _Static_assert(sizeof reason_words / sizeof reason_words[0] == SHIM_LOSS_DISCONNECTED + 1,
                "one word per enum shim_loss_reason");
 
-static void why_text(const struct shim *s, const struct shim_loss *l, const char *sock,
-                     char *out, size_t len)
+static void why_text(const struct shim *s, const struct shim_loss *l, const char *sock, char *out,
+                     size_t len)
 {
     switch (l->reason) {
     case SHIM_LOSS_QUEUE_FULL:
-        snprintf(out, len, "the daemon on %s did not take the connection within the %d ms exit "
-                 "bound (its listen queue was full)", sock, s->exit_timeout_ms);
+        snprintf(out, len,
+                 "the daemon on %s did not take the connection within the %d ms exit "
+                 "bound (its listen queue was full)",
+                 sock, s->exit_timeout_ms);
         break;
     case SHIM_LOSS_REFUSED:
         snprintf(out, len, "the daemon on %s refused this process", sock);
@@ -89,9 +91,9 @@ static int write_report(const struct shim *s, const struct shim_loss *l, const c
                      "{\"report\":1,\"pid\":%d,\"records_lost\":%llu,\"buffers_lost\":%llu,"
                      "\"dropped_records\":%llu,\"reason\":\"%s\",\"exit_timeout_ms\":%d,"
                      "\"label\":\"%s\"}\n",
-                     (int)getpid(), (unsigned long long)l->records,
-                     (unsigned long long)l->buffers, (unsigned long long)l->dropped,
-                     reason_words[l->reason], s->exit_timeout_ms, label);
+                     (int)getpid(), (unsigned long long)l->records, (unsigned long long)l->buffers,
+                     (unsigned long long)l->dropped, reason_words[l->reason], s->exit_timeout_ms,
+                     label);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(name, sizeof name, "%d-%lld.%09ld", (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
@@ -122,9 +124,10 @@ void cuptimon__loss_report(struct shim *s, const struct shim_loss *l)
     int seen = atomic_load(&s->daemon_seen);
     const char *plural = l->buffers == 1 ? "" : "s";
     if (seen <= 0 || seen > s->nsockets) {
-        shim_debug(s, "%llu records in %llu buffer%s were not handed off at exit: no daemon "
-                   "answered", (unsigned long long)l->records, (unsigned long long)l->buffers,
-                   plural);
+        shim_debug(s,
+                   "%llu records in %llu buffer%s were not handed off at exit: no daemon "
+                   "answered",
+                   (unsigned long long)l->records, (unsigned long long)l->buffers, plural);
         return;
     }
     const char *sock = s->sockets[seen - 1];
@@ -133,10 +136,12 @@ void cuptimon__loss_report(struct shim *s, const struct shim_loss *l)
     int rc = write_report(s, l, sock, dir, sizeof dir);
     if (rc == 0)
         cuptimon__log("lost %llu records (%llu buffer%s) at exit: %s; the daemon counts them in "
-                      "its status (report in %s)", (unsigned long long)l->records,
-                      (unsigned long long)l->buffers, plural, why, dir);
+                      "its status (report in %s)",
+                      (unsigned long long)l->records, (unsigned long long)l->buffers, plural, why,
+                      dir);
     else
         cuptimon__log("lost %llu records (%llu buffer%s) at exit: %s; no report could be left "
-                      "for the daemon in %s: %s", (unsigned long long)l->records,
-                      (unsigned long long)l->buffers, plural, why, dir, strerror(-rc));
+                      "for the daemon in %s: %s",
+                      (unsigned long long)l->records, (unsigned long long)l->buffers, plural, why,
+                      dir, strerror(-rc));
 }

@@ -41,13 +41,13 @@ static struct {
     CUpti_BuffersCallbackRequestFunc request;
     CUpti_BuffersCallbackCompleteFunc complete;
     CUpti_TimestampCallbackFunc timestamp;
-    uint8_t kinds[TOOL_KINDS];  /* the tool enabled it */
+    uint8_t kinds[TOOL_KINDS]; /* the tool enabled it */
     /* When the tool enabled and disabled each kind (in CUPTI's timebase,
      * which its records carry): it gets the records that start in between, as it would
      * from CUPTI alone. */
     uint64_t on_ns[TOOL_KINDS], off_ns[TOOL_KINDS];
-    uint8_t ours[TOOL_KINDS];   /* the shim enabled it */
-    uint8_t *buf;               /* the tool's current buffer */
+    uint8_t ours[TOOL_KINDS]; /* the shim enabled it */
+    uint8_t *buf;             /* the tool's current buffer */
     size_t size, used;
     uint64_t delivered, dropped, buffers;
     int stopping; /* it disabled kinds while it held CUPTI itself */
@@ -90,8 +90,7 @@ int cuptimon__mux_tool_wants(uint32_t kind)
 static const struct cuptimon_rec_layout *layout_of(uint32_t kind, size_t size)
 {
     const struct cuptimon_cupti_release *r = cuptimon__shim.cupti.release;
-    const struct cuptimon_rec_layout *l =
-        r && kind < CUPTIMON_LAYOUT_KINDS ? r->kinds[kind] : NULL;
+    const struct cuptimon_rec_layout *l = r && kind < CUPTIMON_LAYOUT_KINDS ? r->kinds[kind] : NULL;
     return l && l->size == size ? l : NULL;
 }
 
@@ -103,8 +102,9 @@ struct time_fields {
 };
 
 static const struct time_fields time_fields_of[CUPTIMON_REC_TYPES] = {
-    [CUPTIMON_REC_KERNEL] = {5, {CUPTIMON_FK_start, CUPTIMON_FK_end, CUPTIMON_FK_completed,
-                                 CUPTIMON_FK_queued, CUPTIMON_FK_submitted}},
+    [CUPTIMON_REC_KERNEL] = {5,
+                             {CUPTIMON_FK_start, CUPTIMON_FK_end, CUPTIMON_FK_completed,
+                              CUPTIMON_FK_queued, CUPTIMON_FK_submitted}},
     [CUPTIMON_REC_MEMCPY] = {2, {CUPTIMON_FMC_start, CUPTIMON_FMC_end}},
     [CUPTIMON_REC_P2P] = {2, {CUPTIMON_FP2P_start, CUPTIMON_FP2P_end}},
     [CUPTIMON_REC_MEMSET] = {2, {CUPTIMON_FMS_start, CUPTIMON_FMS_end}},
@@ -223,8 +223,8 @@ void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
     int api = k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
     /* GPU work launched before the tool enabled its kind was flushed out
      * at the enable; its start time says nothing about its launch. */
-    if (k >= TOOL_KINDS || (t0 && ((api && t0 < tool.on_ns[k]) ||
-                                   (tool.off_ns[k] && t0 > tool.off_ns[k]))))
+    if (k >= TOOL_KINDS ||
+        (t0 && ((api && t0 < tool.on_ns[k]) || (tool.off_ns[k] && t0 > tool.off_ns[k]))))
         return;
     pthread_mutex_lock(&tool.lock);
     if (!tool.complete) {
@@ -254,8 +254,7 @@ void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
  * reads of CUPTI's, paired with their midpoint.  Up to three tries, the
  * tightest kept; with good_ns set, the first whose bracket is at most
  * good_ns ends the search (one try in the common case). */
-static void clock_sample(CUpti_TimestampCallbackFunc f, uint64_t *a, uint64_t *t,
-                         uint64_t good_ns)
+static void clock_sample(CUpti_TimestampCallbackFunc f, uint64_t *a, uint64_t *t, uint64_t good_ns)
 {
     uint64_t best = UINT64_MAX;
     *a = *t = 0;
@@ -377,7 +376,10 @@ static CUptiResult CUPTIAPI mux_enable(CUpti_ActivityKind kind)
     }
     CUptiResult rc = shared ? CUPTI_SUCCESS : f(kind);
     shim_debug(&cuptimon__shim, "tool: enable kind %u%s: %d", (unsigned)kind,
-               shared ? " (already on for cuptimon)" : held ? " (it holds CUPTI)" : "", (int)rc);
+               shared ? " (already on for cuptimon)"
+               : held ? " (it holds CUPTI)"
+                      : "",
+               (int)rc);
     if (rc == CUPTI_SUCCESS && (unsigned)kind < TOOL_KINDS) {
         tool.kinds[kind] = 1;
         tool.on_ns[kind] = cupti_now();
@@ -439,8 +441,8 @@ static CUptiResult CUPTIAPI mux_flush(uint32_t flag)
         complete_locked();
     shim_debug(&cuptimon__shim,
                "tool: flush(%u): %d; %llu records delivered in %llu buffers, %llu dropped so far",
-               flag, (int)rc, (unsigned long long)tool.delivered,
-               (unsigned long long)tool.buffers, (unsigned long long)tool.dropped);
+               flag, (int)rc, (unsigned long long)tool.delivered, (unsigned long long)tool.buffers,
+               (unsigned long long)tool.dropped);
     int stopped = tool.stopping && forced;
     if (forced)
         tool.stopping = 0;
@@ -455,8 +457,8 @@ static CUptiResult CUPTIAPI mux_flush(uint32_t flag)
 
 static CUptiResult CUPTIAPI mux_timestamp(CUpti_TimestampCallbackFunc cb)
 {
-    CUptiResult (*f)(CUpti_TimestampCallbackFunc) = (CUptiResult(*)(CUpti_TimestampCallbackFunc))real(
-        "cuptiActivityRegisterTimestampCallback");
+    CUptiResult (*f)(CUpti_TimestampCallbackFunc) =
+        (CUptiResult(*)(CUpti_TimestampCallbackFunc))real("cuptiActivityRegisterTimestampCallback");
     if (!active())
         return f ? f(cb) : CUPTI_ERROR_NOT_INITIALIZED;
     /* Never CUPTI's timebase: applied to the tool's copies only.  Kineto
@@ -510,10 +512,10 @@ static CUptiResult CUPTIAPI mux_finalize(void)
  * uses the local addresses above (taking an exported symbol's address in a
  * shared object goes through its own import table, which another libcupti
  * in the process could satisfy). */
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT        __attribute__((visibility("default")))
 #define ALIAS(target) __attribute__((alias(#target)))
 EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc,
-                                                          CUpti_BuffersCallbackCompleteFunc)
+                                                           CUpti_BuffersCallbackCompleteFunc)
     ALIAS(mux_register);
 EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind) ALIAS(mux_enable);
 EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind) ALIAS(mux_disable);

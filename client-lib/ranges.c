@@ -102,7 +102,9 @@ uint64_t cuptimon__ranges_dropped(void)
  * so every entry's timestamp is at or before it. */
 int cuptimon__ranges_frame(struct shim *s, struct cuptimon_buf *out, int send)
 {
-    enum { PER_FRAME = 8192 }; /* 256 KiB bodies */
+    enum {
+        PER_FRAME = 8192
+    }; /* 256 KiB bodies */
     struct cuptimon_range_ev ev;
     int frames = 0;
     if (!atomic_load(&ring_ready))
@@ -113,7 +115,8 @@ int cuptimon__ranges_frame(struct shim *s, struct cuptimon_buf *out, int send)
         size_t body = CUPTIMON_RANGES_HDR_SIZE + (size_t)PER_FRAME * CUPTIMON_RANGE_ENTRY_SIZE;
         if (send && cuptimon__buf_reserve(out, CUPTIMON_MSG_HDR_SIZE + body) < 0)
             return -ENOMEM; /* the entries stay queued for the next pass */
-        uint8_t *p = send ? out->data + at + CUPTIMON_MSG_HDR_SIZE + CUPTIMON_RANGES_HDR_SIZE : NULL;
+        uint8_t *p =
+            send ? out->data + at + CUPTIMON_MSG_HDR_SIZE + CUPTIMON_RANGES_HDR_SIZE : NULL;
         while (n < PER_FRAME && take(&ev)) {
             if (send)
                 cuptimon__range_encode(p + (size_t)n * CUPTIMON_RANGE_ENTRY_SIZE, &ev);

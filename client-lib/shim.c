@@ -28,8 +28,8 @@
 struct shim cuptimon__shim = {.pool_fd = -1, .wake_fd = -1};
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
-static int start_state;  /* 0 never tried, 1 running, -errno failed */
-static int forked_child; /* set in a fork child: the shim is inert there */
+static int start_state;            /* 0 never tried, 1 running, -errno failed */
+static int forked_child;           /* set in a fork child: the shim is inert there */
 static _Atomic int annotations_on; /* a window has external correlation on */
 /* CUPTI writes system thread ids (gettid) in API records; else the low 32
  * bits of pthread_self(), which annotation ranges then use too. */
@@ -39,9 +39,9 @@ static _Atomic int tid_system;
 /* The exit hand-off's bound: how long, at most, a job's exit waits for the
  * daemon to take what is left (doc/libcuptimon.7). */
 #define DEFAULT_EXIT_TIMEOUT_MS 1000
-#define MAX_EXIT_TIMEOUT_MS 60000
-#define DEFAULT_SLOT_SIZE (4ull << 20)
-#define INTERN_CAP (1u << 16)
+#define MAX_EXIT_TIMEOUT_MS     60000
+#define DEFAULT_SLOT_SIZE       (4ull << 20)
+#define INTERN_CAP              (1u << 16)
 
 void cuptimon__log(const char *fmt, ...)
 {
@@ -73,9 +73,21 @@ static int parse_size(const char *s, uint64_t *out)
     if (errno || end == s)
         return -EINVAL;
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
+    case 'k':
+    case 'K':
+        v <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v <<= 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v <<= 30;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'i' || *end == 'B')
@@ -136,7 +148,8 @@ static int read_config(struct shim *s)
         uint64_t n;
         if (parse_size(v, &n) < 0 || n < (64u << 10) || n > (256u << 20) || n % 4096)
             cuptimon__log("CUPTIMON_SLOT_SIZE='%s' must be 64K..256M and a multiple of 4096; "
-                          "using 4M", v);
+                          "using 4M",
+                          v);
         else
             s->slot_size = n;
     }
@@ -151,8 +164,7 @@ static int read_config(struct shim *s)
         else
             s->exit_timeout_ms = (int)n;
     }
-    if (parse_kinds(s, (v = getenv("CUPTIMON_ACTIVITIES")) && *v ? v : "kernel,memcpy,memset") <
-        0)
+    if (parse_kinds(s, (v = getenv("CUPTIMON_ACTIVITIES")) && *v ? v : "kernel,memcpy,memset") < 0)
         parse_kinds(s, "kernel,memcpy,memset");
 
     /* Socket candidates, tried in turn on each connection attempt: the
@@ -205,8 +217,8 @@ static int load_cupti(struct shim *s)
     if (override && *override) {
         c->handle = dlopen(override, RTLD_NOW | RTLD_GLOBAL);
         if (!c->handle) {
-            cuptimon__log("CUPTIMON_LIBCUPTI_PATH='%s' cannot be loaded: %s; not tracing",
-                          override, dlerror());
+            cuptimon__log("CUPTIMON_LIBCUPTI_PATH='%s' cannot be loaded: %s; not tracing", override,
+                          dlerror());
             return -ENOENT;
         }
         snprintf(c->path, sizeof c->path, "%s", override);
@@ -298,8 +310,8 @@ static int slot_pop(struct shim *s)
             return -1;
         uint32_t next = atomic_load_explicit(&s->free_next[idx1 - 1], memory_order_relaxed);
         uint64_t nhead = ((head >> 32) + 1) << 32 | next;
-        if (atomic_compare_exchange_weak_explicit(&s->free_head, &head, nhead,
-                                                  memory_order_acq_rel, memory_order_acquire)) {
+        if (atomic_compare_exchange_weak_explicit(&s->free_head, &head, nhead, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
             atomic_fetch_sub_explicit(&s->pool_free, 1, memory_order_relaxed);
             return (int)(idx1 - 1);
         }
@@ -313,8 +325,8 @@ void cuptimon__slot_free(struct shim *s, uint32_t idx)
     for (;;) {
         atomic_store_explicit(&s->free_next[idx], (uint32_t)head, memory_order_relaxed);
         uint64_t nhead = ((head >> 32) + 1) << 32 | (idx + 1);
-        if (atomic_compare_exchange_weak_explicit(&s->free_head, &head, nhead,
-                                                  memory_order_acq_rel, memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(&s->free_head, &head, nhead, memory_order_acq_rel,
+                                                  memory_order_acquire))
             break;
     }
     atomic_fetch_add_explicit(&s->pool_free, 1, memory_order_relaxed);
@@ -345,8 +357,8 @@ static int pool_create(struct shim *s)
     s->ring = calloc(s->nslots, sizeof *s->ring);
     s->intern = calloc(INTERN_CAP, sizeof *s->intern);
     s->intern_cap = INTERN_CAP;
-    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->slot_info || !s->ring ||
-        !s->intern)
+    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->slot_info ||
+        !s->ring || !s->intern)
         return -ENOMEM;
     for (uint32_t i = s->nslots; i-- > 0;)
         cuptimon__slot_free(s, i);
@@ -564,8 +576,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 /* The runtime and driver calls PyTorch's monitor leaves out of windows:
  * frequent, and nothing to see in a trace. */
 static const CUpti_CallbackId noisy_runtime[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,   CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020,
 };
@@ -596,8 +610,8 @@ int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
     /* A kind another tool still wants stays on in CUPTI. */
     if (!on && cuptimon__mux_needed(kind))
         return 0;
-    CUptiResult rc = on ? s->cupti.Enable((CUpti_ActivityKind)kind)
-                        : s->cupti.Disable((CUpti_ActivityKind)kind);
+    CUptiResult rc =
+        on ? s->cupti.Enable((CUpti_ActivityKind)kind) : s->cupti.Disable((CUpti_ActivityKind)kind);
     if (rc != CUPTI_SUCCESS) {
         cuptimon__log("cuptiActivity%s(%u) failed: %s", on ? "Enable" : "Disable", kind,
                       cupti_err(s, rc));

@@ -16,7 +16,12 @@
 /* A pool slot's life: FREE -> CUPTI (handed out by the request callback) ->
  * READY (completed, queued) -> SENT (BUFFER_READY on the wire) -> FREE on
  * BUFFER_RELEASE, or FREE counted as lost when the daemon goes away. */
-enum slot_state { SLOT_FREE = 0, SLOT_CUPTI, SLOT_READY, SLOT_SENT };
+enum slot_state {
+    SLOT_FREE = 0,
+    SLOT_CUPTI,
+    SLOT_READY,
+    SLOT_SENT
+};
 
 struct shim_cupti {
     void *handle;
@@ -91,15 +96,15 @@ struct shim {
     _Atomic uint64_t free_head; /* (tag << 32) | (index + 1); 0 index = empty */
     _Atomic uint32_t *free_next;
     _Atomic uint8_t *slot_state;
-    uint64_t *slot_used; /* valid bytes per slot, for zeroing on release */
+    uint64_t *slot_used;        /* valid bytes per slot, for zeroing on release */
     _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */
     _Atomic uint64_t flush_gen;
-    _Atomic int cupti_taken; /* another client took the callbacks */
-    _Atomic int reclaim_lost; /* IO thread: free the slots lost to it */
-    _Atomic uint64_t retakes; /* times the shim took CUPTI back */
-    int hook;                 /* route other objects' CUPTI calls to mux.c */
+    _Atomic int cupti_taken;      /* another client took the callbacks */
+    _Atomic int reclaim_lost;     /* IO thread: free the slots lost to it */
+    _Atomic uint64_t retakes;     /* times the shim took CUPTI back */
+    int hook;                     /* route other objects' CUPTI calls to mux.c */
     unsigned long long hook_adds; /* dl_iterate_phdr's load count at the last scan */
-    _Atomic uint64_t hooked;  /* import slots pointed at mux.c so far */
+    _Atomic uint64_t hooked;      /* import slots pointed at mux.c so far */
     _Atomic uint32_t pool_free;
 
     /* completion -> IO thread queue, under qlock */
@@ -135,7 +140,7 @@ struct shim {
     /* Buffers taken back from a daemon that went away, and their records,
      * that no later hello has told a daemon of yet. */
     _Atomic uint64_t unreported_buffers, unreported_records;
-    _Atomic int refused; /* the daemon's last word was a refusal */
+    _Atomic int refused;              /* the daemon's last word was a refusal */
     struct shim_slot_info *slot_info; /* nslots entries; the IO thread's */
     _Atomic int exiting;
     pthread_cond_t drained; /* signalled when queue and in-flight both empty */

@@ -64,7 +64,7 @@ uint64_t cuptimon__agg_hash_str(const char *s, size_t len);
 
 struct kent {
     uint64_t ptr;
-    uint32_t dslot; /* index into the session's devs */
+    uint32_t dslot;   /* index into the session's devs */
     const char *name; /* interned mangled name, NULL until resolved */
     struct hist h;
 };
@@ -72,7 +72,7 @@ struct kent {
 struct asess {
     uint64_t id;
     pthread_mutex_t mu;
-    int refs, dead; /* under a->mu */
+    int refs, dead;   /* under a->mu */
     int64_t ended_ns; /* under a->mu: when cuptimon__agg_end was called, 0 = live */
     /* identity and the caller's counters: under a->mu */
     int64_t pid;

@@ -334,8 +334,8 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
                 uint64_t v = cuptimon__agg_hist_pct(&s->handoff, qs[k]);
                 sb_printf(&b, "cuptimon_handoff_latency_seconds{");
                 sb_ident(&b, s);
-                sb_printf(&b, ",quantile=\"%s\"} %" PRIu64 ".%09" PRIu64 "\n", qn[k],
-                          v / NS_PER_S, v % NS_PER_S);
+                sb_printf(&b, ",quantile=\"%s\"} %" PRIu64 ".%09" PRIu64 "\n", qn[k], v / NS_PER_S,
+                          v % NS_PER_S);
             }
         }
         sb_printf(&b, "cuptimon_handoff_latency_seconds_sum{");
@@ -361,17 +361,18 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
               "Time in which at least one kernel ran on the device (the union of kernel "
               "intervals).");
     for (size_t i = 0; i < a->ndev; i++)
-        sb_printf(&b, "cuptimon_gpu_busy_seconds_total{device=\"%" PRIu32 "\"} %" PRIu64
-                      ".%09" PRIu64 "\n",
-                  a->dev[i]->id, a->dev[i]->busy_total / NS_PER_S,
-                  a->dev[i]->busy_total % NS_PER_S);
+        sb_printf(
+            &b,
+            "cuptimon_gpu_busy_seconds_total{device=\"%" PRIu32 "\"} %" PRIu64 ".%09" PRIu64 "\n",
+            a->dev[i]->id, a->dev[i]->busy_total / NS_PER_S, a->dev[i]->busy_total % NS_PER_S);
     sb_family(&b, "cuptimon_memcpy_bytes_total", "counter",
               "Bytes copied by memory copies on the device, by direction.");
     for (size_t i = 0; i < a->ndev; i++)
         for (unsigned k = 0; k < NDIR; k++)
             if (a->dev[i]->copies[k] > 0)
-                sb_printf(&b, "cuptimon_memcpy_bytes_total{device=\"%" PRIu32
-                              "\",direction=\"%s\"} %" PRIu64 "\n",
+                sb_printf(&b,
+                          "cuptimon_memcpy_bytes_total{device=\"%" PRIu32
+                          "\",direction=\"%s\"} %" PRIu64 "\n",
                           a->dev[i]->id, cuptimon__memcpy_kind_name(k), a->dev[i]->copy_bytes[k]);
     sb_family(&b, "cuptimon_memset_bytes_total", "counter", "Bytes set by memsets on the device.");
     for (size_t i = 0; i < a->ndev; i++)

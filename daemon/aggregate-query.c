@@ -214,9 +214,18 @@ static int row_cmp(const void *pa, const void *pb, void *ud)
     uint64_t kx, ky;
 
     switch (sort_key) {
-    case CUPTIMON_AGG_SORT_COUNT: kx = x->h.count; ky = y->h.count; break;
-    case CUPTIMON_AGG_SORT_P99: kx = x->p99; ky = y->p99; break;
-    default: kx = x->h.total; ky = y->h.total; break;
+    case CUPTIMON_AGG_SORT_COUNT:
+        kx = x->h.count;
+        ky = y->h.count;
+        break;
+    case CUPTIMON_AGG_SORT_P99:
+        kx = x->p99;
+        ky = y->p99;
+        break;
+    default:
+        kx = x->h.total;
+        ky = y->h.total;
+        break;
     }
     if (kx != ky)
         return kx < ky ? 1 : -1;
@@ -399,8 +408,7 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
     end = cuptimon__agg_window_end(q);
     json_object_object_add(o, "now_unix_ns",
                            json_object_new_int64(q->now_ns ? q->now_ns : cuptimon__agg_now_ns()));
-    json_object_object_add(o, "window_end_unix_ns",
-                           json_object_new_int64(end * (int64_t)NS_PER_S));
+    json_object_object_add(o, "window_end_unix_ns", json_object_new_int64(end * (int64_t)NS_PER_S));
     json_object_object_add(o, "by", json_object_new_string(bys[by]));
     json_object_object_add(o, "sort", json_object_new_string(sorts[sort]));
 

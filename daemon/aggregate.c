@@ -20,9 +20,9 @@
 #include "archive/demangle.h"
 #include "archive/strtab.h"
 
-#define DEF_TOP_N 64u
+#define DEF_TOP_N        64u
 #define DEF_MAX_SESSIONS 512u
-#define DEF_MAX_DEVICES 16u
+#define DEF_MAX_DEVICES  16u
 
 /* Kernel intervals a device keeps for the union (16 bytes each). */
 #define IV_CAP 65536u
@@ -268,10 +268,10 @@ int cuptimon__agg_new(const struct cuptimon_agg_limits *lim, struct cuptimon_agg
     a->top_n = lim && lim->top_n ? lim->top_n : DEF_TOP_N;
     a->max_sessions = lim && lim->max_sessions ? lim->max_sessions : DEF_MAX_SESSIONS;
     a->max_devices = lim && lim->max_devices ? lim->max_devices : DEF_MAX_DEVICES;
-    a->future_ns = lim && lim->future_s ? (int64_t)lim->future_s * (int64_t)NS_PER_S
-                                        : DEF_FUTURE_NS;
-    a->keep_ended_ns = (int64_t)(lim && lim->keep_ended_s ? lim->keep_ended_s : 60) *
-                       (int64_t)NS_PER_S;
+    a->future_ns =
+        lim && lim->future_s ? (int64_t)lim->future_s * (int64_t)NS_PER_S : DEF_FUTURE_NS;
+    a->keep_ended_ns =
+        (int64_t)(lim && lim->keep_ended_s ? lim->keep_ended_s : 60) * (int64_t)NS_PER_S;
     if (cuptimon__demangler_new(8192, &a->dm) < 0) {
         free(a);
         return -ENOMEM;
@@ -664,7 +664,11 @@ static int sess_dev(struct asess *s, uint32_t id)
 
 /* ---- devices (under a->dev_mu) ------------------------------------------------ */
 
-enum { DEV_KERNEL, DEV_MEMCPY, DEV_MEMSET };
+enum {
+    DEV_KERNEL,
+    DEV_MEMCPY,
+    DEV_MEMSET
+};
 
 struct dev_ev {
     uint32_t dev;

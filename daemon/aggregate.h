@@ -171,20 +171,20 @@ enum cuptimon_agg_sort {
 /* What cuptimon__agg_json shows.  Zero-initialised means: by process,
  * sorted by GPU time, no filter, 20 rows, now, a lag of 2 s. */
 struct cuptimon_agg_query {
-    int by;         /* enum cuptimon_agg_by */
-    int sort;       /* enum cuptimon_agg_sort */
-    int64_t pid;    /* 0: any */
-    char job[128];  /* "": any */
-    char rank[32];  /* "": any */
+    int by;          /* enum cuptimon_agg_by */
+    int sort;        /* enum cuptimon_agg_sort */
+    int64_t pid;     /* 0: any */
+    char job[128];   /* "": any */
+    char rank[32];   /* "": any */
     char label[128]; /* "": any */
     /* Only the sessions of one user: the caller's, for a control client
      * that is not an operator (daemon/control.c sets it; no request key
      * does).  It narrows the rows and the node totals alike; the devices
      * stay the node's, as a GPU's busy time is one union that names no
      * process. */
-    int one_uid;    /* 0: every user's sessions */
-    uint32_t uid;   /* the user, when one_uid */
-    unsigned n;     /* rows; 0: 20; at most 1000 */
+    int one_uid;  /* 0: every user's sessions */
+    uint32_t uid; /* the user, when one_uid */
+    unsigned n;   /* rows; 0: 20; at most 1000 */
     /* The busy windows end lag_s seconds before now (data reaches the
      * daemon when the shim hands a buffer over; the default flush period
      * is 1 s).  now_ns 0: the current time; lag_s < 0: the default 2. */

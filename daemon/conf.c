@@ -50,7 +50,7 @@ struct key {
 };
 
 #define F_WHOLE 1u /* T_SECONDS stored as uint64_t: whole seconds only */
-#define F_PAGE 2u  /* T_SIZE: a multiple of 4096 */
+#define F_PAGE  2u /* T_SIZE: a multiple of 4096 */
 
 #define FIELD(f) offsetof(struct cuptimon_config, f), sizeof(((struct cuptimon_config *)0)->f)
 
@@ -83,7 +83,7 @@ static const struct key keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-static const char *const level_names[] = {"emerg", "alert", "crit", "err",
+static const char *const level_names[] = {"emerg",   "alert",  "crit", "err",
                                           "warning", "notice", "info", "debug"};
 
 void cuptimon__config_defaults(struct cuptimon_config *c)
@@ -195,8 +195,9 @@ static void allowed(char *out, size_t len, const struct key *k)
         snprintf(out, len, "is not a log level: use err, warning, notice, info or debug");
         break;
     case T_BOOL:
-        snprintf(out, len, "is not a yes or no: use true or false (or the strings \"yes\" or "
-                           "\"no\")");
+        snprintf(out, len,
+                 "is not a yes or no: use true or false (or the strings \"yes\" or "
+                 "\"no\")");
         break;
     }
 }
@@ -242,8 +243,8 @@ static void unknown_key(char **err, const char *where, const char *name)
                  keys[i].name);
     }
     set_err(err, "%s%sunknown key \"%.100s\"%s%s%s (known keys: %s)", where ? where : "",
-            where ? ": " : "", name,
-            guess ? "; did you mean " : "", guess ? guess : "", guess ? "?" : "", known);
+            where ? ": " : "", name, guess ? "; did you mean " : "", guess ? guess : "",
+            guess ? "?" : "", known);
 }
 
 /* ---- values -------------------------------------------------------------- */
@@ -260,10 +261,26 @@ static int parse_size_text(const char *s, double *out)
         return -EINVAL;
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1048576.0; end++; break;
-    case 'g': case 'G': mul = 1073741824.0; end++; break;
-    case 't': case 'T': mul = 1099511627776.0; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1048576.0;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1073741824.0;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1099511627776.0;
+        end++;
+        break;
     default: break;
     }
     if (mul > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
@@ -290,8 +307,8 @@ static int parse_seconds_text(const char *s, double *out)
     static const struct {
         const char *unit;
         double mul;
-    } units[] = {{"", 1},         {"s", 1},       {"ms", 0.001}, {"m", 60},     {"min", 60},
-                 {"h", 3600},     {"d", 86400},   {"w", 604800}};
+    } units[] = {{"", 1},     {"s", 1},    {"ms", 0.001}, {"m", 60},
+                 {"min", 60}, {"h", 3600}, {"d", 86400},  {"w", 604800}};
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(end, units[i].unit) == 0) {
             *out = v * units[i].mul;
@@ -328,7 +345,8 @@ static int resolve_group(const char *name, gid_t *gid)
     /* A group name as useradd(8) allows it. */
     for (const char *p = name; *p; p++)
         if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.' ||
-              (*p == '$' && p[1] == '\0')) || (p == name && *p == '-'))
+              (*p == '$' && p[1] == '\0')) ||
+            (p == name && *p == '-'))
             return -EINVAL;
     size_t cap = 1024;
     for (;;) {
@@ -352,7 +370,13 @@ static int resolve_group(const char *name, gid_t *gid)
 /* A value as the key's parser sees it: text (from the command line or a
  * JSON string), a JSON number, a JSON boolean (in is_int), or JSON null. */
 struct value {
-    enum { V_NULL, V_TEXT, V_NUMBER, V_BOOL, V_OTHER } kind;
+    enum {
+        V_NULL,
+        V_TEXT,
+        V_NUMBER,
+        V_BOOL,
+        V_OTHER
+    } kind;
     const char *text;
     size_t text_len;
     double number;
@@ -490,8 +514,8 @@ static void value_from_json(struct value *v, json_object *o)
         snprintf(v->shown, sizeof v->shown, "null");
         return;
     }
-    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *s =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     size_t n = strlen(s);
     if (n < sizeof v->shown)
         snprintf(v->shown, sizeof v->shown, "%s", s);
@@ -512,17 +536,15 @@ static void value_from_json(struct value *v, json_object *o)
     case json_type_double:
         v->kind = V_NUMBER;
         v->number = json_object_get_double(o);
-        v->is_int = v->number > -9e15 && v->number < 9e15 &&
-                    v->number == (double)(int64_t)v->number;
+        v->is_int =
+            v->number > -9e15 && v->number < 9e15 && v->number == (double)(int64_t)v->number;
         v->i64 = v->is_int ? (int64_t)v->number : 0;
         break;
     case json_type_boolean:
         v->kind = V_BOOL;
         v->is_int = json_object_get_boolean(o) ? 1 : 0;
         break;
-    default:
-        v->kind = V_OTHER;
-        break;
+    default: v->kind = V_OTHER; break;
     }
 }
 
@@ -539,8 +561,7 @@ int cuptimon__config_check(const struct cuptimon_config *c, char **err)
     return 0;
 }
 
-int cuptimon__config_set(struct cuptimon_config *c, const char *key, const char *value,
-                         char **err)
+int cuptimon__config_set(struct cuptimon_config *c, const char *key, const char *value, char **err)
 {
     const struct key *k = find_key(key);
     if (!k) {
@@ -660,15 +681,16 @@ static size_t parse_end(struct json_tokener *tok)
 #endif
 }
 
-static int parse_json(const char *path, const char *buf, size_t len, json_object **out,
-                      char **err)
+static int parse_json(const char *path, const char *buf, size_t len, json_object **out, char **err)
 {
     size_t blank = 0;
     while (blank < len && isspace((unsigned char)buf[blank]))
         blank++;
     if (blank == len) {
-        set_err(err, "%s: the file is empty; a configuration is one JSON object, and {} keeps "
-                     "every default", path);
+        set_err(err,
+                "%s: the file is empty; a configuration is one JSON object, and {} keeps "
+                "every default",
+                path);
         return -EINVAL;
     }
     struct json_tokener *tok = json_tokener_new();
@@ -685,8 +707,10 @@ static int parse_json(const char *path, const char *buf, size_t len, json_object
         if (jerr == json_tokener_continue || jerr == json_tokener_success) {
             /* All input read and the value is still open. */
             line_col(buf, len, &line, &col);
-            set_err(err, "%s:%u:%u: JSON syntax error: the file ends inside a value (a missing "
-                         "'}' or '\"'?)", path, line, col);
+            set_err(err,
+                    "%s:%u:%u: JSON syntax error: the file ends inside a value (a missing "
+                    "'}' or '\"'?)",
+                    path, line, col);
         } else {
             line_col(buf, end < len ? end : len, &line, &col);
             set_err(err, "%s:%u:%u: JSON syntax error: %s (at byte offset %zu)", path, line, col,
@@ -711,8 +735,10 @@ static int parse_json(const char *path, const char *buf, size_t len, json_object
         }
         if (!isspace((unsigned char)buf[i])) {
             line_col(buf, i, &line, &col);
-            set_err(err, "%s:%u:%u: JSON syntax error: text after the end of the configuration "
-                         "object (at byte offset %zu)", path, line, col, i);
+            set_err(err,
+                    "%s:%u:%u: JSON syntax error: text after the end of the configuration "
+                    "object (at byte offset %zu)",
+                    path, line, col, i);
             json_object_put(o);
             rc = -EINVAL;
             goto out;
@@ -738,13 +764,16 @@ int cuptimon__config_load(const char *path, struct cuptimon_config *c, char **er
     if ((rc = parse_json(path, buf, len, &root, err)) < 0)
         goto out;
     if (!json_object_is_type(root, json_type_object)) {
-        set_err(err, "%s: the configuration must be one JSON object ({\"key\": value, ...}), "
-                     "not %s", path, json_type_to_name(json_object_get_type(root)));
+        set_err(err,
+                "%s: the configuration must be one JSON object ({\"key\": value, ...}), "
+                "not %s",
+                path, json_type_to_name(json_object_get_type(root)));
         rc = -EINVAL;
         goto out;
     }
     struct cuptimon_config tmp = *c;
-    json_object_object_foreach(root, name, val) {
+    json_object_object_foreach(root, name, val)
+    {
         const struct key *k = find_key(name);
         if (!k) {
             unknown_key(err, path, name);
@@ -800,12 +829,8 @@ char *cuptimon__config_dump(const struct cuptimon_config *c)
             memcpy(&u32, field, sizeof u32);
         switch (k->type) {
         case T_PATH:
-        case T_GROUP:
-            v = field[0] ? json_object_new_string(field) : NULL;
-            break;
-        case T_LEVEL:
-            v = json_object_new_string(level_names[c->log_level & 7]);
-            break;
+        case T_GROUP: v = field[0] ? json_object_new_string(field) : NULL; break;
+        case T_LEVEL: v = json_object_new_string(level_names[c->log_level & 7]); break;
         case T_BOOL: {
             int yes;
             memcpy(&yes, field, sizeof yes);
@@ -822,9 +847,8 @@ char *cuptimon__config_dump(const struct cuptimon_config *c)
         }
         json_object_object_add(o, k->name, v);
     }
-    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                          JSON_C_TO_STRING_SPACED |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *s = json_object_to_json_string_ext(
+        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
     char *out = s ? strdup(s) : NULL;
     json_object_put(o);
     return out;

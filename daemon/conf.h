@@ -32,26 +32,26 @@ struct cuptimon_config {
     char control_socket[108];
     char output_dir[400];
 
-    double flush_period_s;       /* periodic non-forced flush; 0 = never */
-    double flush_timeout_s;      /* how long a flush waits for a session */
-    uint64_t segment_size;       /* bytes: rotate archive segments past this */
-    int compress_level;          /* zstd level, 0 = store raw */
-    uint64_t archive_max_bytes;  /* byte cap of OUTPUT_DIR/archive, 0 = none */
-    uint64_t archive_max_age_s;  /* delete segments older than this, 0 = never */
-    double retention_period_s;   /* how often the caps are enforced */
-    uint64_t window_max_events;  /* a trace window is cut short past this */
-    int window_gzip_level;       /* window traces: gzip level 1..9 (.json.gz), 0 = plain JSON */
-    int window_per_process;      /* 1: each window also writes one trace per process */
-    double control_idle_s;       /* a control connection with no request in progress
+    double flush_period_s;      /* periodic non-forced flush; 0 = never */
+    double flush_timeout_s;     /* how long a flush waits for a session */
+    uint64_t segment_size;      /* bytes: rotate archive segments past this */
+    int compress_level;         /* zstd level, 0 = store raw */
+    uint64_t archive_max_bytes; /* byte cap of OUTPUT_DIR/archive, 0 = none */
+    uint64_t archive_max_age_s; /* delete segments older than this, 0 = never */
+    double retention_period_s;  /* how often the caps are enforced */
+    uint64_t window_max_events; /* a trace window is cut short past this */
+    int window_gzip_level;      /* window traces: gzip level 1..9 (.json.gz), 0 = plain JSON */
+    int window_per_process;     /* 1: each window also writes one trace per process */
+    double control_idle_s;      /* a control connection with no request in progress
                                   * and nothing received this long is closed */
 
     /* Members of this group may control the daemon.  "" = none (only
      * root, and a user for windows over their own processes). */
     char control_group[64];
     int has_control_gid;
-    gid_t control_gid;           /* resolved when loaded */
+    gid_t control_gid; /* resolved when loaded */
 
-    int log_level;               /* LOG_ERR .. LOG_DEBUG (syslog.h) */
+    int log_level; /* LOG_ERR .. LOG_DEBUG (syslog.h) */
 
     /* Pool geometry the daemon will suggest to shims (not sent yet). */
     uint32_t shim_pool_slots;
@@ -67,9 +67,9 @@ struct cuptimon_config {
 
     /* Live per-kernel aggregates, for `cuptimonctl top` and the metrics
      * file.  Read at startup only, like the paths. */
-    int aggregate;               /* 1 = keep them (the default), 0 = off */
-    char metrics_file[512];      /* Prometheus text file, "" = none */
-    double metrics_interval_s;   /* how often metrics_file is rewritten */
+    int aggregate;             /* 1 = keep them (the default), 0 = off */
+    char metrics_file[512];    /* Prometheus text file, "" = none */
+    double metrics_interval_s; /* how often metrics_file is rewritten */
 };
 
 /* Fills in every default. */
@@ -99,8 +99,7 @@ int cuptimon__config_load(const char *path, struct cuptimon_config *c, char **er
  * "" or "none" the group).  Returns 0, or -EINVAL with *err naming the key, the value
  * and what is allowed; -ENOENT with *err listing the known keys when key is
  * not one.  On failure *c is unchanged. */
-int cuptimon__config_set(struct cuptimon_config *c, const char *key, const char *value,
-                         char **err);
+int cuptimon__config_set(struct cuptimon_config *c, const char *key, const char *value, char **err);
 
 /* Checks the keys against each other (archive_max_bytes must hold at least
  * one segment).  Returns 0 or -EINVAL with *err.  cuptimon__config_load

@@ -69,8 +69,8 @@ static void dispatch(struct conn *c)
             else
                 conn_send_error(c, rc == -EMSGSIZE ? "EMSGSIZE" : "EBADMSG",
                                 "bad message header (%s)", strerror(-rc));
-            log_warn("conn", "pid %d uid %u: %s; closing", (int)c->peer.pid,
-                     (unsigned)c->peer.uid, strerror(-rc));
+            log_warn("conn", "pid %d uid %u: %s; closing", (int)c->peer.pid, (unsigned)c->peer.uid,
+                     strerror(-rc));
             try_write(c);
             conn_close(c);
             return;

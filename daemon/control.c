@@ -27,8 +27,8 @@
 
 struct ctl {
     struct conn *conn;
-    int refs;               /* 1: the connection; +1 per reply it waits for */
-    int64_t last_ns;        /* when it last sent a request or got a reply */
+    int refs;                /* 1: the connection; +1 per reply it waits for */
+    int64_t last_ns;         /* when it last sent a request or got a reply */
     struct ctl *prev, *next; /* d->ctls, while connected */
 };
 
@@ -62,8 +62,10 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
     json_object *ret = json_object_new_object();
     json_object_object_add(ret, "max_bytes", json_object_new_int64((int64_t)d->archive_max_bytes));
     json_object_object_add(ret, "max_age_s", json_object_new_int64((int64_t)d->archive_max_age_s));
-    json_object_object_add(ret, "archive_bytes", json_object_new_int64((int64_t)d->last_sweep.bytes_after));
-    json_object_object_add(ret, "segments_deleted", json_object_new_int64((int64_t)d->last_sweep.segments_deleted));
+    json_object_object_add(ret, "archive_bytes",
+                           json_object_new_int64((int64_t)d->last_sweep.bytes_after));
+    json_object_object_add(ret, "segments_deleted",
+                           json_object_new_int64((int64_t)d->last_sweep.segments_deleted));
     json_object_object_add(ret, "over_cap", json_object_new_boolean(d->last_sweep.over_cap));
     json_object_object_add(ret, "last_sweep_unix_ns", json_object_new_int64(d->last_sweep_ns));
     json_object_object_add(dm, "retention", ret);
@@ -152,9 +154,9 @@ static void op_flush(struct daemon *d, struct conn *conn, json_object *req)
             if (s->peer.uid == conn->peer.uid)
                 ids[nids++] = s->id;
     }
-    int frc = conn->restricted ? (ids ? flush_some(d, forced, timeout, ids, nids, flush_reply, c)
-                                      : -ENOMEM)
-                               : flush_all(d, forced, timeout, flush_reply, c);
+    int frc = conn->restricted
+                  ? (ids ? flush_some(d, forced, timeout, ids, nids, flush_reply, c) : -ENOMEM)
+                  : flush_all(d, forced, timeout, flush_reply, c);
     free(ids);
     if (frc < 0) {
         c->refs--;
@@ -184,8 +186,10 @@ static void op_top(struct daemon *d, struct conn *conn, json_object *req)
     char *err = NULL;
     json_object *r;
     if (!d->agg) {
-        conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                        "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
+        conn_send_error(
+            conn, "EOPNOTSUPP",
+            "live aggregates are off in this daemon "
+            "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
         return;
     }
     if (cuptimon__agg_query_from_json(req, &q, &err) < 0) {
@@ -215,8 +219,10 @@ static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
     json_object *r;
     (void)req;
     if (!d->agg) {
-        conn_send_error(conn, "EOPNOTSUPP", "live aggregates are off in this daemon "
-                        "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
+        conn_send_error(
+            conn, "EOPNOTSUPP",
+            "live aggregates are off in this daemon "
+            "(aggregate is off: --no-aggregate or \"aggregate\": false in cuptimond.conf)");
         return;
     }
     text = cuptimon__agg_prometheus_of(d->agg, conn->restricted ? (int64_t)conn->peer.uid : -1);
@@ -227,7 +233,8 @@ static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
     r = json_object_new_object();
     json_object_object_add(r, "text", json_object_new_string(text));
     if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
-        conn_send_error(conn, "EFBIG", "the metrics are %zu bytes, more than a control reply "
+        conn_send_error(conn, "EFBIG",
+                        "the metrics are %zu bytes, more than a control reply "
                         "carries; have the daemon write them to metrics_file instead",
                         strlen(text));
     json_object_put(r);
@@ -354,7 +361,8 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
     if (!may_call(conn, op)) {
         log_warn("control", "refused: uid %u pid %d asked for %s, which is for operators only",
                  (unsigned)conn->peer.uid, (int)conn->peer.pid, op->name);
-        conn_send_error(conn, "EACCES", "uid %u may not use the op \"%s\": it is for "
+        conn_send_error(conn, "EACCES",
+                        "uid %u may not use the op \"%s\": it is for "
                         "operators (root, uid %u that cuptimond runs as, and members of its "
                         "control_group); run it as one of them",
                         (unsigned)conn->peer.uid, op->name, (unsigned)geteuid());
@@ -392,10 +400,11 @@ static void on_ctl_idle_timer(uv_timer_t *t)
         next = c->next;
         if (c->refs == 1 && c->conn && c->last_ns < cutoff) {
             if (d->ctl_idle_closed++ % 1000 == 0)
-                log_info("control", "closed an idle control connection of uid %u pid %d "
+                log_info("control",
+                         "closed an idle control connection of uid %u pid %d "
                          "(nothing asked for %.0f s; %" PRIu64 " so far)",
-                         (unsigned)c->conn->peer.uid, (int)c->conn->peer.pid,
-                         d->cfg.control_idle_s, d->ctl_idle_closed);
+                         (unsigned)c->conn->peer.uid, (int)c->conn->peer.pid, d->cfg.control_idle_s,
+                         d->ctl_idle_closed);
             conn_close(c->conn);
         }
     }

@@ -19,8 +19,8 @@
 struct daemon;
 struct conn;
 
-typedef void (*conn_msg_cb)(struct conn *c, const struct cuptimon_msg_hdr *h,
-                            const uint8_t *body, int fd);
+typedef void (*conn_msg_cb)(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8_t *body,
+                            int fd);
 typedef void (*conn_close_cb)(struct conn *c);
 
 /* One accepted socket, driven by a uv_poll_t so that the daemon reads with
@@ -31,10 +31,10 @@ struct conn {
     int fd;
     int closing;
     int write_dead; /* the peer stopped reading (EPIPE...): read what it sent, then close */
-    int accept_fd;   /* an fd may still arrive (before the hello) */
-    int pending_fd;  /* received with the bytes now in `in` */
-    int fd_lost;     /* an fd was sent, but we had no descriptor for it */
-    int watching;    /* current uv_poll events */
+    int accept_fd;  /* an fd may still arrive (before the hello) */
+    int pending_fd; /* received with the bytes now in `in` */
+    int fd_lost;    /* an fd was sent, but we had no descriptor for it */
+    int watching;   /* current uv_poll events */
     struct cuptimon_peer peer;
     int restricted; /* control: this peer may see and act on its own uid's sessions only */
     struct cuptimon_buf in, out;
@@ -112,10 +112,10 @@ struct session {
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
     uint64_t strings_received, strings_errors;
     uint64_t ranges_received, ranges_dropped; /* RANGES entries; the shim's queue overflows */
-    uint64_t shim_lost, shim_declined, shim_foreign; /* the shim's totals, from FLUSH_DONE */
+    uint64_t shim_lost, shim_declined, shim_foreign;   /* the shim's totals, from FLUSH_DONE */
     uint64_t completion_p99_ns, completion_longest_ns; /* from the shim's BYE */
-    int cupti_taken; /* the shim says another CUPTI client took the callbacks */
-    uint64_t seq_next;  /* one past the highest buffer sequence number received */
+    int cupti_taken;       /* the shim says another CUPTI client took the callbacks */
+    uint64_t seq_next;     /* one past the highest buffer sequence number received */
     struct window *window; /* the open window this session is in, if any */
 
     /* live aggregates: the producer's record layout (from the hello) and
@@ -177,8 +177,8 @@ struct daemon {
     char archive_root[600];
     uint64_t refused_producers, refused_controls;
     uint64_t hellos_deferred; /* refused for EMFILE: the shim tries again soon */
-    uint64_t silent_closed; /* connections closed for sending no hello */
-    struct ctl *ctls;       /* open control connections (control.c) */
+    uint64_t silent_closed;   /* connections closed for sending no hello */
+    struct ctl *ctls;         /* open control connections (control.c) */
     uv_timer_t ctl_idle_timer;
     int ctl_idle_timer_on;
     uint64_t ctl_idle_closed; /* control connections closed as idle */

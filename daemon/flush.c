@@ -14,7 +14,12 @@
 
 #include "daemon.h"
 
-enum { FW_WAIT_DONE, FW_WAIT_WRITES, FW_COMPLETE, FW_GONE };
+enum {
+    FW_WAIT_DONE,
+    FW_WAIT_WRITES,
+    FW_COMPLETE,
+    FW_GONE
+};
 
 struct fw_entry {
     uint64_t session;

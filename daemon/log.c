@@ -20,7 +20,7 @@ void cuptimon__log_init(int level)
 
 int cuptimon__log_level_parse(const char *s)
 {
-    static const char *const names[] = {"emerg", "alert", "crit", "err",
+    static const char *const names[] = {"emerg",   "alert",  "crit", "err",
                                         "warning", "notice", "info", "debug"};
     for (int i = 0; i < 8; i++)
         if (strcmp(s, names[i]) == 0)
@@ -36,7 +36,7 @@ void cuptimon__logf(int level, const char *subsys, const char *fmt, ...)
 {
     if (level > cuptimon__log_level)
         return;
-    static const char *const tags[] = {"emerg", "alert", "crit", "error",
+    static const char *const tags[] = {"emerg",   "alert",  "crit", "error",
                                        "warning", "notice", "info", "debug"};
     char line[2048];
     int n;
@@ -47,9 +47,10 @@ void cuptimon__logf(int level, const char *subsys, const char *fmt, ...)
         struct tm tm;
         clock_gettime(CLOCK_REALTIME, &ts);
         localtime_r(&ts.tv_sec, &tm);
-        n = snprintf(line, sizeof line, "%04d-%02d-%02d %02d:%02d:%02d.%03ld %s %s: ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, tags[level & 7], subsys);
+        n = snprintf(line, sizeof line,
+                     "%04d-%02d-%02d %02d:%02d:%02d.%03ld %s %s: ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, tags[level & 7], subsys);
     }
     va_list ap;
     va_start(ap, fmt);

@@ -12,10 +12,10 @@ int cuptimon__log_level_parse(const char *s);
 void cuptimon__logf(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define log_err(sub, ...) cuptimon__logf(LOG_ERR, sub, __VA_ARGS__)
-#define log_warn(sub, ...) cuptimon__logf(LOG_WARNING, sub, __VA_ARGS__)
+#define log_err(sub, ...)    cuptimon__logf(LOG_ERR, sub, __VA_ARGS__)
+#define log_warn(sub, ...)   cuptimon__logf(LOG_WARNING, sub, __VA_ARGS__)
 #define log_notice(sub, ...) cuptimon__logf(LOG_NOTICE, sub, __VA_ARGS__)
-#define log_info(sub, ...) cuptimon__logf(LOG_INFO, sub, __VA_ARGS__)
+#define log_info(sub, ...)   cuptimon__logf(LOG_INFO, sub, __VA_ARGS__)
 #define log_debug(sub, ...)                                                                        \
     do {                                                                                           \
         if (cuptimon__log_level >= LOG_DEBUG)                                                      \

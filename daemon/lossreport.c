@@ -34,12 +34,12 @@
 #include "daemon.h"
 
 #define SCAN_PERIOD_MS 1000
-#define SCAN_REPORTS 256       /* files read per scan */
-#define SCAN_ENTRIES 65536     /* directory entries looked at per scan */
-#define STALE_TEMP_S 60        /* a dot file this old lost its writer */
-#define MAX_USERS 1024         /* rows; later users share the "other" row */
-#define RECENT 32
-#define CLAIM_MAX 1000000000000LL /* no job loses more than 10^12 records at exit */
+#define SCAN_REPORTS   256   /* files read per scan */
+#define SCAN_ENTRIES   65536 /* directory entries looked at per scan */
+#define STALE_TEMP_S   60    /* a dot file this old lost its writer */
+#define MAX_USERS      1024  /* rows; later users share the "other" row */
+#define RECENT         32
+#define CLAIM_MAX      1000000000000LL /* no job loses more than 10^12 records at exit */
 
 static const char *const reasons[] = {CUPTIMON_LOSS_REASONS};
 
@@ -133,10 +133,10 @@ static void parse_report(struct loss_item *it, const char *buf, size_t len)
     for (size_t i = 0; r && i < sizeof reasons / sizeof reasons[0]; i++)
         if (strcmp(r, reasons[i]) == 0)
             it->reason = reasons[i];
-    const char *l = json_object_object_get_ex(o, "label", &v) &&
-                            json_object_is_type(v, json_type_string)
-                        ? json_object_get_string(v)
-                        : "";
+    const char *l =
+        json_object_object_get_ex(o, "label", &v) && json_object_is_type(v, json_type_string)
+            ? json_object_get_string(v)
+            : "";
     size_t n = 0;
     for (; *l && n < sizeof it->label - 1; l++)
         it->label[n++] = (*l >= 0x20 && *l < 0x7f) ? *l : '?';
@@ -255,7 +255,8 @@ static void scan_done(uv_work_t *w, int status)
         if (!it->ok) {
             u->bad++;
             if (may_log(lr))
-                log_warn("lossreport", "removed a file of uid %u in %s that is not a loss "
+                log_warn("lossreport",
+                         "removed a file of uid %u in %s that is not a loss "
                          "report (%s); %" PRIu64 " such file(s) of that user so far",
                          (unsigned)it->uid, lr->dir, it->why, u->bad);
             continue;
@@ -269,7 +270,8 @@ static void scan_done(uv_work_t *w, int status)
         if (lr->recent_len < RECENT)
             lr->recent_len++;
         if (may_log(lr))
-            log_warn("lossreport", "uid %u pid %" PRId64 "%s%s%s lost %" PRIu64 " records (%" PRIu64
+            log_warn("lossreport",
+                     "uid %u pid %" PRId64 "%s%s%s lost %" PRIu64 " records (%" PRIu64
                      " buffer(s)) at exit: %s; %" PRIu64 " records in %" PRIu64 " reports of "
                      "that user so far",
                      (unsigned)it->uid, it->pid, it->label[0] ? " (" : "", it->label,
@@ -320,8 +322,10 @@ int lossreport_start(struct daemon *d)
     }
     struct stat st;
     if (mkdir(lr->dir, 0700) < 0 && errno != EEXIST) {
-        log_warn("lossreport", "cannot create %s: %s; jobs that cannot hand off at exit are not "
-                 "counted", lr->dir, strerror(errno));
+        log_warn("lossreport",
+                 "cannot create %s: %s; jobs that cannot hand off at exit are not "
+                 "counted",
+                 lr->dir, strerror(errno));
         return 0;
     }
     int fd = open(lr->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -335,8 +339,10 @@ int lossreport_start(struct daemon *d)
         return 0;
     }
     if ((st.st_mode & 07777) != 01733 && fchmod(fd, 01733) < 0) {
-        log_warn("lossreport", "cannot make %s mode 1733: %s; jobs that cannot hand off at exit "
-                 "are not counted", lr->dir, strerror(errno));
+        log_warn("lossreport",
+                 "cannot make %s mode 1733: %s; jobs that cannot hand off at exit "
+                 "are not counted",
+                 lr->dir, strerror(errno));
         close(fd);
         return 0;
     }
@@ -356,8 +362,8 @@ void lossreport_refused(struct daemon *d, uid_t uid)
 static json_object *user_json(const struct loss_user *u)
 {
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "uid", u->uid < 0 ? json_object_new_string("other")
-                                                : json_object_new_int64(u->uid));
+    json_object_object_add(
+        o, "uid", u->uid < 0 ? json_object_new_string("other") : json_object_new_int64(u->uid));
     json_object_object_add(o, "refused_producers", json_object_new_int64((int64_t)u->refused));
     json_object_object_add(o, "loss_reports", json_object_new_int64((int64_t)u->reports));
     json_object_object_add(o, "records_lost", json_object_new_int64((int64_t)u->records));
@@ -402,8 +408,8 @@ json_object *lossreport_status(const struct daemon *d, const struct conn *conn)
         json_object_object_add(e, "label", json_object_new_string(r->item.label));
         json_object_array_add(recent, e);
     }
-    json_object_object_add(o, "report_dir", lr && lr->dirfd >= 0 ? json_object_new_string(lr->dir)
-                                                                 : NULL);
+    json_object_object_add(o, "report_dir",
+                           lr && lr->dirfd >= 0 ? json_object_new_string(lr->dir) : NULL);
     json_object_object_add(o, "refused_producers", json_object_new_int64((int64_t)refused));
     json_object_object_add(o, "loss_reports", json_object_new_int64((int64_t)reports));
     json_object_object_add(o, "records_lost", json_object_new_int64((int64_t)records));

@@ -25,67 +25,89 @@
 #ifdef HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #else
-static int sd_listen_fds(int unset) { (void)unset; return 0; }
-static int sd_is_socket_unix(int fd, int type, int listening, const char *path, size_t len)
+static int sd_listen_fds(int unset)
 {
-    (void)fd; (void)type; (void)listening; (void)path; (void)len;
+    (void)unset;
     return 0;
 }
-static int sd_notify(int unset, const char *state) { (void)unset; (void)state; return 0; }
-static int sd_notifyf(int unset, const char *fmt, ...) { (void)unset; (void)fmt; return 0; }
-static int sd_watchdog_enabled(int unset, uint64_t *usec) { (void)unset; (void)usec; return 0; }
+static int sd_is_socket_unix(int fd, int type, int listening, const char *path, size_t len)
+{
+    (void)fd;
+    (void)type;
+    (void)listening;
+    (void)path;
+    (void)len;
+    return 0;
+}
+static int sd_notify(int unset, const char *state)
+{
+    (void)unset;
+    (void)state;
+    return 0;
+}
+static int sd_notifyf(int unset, const char *fmt, ...)
+{
+    (void)unset;
+    (void)fmt;
+    return 0;
+}
+static int sd_watchdog_enabled(int unset, uint64_t *usec)
+{
+    (void)unset;
+    (void)usec;
+    return 0;
+}
 #define SD_LISTEN_FDS_START 3
 #endif
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"Usage: cuptimond [OPTION]...\n"
-"Keep CUPTI activity tracing on for every CUDA process of this node that runs\n"
-"the cuptimon shim (libcuptimon.so), archive what they produce, and serve\n"
-"cuptimonctl.\n"
-"\n"
-"Options:\n"
-"  -s, --socket=PATH          producer socket the shims connect to\n"
-"                             (default: RUNTIME/" CUPTIMON_PRODUCER_SOCKET_NAME ")\n"
-"  -c, --control-socket=PATH  control socket for cuptimonctl\n"
-"                             (default: RUNTIME/" CUPTIMON_CONTROL_SOCKET_NAME ")\n"
-"  -o, --output-dir=DIR       where the archive goes (default: /var/lib/cuptimon\n"
-"                             for root, else $XDG_DATA_HOME/cuptimon or\n"
-"                             ~/.local/share/cuptimon); sessions are written\n"
-"                             under DIR/archive/\n"
-"  -f, --flush-period=SECONDS periodic non-forced flush of every session,\n"
-"                             staggered over the period; 0 = never (default 1)\n"
-"      --segment-size=BYTES   rotate archive segments past this size, with an\n"
-"                             optional K/M/G/T suffix, 1M..64G (default 64M)\n"
-"  -z, --compress-level=N     zstd level for archive chunks, 0 = store raw\n"
-"                             (default 1)\n"
-"  -l, --log-level=LEVEL      err, warning, notice, info or debug (default info)\n"
-"  -g, --control-group=GROUP  members of GROUP may control every session (as\n"
-"                             root and the daemon's own user may); any other\n"
-"                             user sees and steers only their own processes\n"
-"      --no-aggregate         keep no live per-kernel aggregates: `cuptimonctl\n"
-"                             top` and the metrics file are then off\n"
-"      --metrics-file=FILE    rewrite FILE (an absolute path) with the live\n"
-"                             aggregates in Prometheus text format, for\n"
-"                             node_exporter's textfile collector (default: none)\n"
-"      --metrics-interval=SECONDS  how often FILE is rewritten, 1..3600\n"
-"                             (default 15)\n"
-"      --config=FILE          the configuration file (default:\n"
-"                             /etc/cuptimon/cuptimond.conf for root, else\n"
-"                             ~/.config/cuptimon/cuptimond.conf); options given\n"
-"                             here win over it; SIGHUP re-reads it\n"
-"      --check-config         print the effective configuration and exit\n"
-"  -h, --help                 show this help and exit\n"
-"  -V, --version              show the version and exit\n"
-"\n"
-"RUNTIME is $XDG_RUNTIME_DIR/cuptimon when XDG_RUNTIME_DIR is set, else\n"
-"/run/cuptimon for root, else /tmp/cuptimon-UID.  Shims find the socket there\n"
-"by the same rule, or through CUPTIMON_SOCKET.\n"
-"\n"
-"Signals: SIGTERM and SIGINT flush every session, finish writing and exit;\n"
-"SIGHUP re-reads the configuration (a bad one is reported and the old kept).\n"
-"Logs go to standard error.  See cuptimond(8).\n");
+    fprintf(f, "Usage: cuptimond [OPTION]...\n"
+               "Keep CUPTI activity tracing on for every CUDA process of this node that runs\n"
+               "the cuptimon shim (libcuptimon.so), archive what they produce, and serve\n"
+               "cuptimonctl.\n"
+               "\n"
+               "Options:\n"
+               "  -s, --socket=PATH          producer socket the shims connect to\n"
+               "                             (default: RUNTIME/" CUPTIMON_PRODUCER_SOCKET_NAME ")\n"
+               "  -c, --control-socket=PATH  control socket for cuptimonctl\n"
+               "                             (default: RUNTIME/" CUPTIMON_CONTROL_SOCKET_NAME ")\n"
+               "  -o, --output-dir=DIR       where the archive goes (default: /var/lib/cuptimon\n"
+               "                             for root, else $XDG_DATA_HOME/cuptimon or\n"
+               "                             ~/.local/share/cuptimon); sessions are written\n"
+               "                             under DIR/archive/\n"
+               "  -f, --flush-period=SECONDS periodic non-forced flush of every session,\n"
+               "                             staggered over the period; 0 = never (default 1)\n"
+               "      --segment-size=BYTES   rotate archive segments past this size, with an\n"
+               "                             optional K/M/G/T suffix, 1M..64G (default 64M)\n"
+               "  -z, --compress-level=N     zstd level for archive chunks, 0 = store raw\n"
+               "                             (default 1)\n"
+               "  -l, --log-level=LEVEL      err, warning, notice, info or debug (default info)\n"
+               "  -g, --control-group=GROUP  members of GROUP may control every session (as\n"
+               "                             root and the daemon's own user may); any other\n"
+               "                             user sees and steers only their own processes\n"
+               "      --no-aggregate         keep no live per-kernel aggregates: `cuptimonctl\n"
+               "                             top` and the metrics file are then off\n"
+               "      --metrics-file=FILE    rewrite FILE (an absolute path) with the live\n"
+               "                             aggregates in Prometheus text format, for\n"
+               "                             node_exporter's textfile collector (default: none)\n"
+               "      --metrics-interval=SECONDS  how often FILE is rewritten, 1..3600\n"
+               "                             (default 15)\n"
+               "      --config=FILE          the configuration file (default:\n"
+               "                             /etc/cuptimon/cuptimond.conf for root, else\n"
+               "                             ~/.config/cuptimon/cuptimond.conf); options given\n"
+               "                             here win over it; SIGHUP re-reads it\n"
+               "      --check-config         print the effective configuration and exit\n"
+               "  -h, --help                 show this help and exit\n"
+               "  -V, --version              show the version and exit\n"
+               "\n"
+               "RUNTIME is $XDG_RUNTIME_DIR/cuptimon when XDG_RUNTIME_DIR is set, else\n"
+               "/run/cuptimon for root, else /tmp/cuptimon-UID.  Shims find the socket there\n"
+               "by the same rule, or through CUPTIMON_SOCKET.\n"
+               "\n"
+               "Signals: SIGTERM and SIGINT flush every session, finish writing and exit;\n"
+               "SIGHUP re-reads the configuration (a bad one is reported and the old kept).\n"
+               "Logs go to standard error.  See cuptimond(8).\n");
 }
 
 static int default_output_dir(char *out, size_t len)
@@ -199,10 +221,10 @@ static void on_listen(uv_poll_t *p, int status, int events)
                     return;
                 static int64_t last;
                 if (unix_ns_now() - last > 60000000000LL) {
-                    log_err("listen", "accept on %s: %s; pausing new connections for 200 ms "
+                    log_err("listen",
+                            "accept on %s: %s; pausing new connections for 200 ms "
                             "(raise the fd limit, or look for clients that hold connections)",
-                            is_control ? d->cfg.control_path : d->cfg.socket_path,
-                            strerror(errno));
+                            is_control ? d->cfg.control_path : d->cfg.socket_path, strerror(errno));
                     last = unix_ns_now();
                 }
                 uv_poll_stop(p);
@@ -355,8 +377,8 @@ struct sweep {
 static void sweep_work(uv_work_t *w)
 {
     struct sweep *j = w->data;
-    j->rc = cuptimon__retention_sweep(j->root, j->max_bytes, j->max_age_s, cuptimon__live_set_is_live,
-                                      &j->d->live, &j->st, &j->err);
+    j->rc = cuptimon__retention_sweep(j->root, j->max_bytes, j->max_age_s,
+                                      cuptimon__live_set_is_live, &j->d->live, &j->st, &j->err);
 }
 
 static void sweep_done(uv_work_t *w, int status)
@@ -367,11 +389,13 @@ static void sweep_done(uv_work_t *w, int status)
     d->last_sweep = j->st;
     d->last_sweep_ns = unix_ns_now();
     if (j->st.segments_deleted || j->st.segments_expired || j->st.sessions_removed)
-        log_info("retention", "deleted %llu segment(s) (%llu over the age cap), %llu byte(s), "
+        log_info("retention",
+                 "deleted %llu segment(s) (%llu over the age cap), %llu byte(s), "
                  "%llu empty session(s); archive now %llu bytes",
-                 (unsigned long long)j->st.segments_deleted, (unsigned long long)j->st.segments_expired,
-                 (unsigned long long)j->st.bytes_deleted, (unsigned long long)j->st.sessions_removed,
-                 (unsigned long long)j->st.bytes_after);
+                 (unsigned long long)j->st.segments_deleted,
+                 (unsigned long long)j->st.segments_expired,
+                 (unsigned long long)j->st.bytes_deleted,
+                 (unsigned long long)j->st.sessions_removed, (unsigned long long)j->st.bytes_after);
     if (j->rc < 0 && j->rc != -ENOENT && status == 0) {
         static int64_t last_warn;
         if (unix_ns_now() - last_warn > 60000000000LL) {
@@ -448,7 +472,8 @@ static void on_stop_timer(uv_timer_t *t)
     struct daemon *d = t->data;
     int64_t waited = unix_ns_now() - d->stop_started_ns;
     window_shutdown(d);
-    if (d->stop_flushed && ((d->sessions == NULL && d->windows == NULL) || waited > 30000000000LL)) {
+    if (d->stop_flushed &&
+        ((d->sessions == NULL && d->windows == NULL) || waited > 30000000000LL)) {
         if (d->sessions)
             log_err("main", "gave up waiting for %zu session(s) to finish writing",
                     session_count(d));
@@ -651,26 +676,22 @@ static int parse_args(struct daemon *d, int argc, char **argv, struct cmdline *c
             }
             cl->conf_explicit = 1;
             break;
-        case 'K':
-            cl->check_config = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
+        case 'K': cl->check_config = 1; break;
+        case 'h': usage(stdout); return 0;
         case 'V':
             /* What the daemon decodes is its layout table, not a toolkit it
              * was built with (it is built with none). */
             printf("cuptimond %s (protocol %u)\nDecodes the CUPTI activity records of %s.\n",
                    PACKAGE_VERSION, CUPTIMON_PROTO_VERSION, cuptimon__cupti_supported());
             return 0;
-        default:
-            fprintf(stderr, "Try 'cuptimond --help' for more information.\n");
-            return 2;
+        default: fprintf(stderr, "Try 'cuptimond --help' for more information.\n"); return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "cuptimond: unexpected argument '%s'\n"
-                        "Try 'cuptimond --help' for more information.\n", argv[optind]);
+        fprintf(stderr,
+                "cuptimond: unexpected argument '%s'\n"
+                "Try 'cuptimond --help' for more information.\n",
+                argv[optind]);
         return 2;
     }
     return RUN;
@@ -735,8 +756,10 @@ static int resolve_paths(struct daemon *d)
         (!cfg->control_path[0] &&
          snprintf(cfg->control_path, sizeof cfg->control_path, "%s/%s", rundir,
                   CUPTIMON_CONTROL_SOCKET_NAME) >= (int)sizeof cfg->control_path)) {
-        fprintf(stderr, "cuptimond: the runtime directory %s is too long for a socket path; "
-                        "pass --socket and --control-socket\n", rundir);
+        fprintf(stderr,
+                "cuptimond: the runtime directory %s is too long for a socket path; "
+                "pass --socket and --control-socket\n",
+                rundir);
         return -ENAMETOOLONG;
     }
     if (!cfg->output_dir[0] && default_output_dir(cfg->output_dir, sizeof cfg->output_dir) < 0) {
@@ -754,8 +777,8 @@ static int make_archive_dir(struct daemon *d)
 {
     int rc;
     if ((rc = cuptimon__mkdir_p(d->archive_root, 0750)) < 0) {
-        fprintf(stderr, "cuptimond: cannot create the archive directory %s: %s\n",
-                d->archive_root, strerror(-rc));
+        fprintf(stderr, "cuptimond: cannot create the archive directory %s: %s\n", d->archive_root,
+                strerror(-rc));
         return rc;
     }
     if (access(d->archive_root, W_OK) < 0) {
@@ -874,8 +897,7 @@ static int daemon_init(struct daemon *d)
     int rc;
     raise_fd_limit();
     if ((rc = resolve_paths(d)) < 0 || (rc = make_archive_dir(d)) < 0 ||
-        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0 ||
-        (rc = lossreport_start(d)) < 0)
+        (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0 || (rc = lossreport_start(d)) < 0)
         return rc;
     log_notice("main", "cuptimond %s ready: producers on %s, control on %s, archive in %s%s",
                PACKAGE_VERSION, d->cfg.socket_path, d->cfg.control_path, d->archive_root,

@@ -22,9 +22,9 @@
 #include "retention.h"
 
 struct seg {
-    uint32_t sess;     /* index into sessions */
+    uint32_t sess;         /* index into sessions */
     const char *sess_name; /* sessions[sess].name (its own allocation) */
-    uint64_t num;      /* NNNNNN */
+    uint64_t num;          /* NNNNNN */
     int64_t mtime_ns;
     uint64_t size;
     dev_t dev;
@@ -35,9 +35,9 @@ struct seg {
 struct sess {
     char *name;
     size_t segs_left;
-    uint64_t newest;   /* highest segment number seen */
+    uint64_t newest; /* highest segment number seen */
     int has_newest;
-    int live;          /* at the time of the listing */
+    int live; /* at the time of the listing */
     int removed;
 };
 
@@ -290,16 +290,15 @@ static void remove_session(struct sweep *w, struct sess *s)
             continue;
         /* A segment written since the listing means the session is in use
          * after all; a directory is not ours to descend into. */
-        if ((S_ISREG(st.st_mode) && segment_number(e->d_name, &num) == 0) ||
-            S_ISDIR(st.st_mode)) {
+        if ((S_ISREG(st.st_mode) && segment_number(e->d_name, &num) == 0) || S_ISDIR(st.st_mode)) {
             keep = 1;
             continue;
         }
         /* A symlink or other entry is unlinked itself, never followed. */
         if (unlinkat(dfd, e->d_name, 0) < 0) {
             if (errno != ENOENT) {
-                note_error(w, "retention: cannot delete %s/%s/%s: %s", w->root, s->name,
-                           e->d_name, strerror(errno));
+                note_error(w, "retention: cannot delete %s/%s/%s: %s", w->root, s->name, e->d_name,
+                           strerror(errno));
                 keep = 1;
             }
             continue;

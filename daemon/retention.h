@@ -30,9 +30,9 @@ struct cuptimon_retention_stats {
     uint64_t sessions_removed; /* session dirs removed (no segment left, not live) */
     uint64_t live_segments;    /* kept because they are being written */
     uint64_t live_bytes;
-    uint64_t skipped;          /* symlinks and other entries that are never followed */
-    uint64_t errors;           /* stat/unlink failures (the first is in *err) */
-    int over_cap;              /* 1: bytes_after is still above max_bytes */
+    uint64_t skipped; /* symlinks and other entries that are never followed */
+    uint64_t errors;  /* stat/unlink failures (the first is in *err) */
+    int over_cap;     /* 1: bytes_after is still above max_bytes */
 };
 
 /*

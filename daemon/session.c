@@ -158,7 +158,8 @@ static void agg_item(struct session *s, const struct aw_item *it, const uint8_t 
         uint64_t ptr;
         const char *str;
         size_t n;
-        if (s->names == NULL || cuptimon__strings_iter_init(&iter, it->strings, it->strings_len) < 0)
+        if (s->names == NULL ||
+            cuptimon__strings_iter_init(&iter, it->strings, it->strings_len) < 0)
             return;
         while (cuptimon__strings_next(&iter, &ptr, &str, &n) == 1)
             cuptimon__strtab_put(s->names, ptr, str, n); /* refusals are counted there */
@@ -245,8 +246,8 @@ static void after_work_cb(uv_work_t *w, int status)
             it->result = status;
         if (it->is_strings) {
             if (it->result < 0 && s->strings_errors++ == 0)
-                log_err("archive", "session %" PRIu64 " (pid %d): cannot write strings: %s",
-                        s->id, (int)s->peer.pid,
+                log_err("archive", "session %" PRIu64 " (pid %d): cannot write strings: %s", s->id,
+                        (int)s->peer.pid,
                         s->aw ? strerror(-it->result) : "the session has no archive");
             free(it->strings);
         } else {
@@ -275,7 +276,8 @@ static void after_work_cb(uv_work_t *w, int status)
     s->work_len = 0;
     uint64_t holes = atomic_load(&s->pool_holes);
     if (holes && s->holes_logged == 0)
-        log_warn("session", "session %" PRIu64 " (pid %d uid %u): a buffer it announced lies over "
+        log_warn("session",
+                 "session %" PRIu64 " (pid %d uid %u): a buffer it announced lies over "
                  "pages punched out of its pool (a page of zeros), which an honest shim never "
                  "writes; status counts them as pool_holes",
                  s->id, (int)s->peer.pid, (unsigned)s->peer.uid);
@@ -358,7 +360,7 @@ static void protocol_error(struct session *s, const char *what)
     s->protocol_errors++;
     if (s->protocol_errors <= 10 || s->protocol_errors % 1000 == 0)
         log_warn("session", "session %" PRIu64 " (pid %d): %s%s", s->id, (int)s->peer.pid, what,
-                 s->protocol_errors == 10 ? " (further errors of this session: every 1000th)"
+                 s->protocol_errors == 10  ? " (further errors of this session: every 1000th)"
                  : s->protocol_errors > 10 ? " (1000 more)"
                                            : "");
 }
@@ -459,8 +461,10 @@ static int over_user_cap(const struct session *s, char *why, size_t whylen)
             n++;
     if (n < cap)
         return 0;
-    snprintf(why, whylen, "uid %u already has %" PRIu64 " sessions, as many as "
-             "max_sessions_per_user allows", (unsigned)s->peer.uid, n);
+    snprintf(why, whylen,
+             "uid %u already has %" PRIu64 " sessions, as many as "
+             "max_sessions_per_user allows",
+             (unsigned)s->peer.uid, n);
     return 1;
 }
 
@@ -482,7 +486,8 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         goto refuse;
     }
     if (fd < 0 && s->conn && s->conn->fd_lost) {
-        snprintf(why, sizeof why, "the daemon is out of file descriptors and could not take the "
+        snprintf(why, sizeof why,
+                 "the daemon is out of file descriptors and could not take the "
                  "pool fd (EMFILE); the shim tries again");
         refusal = "EMFILE";
         /* Make room for that try: connections that have said nothing
@@ -501,15 +506,18 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     }
     int64_t slots = cuptimon__json_integer(pool, "slots", -1);
     int64_t slot_size = cuptimon__json_integer(pool, "slot_size", -1);
-    if (slots < 1 || slots > 4096 || slot_size < 4096 || slot_size > (256 << 20) ||
-        slot_size % 8) {
-        snprintf(why, sizeof why, "pool geometry %" PRId64 " x %" PRId64 " is out of range "
-                 "(1..4096 slots of 4 KiB..256 MiB)", slots, slot_size);
+    if (slots < 1 || slots > 4096 || slot_size < 4096 || slot_size > (256 << 20) || slot_size % 8) {
+        snprintf(why, sizeof why,
+                 "pool geometry %" PRId64 " x %" PRId64 " is out of range "
+                 "(1..4096 slots of 4 KiB..256 MiB)",
+                 slots, slot_size);
         goto refuse;
     }
     if ((uint64_t)slots * (uint64_t)slot_size > d->cfg.max_pool_bytes) {
-        snprintf(why, sizeof why, "a pool of %" PRId64 " x %" PRId64 " bytes is more than "
-                 "max_pool_bytes (%" PRIu64 ") allows", slots, slot_size, d->cfg.max_pool_bytes);
+        snprintf(why, sizeof why,
+                 "a pool of %" PRId64 " x %" PRId64 " bytes is more than "
+                 "max_pool_bytes (%" PRIu64 ") allows",
+                 slots, slot_size, d->cfg.max_pool_bytes);
         goto refuse;
     }
     if (over_user_cap(s, why, sizeof why))
@@ -543,23 +551,24 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         if (cuptimon__strtab_new(NULL, &s->names) < 0)
             s->names = NULL;
         if (cuptimon__agg_session(d->agg, s->id, &id, 0, s->shim_lost) == -ENOSPC)
-            log_warn("aggregate", "session %" PRIu64 " (pid %d) is not aggregated: too many "
-                     "sessions (it is archived as usual)", s->id, (int)s->peer.pid);
+            log_warn("aggregate",
+                     "session %" PRIu64 " (pid %d) is not aggregated: too many "
+                     "sessions (it is archived as usual)",
+                     s->id, (int)s->peer.pid);
     }
 
     struct tm tm;
     time_t secs = (time_t)(s->connected_unix_ns / 1000000000);
     gmtime_r(&secs, &tm);
-    if (snprintf(s->archive_dir, sizeof s->archive_dir,
-                 "%s/%04d%02d%02dT%02d%02d%02dZ-%d-%" PRIu64, d->archive_root, tm.tm_year + 1900,
-                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)s->peer.pid,
-                 s->id) >= (int)sizeof s->archive_dir)
+    if (snprintf(s->archive_dir, sizeof s->archive_dir, "%s/%04d%02d%02dT%02d%02d%02dZ-%d-%" PRIu64,
+                 d->archive_root, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec, (int)s->peer.pid, s->id) >= (int)sizeof s->archive_dir)
         s->archive_dir[0] = '\0'; /* cannot happen: the root is bounded at startup */
     char *meta = meta_json(s), *err = NULL;
     /* Retention never touches a live session's newest segment. */
     cuptimon__live_set_add(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
-    if (cuptimon__aw_open(s->archive_dir, meta, d->cfg.segment_bytes, d->cfg.compress_level,
-                          &s->aw, &err) < 0) {
+    if (cuptimon__aw_open(s->archive_dir, meta, d->cfg.segment_bytes, d->cfg.compress_level, &s->aw,
+                          &err) < 0) {
         /* Keep the session (the producer must still get its slots back),
          * but say loudly that it is not being archived. */
         log_err("archive", "%s; session %" PRIu64 " (pid %d) is not archived",
@@ -580,25 +589,27 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
      * cuInit): the session then ends as usual, its buffers still written. */
     if (s->conn)
         s->conn->accept_fd = 0;
-    log_info("session", "session %" PRIu64 ": pid %d uid %u (%s%s%s) CUPTI %u, pool %u x %" PRIu64
+    log_info("session",
+             "session %" PRIu64 ": pid %d uid %u (%s%s%s) CUPTI %u, pool %u x %" PRIu64
              ", archive %s",
              s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
              s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
     if (s->layout.release == NULL)
         log_warn("session",
-                    "session %" PRIu64 " (pid %d): CUPTI API version %u is not one this build "
-                    "decodes (it decodes %s): its buffers are archived as they come but not "
-                    "decoded, so windows and top show none of its records (a newer cuptimonctl "
-                    "can decode the archive later)",
-                    s->id, (int)s->peer.pid, s->cupti_version, cuptimon__cupti_supported());
+                 "session %" PRIu64 " (pid %d): CUPTI API version %u is not one this build "
+                 "decodes (it decodes %s): its buffers are archived as they come but not "
+                 "decoded, so windows and top show none of its records (a newer cuptimonctl "
+                 "can decode the archive later)",
+                 s->id, (int)s->peer.pid, s->cupti_version, cuptimon__cupti_supported());
 
     window_session_joined(d, s);
     uv_timer_stop(&s->flush_timer); /* the hello timeout */
     /* Stagger the periodic flushes of the sessions over the period. */
     uint64_t period = (uint64_t)(d->cfg.flush_period_s * 1000);
     if (period > 0) {
-        uint64_t first = (uint64_t)((double)period * ((double)((s->id * 0x9e3779b97f4a7c15ull) >> 11) /
-                                                      (double)(1ull << 53)));
+        uint64_t first =
+            (uint64_t)((double)period *
+                       ((double)((s->id * 0x9e3779b97f4a7c15ull) >> 11) / (double)(1ull << 53)));
         uv_timer_start(&s->flush_timer, on_flush_timer, first ? first : 1, period);
     }
     return;
@@ -652,14 +663,15 @@ static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
         return;
     }
     if (m.slot >= s->nslots || m.valid_size > s->slot_size) {
-        snprintf(why, sizeof why, "BUFFER_READY slot %u size %" PRIu64 " is outside the pool "
-                 "(%u slots of %" PRIu64 ")", m.slot, m.valid_size, s->nslots, s->slot_size);
+        snprintf(why, sizeof why,
+                 "BUFFER_READY slot %u size %" PRIu64 " is outside the pool "
+                 "(%u slots of %" PRIu64 ")",
+                 m.slot, m.valid_size, s->nslots, s->slot_size);
         protocol_error(s, why);
         return;
     }
     if (s->slot_held[m.slot]) {
-        snprintf(why, sizeof why, "BUFFER_READY for slot %u, which the daemon still holds",
-                 m.slot);
+        snprintf(why, sizeof why, "BUFFER_READY for slot %u, which the daemon still holds", m.slot);
         protocol_error(s, why);
         return;
     }
@@ -670,8 +682,8 @@ static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
     s->bytes_received += m.valid_size;
     /* A record is at least 8 bytes (its kind and 8-byte alignment). */
     s->records += claim(s, "BUFFER_READY records", m.records, m.valid_size / 8);
-    s->dropped_records = sat_add(s->dropped_records, claim(s, "BUFFER_READY dropped", m.dropped,
-                                                           CLAIM_MAX));
+    s->dropped_records =
+        sat_add(s->dropped_records, claim(s, "BUFFER_READY dropped", m.dropped, CLAIM_MAX));
     struct aw_item it = {.ready = m};
     int rc = enqueue(s, &it);
     if (rc < 0) {
@@ -719,7 +731,8 @@ static void on_ranges(struct session *s, const uint8_t *body, size_t len)
     }
     if (h.dropped) {
         if (s->ranges_dropped == 0)
-            log_warn("session", "session %" PRIu64 " (pid %d): the shim's annotation range queue "
+            log_warn("session",
+                     "session %" PRIu64 " (pid %d): the shim's annotation range queue "
                      "was full; %" PRIu32 " pushes/pops are missing from traces (counted)",
                      s->id, (int)s->peer.pid, h.dropped);
         s->ranges_dropped += h.dropped;
@@ -765,12 +778,15 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
     s->shim_declined = claim(s, "FLUSH_DONE requests_declined", f.requests_declined, CLAIM_MAX);
     s->shim_foreign = claim(s, "FLUSH_DONE foreign_buffers", f.foreign_buffers, CLAIM_MAX);
     if ((f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) && !s->cupti_taken)
-        log_warn("session", "session %" PRIu64 " (pid %d): another CUPTI client took the activity "
+        log_warn("session",
+                 "session %" PRIu64 " (pid %d): another CUPTI client took the activity "
                  "callbacks; the process is no longer traced (preload the shim to share CUPTI)",
                  s->id, (int)s->peer.pid);
     else if (!(f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) && s->cupti_taken)
-        log_info("session", "session %" PRIu64 " (pid %d): the shim has CUPTI back; the process "
-                 "is traced again", s->id, (int)s->peer.pid);
+        log_info("session",
+                 "session %" PRIu64 " (pid %d): the shim has CUPTI back; the process "
+                 "is traced again",
+                 s->id, (int)s->peer.pid);
     s->cupti_taken = (f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) != 0;
     agg_counters(s);
     flush_progress(s->d, s, f.flush_id, 0);
@@ -832,21 +848,11 @@ static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8
         }
         on_hello(s, body, h->length, fd);
         break;
-    case CUPTIMON_MSG_BUFFER_READY:
-        on_buffer_ready(s, body, h->length);
-        break;
-    case CUPTIMON_MSG_STRINGS:
-        on_strings(s, body, h->length);
-        break;
-    case CUPTIMON_MSG_RANGES:
-        on_ranges(s, body, h->length);
-        break;
-    case CUPTIMON_MSG_FLUSH_DONE:
-        on_flush_done(s, body, h->length);
-        break;
-    case CUPTIMON_MSG_BYE:
-        on_bye(s, body, h->length);
-        break;
+    case CUPTIMON_MSG_BUFFER_READY: on_buffer_ready(s, body, h->length); break;
+    case CUPTIMON_MSG_STRINGS: on_strings(s, body, h->length); break;
+    case CUPTIMON_MSG_RANGES: on_ranges(s, body, h->length); break;
+    case CUPTIMON_MSG_FLUSH_DONE: on_flush_done(s, body, h->length); break;
+    case CUPTIMON_MSG_BYE: on_bye(s, body, h->length); break;
     default: {
         char why[100];
         snprintf(why, sizeof why, "unexpected message %s (0x%04x) ignored",
@@ -872,7 +878,8 @@ static void on_conn_close(struct conn *c)
     s->conn = NULL;
     s->disconnected_unix_ns = unix_ns_now();
     if (s->hello)
-        log_info("session", "session %" PRIu64 " (pid %d) ended: %" PRIu64 " buffers, %" PRIu64
+        log_info("session",
+                 "session %" PRIu64 " (pid %d) ended: %" PRIu64 " buffers, %" PRIu64
                  " records, %" PRIu64 " dropped by CUPTI, %" PRIu64 " write errors",
                  s->id, (int)s->peer.pid, s->buffers_received, s->records, s->dropped_records,
                  s->write_errors);
@@ -926,9 +933,10 @@ static void close_silent(struct session *s, int ms, const char *why)
 {
     struct daemon *d = s->d;
     if (d->silent_closed++ % 1000 == 0)
-        log_warn("session", "closed a connection from pid %d uid %u that sent no hello in %d ms%s "
-                 "(%" PRIu64 " so far)", (int)s->peer.pid, (unsigned)s->peer.uid, ms, why,
-                 d->silent_closed);
+        log_warn("session",
+                 "closed a connection from pid %d uid %u that sent no hello in %d ms%s "
+                 "(%" PRIu64 " so far)",
+                 (int)s->peer.pid, (unsigned)s->peer.uid, ms, why, d->silent_closed);
     conn_close(s->conn);
 }
 
@@ -1035,30 +1043,36 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti_version));
     /* The CUDA release whose record layouts decode this session, or
      * "unknown": then its buffers are archived but not decoded. */
-    json_object_object_add(o, "cupti_release",
-                           json_object_new_string(s->layout.release ? s->layout.release->cuda
-                                                                    : "unknown"));
-    json_object_object_add(o, "buffers_received", json_object_new_int64((int64_t)s->buffers_received));
+    json_object_object_add(
+        o, "cupti_release",
+        json_object_new_string(s->layout.release ? s->layout.release->cuda : "unknown"));
+    json_object_object_add(o, "buffers_received",
+                           json_object_new_int64((int64_t)s->buffers_received));
     /* Buffers that lay over pages punched out of the pool: the producer
      * is broken or hostile (never 0 after one). */
-    json_object_object_add(o, "pool_holes", json_object_new_int64((int64_t)atomic_load(&s->pool_holes)));
+    json_object_object_add(o, "pool_holes",
+                           json_object_new_int64((int64_t)atomic_load(&s->pool_holes)));
     json_object_object_add(o, "bytes_received", json_object_new_int64((int64_t)s->bytes_received));
     json_object_object_add(o, "records", json_object_new_int64((int64_t)s->records));
     json_object_object_add(o, "chunks_written", json_object_new_int64((int64_t)s->chunks_written));
     json_object_object_add(o, "bytes_archived", json_object_new_int64((int64_t)s->bytes_archived));
     json_object_object_add(o, "bytes_stored", json_object_new_int64((int64_t)s->bytes_stored));
-    json_object_object_add(o, "dropped_records", json_object_new_int64((int64_t)s->dropped_records));
+    json_object_object_add(o, "dropped_records",
+                           json_object_new_int64((int64_t)s->dropped_records));
     /* Lost: reclaimed by the shim when a daemon went away, or not written. */
     json_object_object_add(o, "lost_buffers",
                            json_object_new_int64((int64_t)(s->shim_lost + s->write_errors)));
     json_object_object_add(o, "write_errors", json_object_new_int64((int64_t)s->write_errors));
-    json_object_object_add(o, "requests_declined", json_object_new_int64((int64_t)s->shim_declined));
+    json_object_object_add(o, "requests_declined",
+                           json_object_new_int64((int64_t)s->shim_declined));
     json_object_object_add(o, "foreign_buffers", json_object_new_int64((int64_t)s->shim_foreign));
-    json_object_object_add(o, "cupti", json_object_new_string(s->cupti_taken ? "taken by another tool"
-                                                                             : "ours"));
-    json_object_object_add(o, "protocol_errors", json_object_new_int64((int64_t)s->protocol_errors));
+    json_object_object_add(
+        o, "cupti", json_object_new_string(s->cupti_taken ? "taken by another tool" : "ours"));
+    json_object_object_add(o, "protocol_errors",
+                           json_object_new_int64((int64_t)s->protocol_errors));
     json_object_object_add(o, "strings", json_object_new_int64((int64_t)s->strings_received));
-    json_object_object_add(o, "annotation_ranges", json_object_new_int64((int64_t)s->ranges_received));
+    json_object_object_add(o, "annotation_ranges",
+                           json_object_new_int64((int64_t)s->ranges_received));
     json_object_object_add(o, "annotation_ranges_dropped",
                            json_object_new_int64((int64_t)s->ranges_dropped));
     json_object_object_add(o, "queued", json_object_new_int64((int64_t)(s->qlen + s->work_len)));

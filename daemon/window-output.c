@@ -90,12 +90,13 @@ static int check_name(int dfd, const char *name, const char *path,
     if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
         return fail(S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST, why, wl,
                     "%s exists and is not a regular file: a trace replaces only a regular "
-                    "file of its own user; choose another --output", path);
+                    "file of its own user; choose another --output",
+                    path);
     if (st.st_uid != r->uid)
         return fail(-EEXIST, why, wl,
                     "%s exists and is owned by uid %u: a trace never replaces a file of "
-                    "another user (it is written for uid %u); choose another --output", path,
-                    (unsigned)st.st_uid, (unsigned)r->uid);
+                    "another user (it is written for uid %u); choose another --output",
+                    path, (unsigned)st.st_uid, (unsigned)r->uid);
     return 0;
 }
 
@@ -124,13 +125,16 @@ static int open_checked(const char *path, const struct cuptimon_requester *r, in
         rc = fail(-EACCES, why, wl,
                   "uid %u may not create files in %s (owner uid %u, group %u, mode %04o): the "
                   "daemon writes a trace only where its user could write it; choose a "
-                  "directory of your own", (unsigned)r->uid, dir, (unsigned)st.st_uid,
-                  (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+                  "directory of your own",
+                  (unsigned)r->uid, dir, (unsigned)st.st_uid, (unsigned)st.st_gid,
+                  (unsigned)(st.st_mode & 07777));
         goto bad;
     }
     if (want && (want->dev != (uint64_t)st.st_dev || want->ino != (uint64_t)st.st_ino)) {
-        rc = fail(-ESTALE, why, wl, "%s is not the directory that was checked when the window "
-                  "was opened: it was replaced since", dir);
+        rc = fail(-ESTALE, why, wl,
+                  "%s is not the directory that was checked when the window "
+                  "was opened: it was replaced since",
+                  dir);
         goto bad;
     }
     if ((rc = check_name(dfd, *name, path, r, &exists, why, wl)) < 0)
@@ -158,7 +162,13 @@ int cuptimon__outpath_check(const char *path, const struct cuptimon_requester *r
  * system.posix_acl_access, little-endian), keeping mode's other bits. */
 static int acl_grant_read(int fd, uid_t uid, mode_t mode)
 {
-    enum { USER_OBJ = 0x01, USER = 0x02, GROUP_OBJ = 0x04, MASK = 0x10, OTHER = 0x20 };
+    enum {
+        USER_OBJ = 0x01,
+        USER = 0x02,
+        GROUP_OBJ = 0x04,
+        MASK = 0x10,
+        OTHER = 0x20
+    };
     const uint32_t none = UINT32_MAX; /* ACL_UNDEFINED_ID */
     uint32_t grp = (mode >> 3) & 7;
     /* Sorted by tag, then id, as the kernel requires. */
@@ -186,28 +196,28 @@ static int give(int fd, const struct cuptimon_requester *r, mode_t mode, const c
                 char *why, size_t wl)
 {
     if (r->uid == geteuid())
-        return fchmod(fd, mode) < 0 ? fail(-errno, why, wl, "cannot set the mode of %s: %s",
-                                           path, strerror(errno))
-                                    : 0;
+        return fchmod(fd, mode) < 0
+                   ? fail(-errno, why, wl, "cannot set the mode of %s: %s", path, strerror(errno))
+                   : 0;
     if (fchown(fd, r->uid, r->gid) == 0)
-        return fchmod(fd, mode) < 0 ? fail(-errno, why, wl, "cannot set the mode of %s: %s",
-                                           path, strerror(errno))
-                                    : 0;
+        return fchmod(fd, mode) < 0
+                   ? fail(-errno, why, wl, "cannot set the mode of %s: %s", path, strerror(errno))
+                   : 0;
     int chown_err = errno;
     if (fchmod(fd, mode) < 0)
         return fail(-errno, why, wl, "cannot set the mode of %s: %s", path, strerror(errno));
     int rc = acl_grant_read(fd, r->uid, mode);
     if (rc < 0)
-        return fail(rc, why, wl, "cannot give the trace %s to uid %u: chown: %s; an ACL: %s "
-                    "(a daemon without CAP_CHOWN needs a file system with POSIX ACLs)", path,
-                    (unsigned)r->uid, strerror(chown_err), strerror(-rc));
+        return fail(rc, why, wl,
+                    "cannot give the trace %s to uid %u: chown: %s; an ACL: %s "
+                    "(a daemon without CAP_CHOWN needs a file system with POSIX ACLs)",
+                    path, (unsigned)r->uid, strerror(chown_err), strerror(-rc));
     return 0;
 }
 
 int cuptimon__outpath_open(struct cuptimon_outpath *o, const char *path,
                            const struct cuptimon_requester *r, int user_dir,
-                           const struct cuptimon_outdir_id *id, mode_t mode, char *why,
-                           size_t wl)
+                           const struct cuptimon_outdir_id *id, mode_t mode, char *why, size_t wl)
 {
     static unsigned counter;
     const char *name;

@@ -35,8 +35,8 @@
 /* The user a trace is written for. */
 struct cuptimon_requester {
     uid_t uid;
-    gid_t gid;                /* the asking process's gid: the trace's group */
-    const gid_t *groups;      /* every group of the user, for the directory check */
+    gid_t gid;           /* the asking process's gid: the trace's group */
+    const gid_t *groups; /* every group of the user, for the directory check */
     size_t ngroups;
 };
 
@@ -58,11 +58,11 @@ int cuptimon__outpath_check(const char *path, const struct cuptimon_requester *r
 /* A trace being written: write to fd. */
 struct cuptimon_outpath {
     int fd;
-    int dfd;       /* the directory */
-    char *tmp;     /* the temporary name in it */
-    char *name;    /* the final name in it */
-    char *path;    /* the whole path, for messages */
-    uid_t uid;     /* whose it is */
+    int dfd;    /* the directory */
+    char *tmp;  /* the temporary name in it */
+    char *name; /* the final name in it */
+    char *path; /* the whole path, for messages */
+    uid_t uid;  /* whose it is */
 };
 
 /*
@@ -72,8 +72,7 @@ struct cuptimon_outpath {
  */
 int cuptimon__outpath_open(struct cuptimon_outpath *o, const char *path,
                            const struct cuptimon_requester *r, int user_dir,
-                           const struct cuptimon_outdir_id *id, mode_t mode, char *why,
-                           size_t wl);
+                           const struct cuptimon_outdir_id *id, mode_t mode, char *why, size_t wl);
 
 /*
  * Closes; ok: fsync and rename into place (only where the name is still

@@ -93,11 +93,11 @@ struct wsession {
     const struct cuptimon_window_source *src;
     struct cuptimon_archive_session as; /* meta.json and strings, read on the first pass */
     struct cuptimon_decode_stats dec;
-    int loaded; /* as was read (on the first pass) */
+    int loaded;             /* as was read (on the first pass) */
     uint32_t kmin, kmax;    /* the range of in-window API calls' ids ... */
     uint64_t api_in_window; /* ... and how many API records lie in it */
     struct idset out;       /* ids of the window's API records outside it */
-    uint32_t min_api_corr; /* the lowest correlation id of any API record seen */
+    uint32_t min_api_corr;  /* the lowest correlation id of any API record seen */
     uint64_t events, kernels, dropped, chunks;
 };
 
@@ -127,8 +127,9 @@ static void on_damage(void *ud, enum cuptimon_archive_damage kind, const char *p
 
 /* Calls fn for every event of the session's chunks inside the window's
  * chunk range. */
-static int each_event(struct wsession *s, int (*fn)(struct wsession *, const struct cuptimon_ev *,
-                                                    const struct cuptimon_clock *, void *),
+static int each_event(struct wsession *s,
+                      int (*fn)(struct wsession *, const struct cuptimon_ev *,
+                                const struct cuptimon_clock *, void *),
                       void *ud, struct cuptimon_decode_stats *st, char **err)
 {
     struct cuptimon_archive_reader *r;
@@ -201,8 +202,7 @@ static int collect(struct wsession *s, const struct cuptimon_ev *ev,
 /* 1 when id is an API call's that started inside the window. */
 static int retained(const struct wsession *s, uint32_t id)
 {
-    return id != 0 && s->api_in_window && id >= s->kmin && id <= s->kmax &&
-           !idset_has(&s->out, id);
+    return id != 0 && s->api_in_window && id >= s->kmin && id <= s->kmax && !idset_has(&s->out, id);
 }
 
 static int keep(const struct wsession *s, const struct cuptimon_ev *ev,
@@ -250,7 +250,8 @@ static json_object *window_extra(const struct cuptimon_window_spec *w)
 {
     json_object *extra = json_object_new_object();
     json_object_object_add(extra, "window", json_object_new_int64((int64_t)w->id));
-    json_object_object_add(extra, "window_start_unix_ns", json_object_new_int64((int64_t)w->start_ns));
+    json_object_object_add(extra, "window_start_unix_ns",
+                           json_object_new_int64((int64_t)w->start_ns));
     json_object_object_add(extra, "window_end_unix_ns", json_object_new_int64((int64_t)w->end_ns));
     /* Who asked, and whose processes are in it: labels and job ids are
      * what a process says of itself, the uid is the kernel's word. */
@@ -278,10 +279,10 @@ static int process_path(const struct cuptimon_window_spec *w, const struct cupti
         len -= 3;
     if (len > 5 && memcmp(w->output + len - 5, ".json", 5) == 0)
         len -= 5;
-    int k = in->rank >= 0 ? snprintf(out, n, "%.*s.rank-%lld.json%s", (int)len, w->output,
-                                     (long long)in->rank, gz)
-                          : snprintf(out, n, "%.*s.pid-%u.json%s", (int)len, w->output,
-                                     in->pid, gz);
+    int k = in->rank >= 0
+                ? snprintf(out, n, "%.*s.rank-%lld.json%s", (int)len, w->output,
+                           (long long)in->rank, gz)
+                : snprintf(out, n, "%.*s.pid-%u.json%s", (int)len, w->output, in->pid, gz);
     return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
 }
 
@@ -313,8 +314,8 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
                                     .gzip_level = w->gzip_level,
                                     .range_from_ns = w->start_ns,
                                     .range_to_ns = w->end_ns};
-    if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 ||
-        (rc = cuptimon__summary_new(&sum)) < 0 || (rc = cuptimon__demangler_new(0, &dm)) < 0)
+    if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 || (rc = cuptimon__summary_new(&sum)) < 0 ||
+        (rc = cuptimon__demangler_new(0, &dm)) < 0)
         goto out;
     for (size_t i = 0; i < w->nsrc; i++) {
         struct wsession *s = &ss[i];
@@ -411,7 +412,8 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         json_object_object_add(p, "archive", json_object_new_string(w->src[i].archive_dir));
         json_object_object_add(p, "events", json_object_new_int64((int64_t)ss[i].events));
         json_object_object_add(p, "kernels", json_object_new_int64((int64_t)ss[i].kernels));
-        json_object_object_add(p, "api_calls_in_window", json_object_new_int64((int64_t)ss[i].api_in_window));
+        json_object_object_add(p, "api_calls_in_window",
+                               json_object_new_int64((int64_t)ss[i].api_in_window));
         json_object_object_add(p, "dropped_records", json_object_new_int64((int64_t)ss[i].dropped));
         json_object_object_add(p, "late", json_object_new_boolean(w->src[i].late));
         json_object_array_add(procs, p);

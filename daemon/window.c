@@ -30,11 +30,19 @@
 #include "window-write.h"
 #include "archive/json-get.h"
 
-enum wstate { W_PREPARED, W_STARTING, W_ACTIVE, W_ENDING, W_WRITING, W_DONE, W_FAILED };
+enum wstate {
+    W_PREPARED,
+    W_STARTING,
+    W_ACTIVE,
+    W_ENDING,
+    W_WRITING,
+    W_DONE,
+    W_FAILED
+};
 static const char *const wstate_names[] = {"prepared", "starting", "active", "ending",
                                            "writing",  "done",     "failed"};
 
-#define MAX_KINDS 24
+#define MAX_KINDS   24
 #define MAX_WAITERS 16
 
 struct member {
@@ -60,9 +68,9 @@ struct selector {
 struct window {
     struct daemon *d;
     uint64_t id;
-    int64_t owner_uid; /* -1: an operator's window */
-    struct cuptimon_requester req; /* who asked: the trace is theirs; groups malloc'd */
-    int user_dir;                  /* req chose the trace's directory (--output) */
+    int64_t owner_uid;               /* -1: an operator's window */
+    struct cuptimon_requester req;   /* who asked: the trace is theirs; groups malloc'd */
+    int user_dir;                    /* req chose the trace's directory (--output) */
     struct cuptimon_outdir_id dirid; /* the directory checked at prepare */
     int state;
     struct selector sel;
@@ -71,8 +79,8 @@ struct window {
     int64_t prepared_ns, start_ns, end_ns, at_ns;
     double duration_s;
     char output[700];
-    int gzip_level;                /* 1..9: written gzipped (.json.gz); 0: plain JSON */
-    int per_process;               /* also one trace per process */
+    int gzip_level;  /* 1..9: written gzipped (.json.gz); 0: plain JSON */
+    int per_process; /* also one trace per process */
     struct member *m;
     size_t nm, capm;
     uv_timer_t timer;
@@ -91,11 +99,16 @@ struct window {
 };
 
 static const uint32_t default_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,          CUPTI_ACTIVITY_KIND_CUDA_EVENT,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_MARKER,
     CUPTI_ACTIVITY_KIND_MARKER_DATA, /* NVTX ranges (the shim arranges NVTX injection) */
 };
 
@@ -165,8 +178,10 @@ static int parse_selector(json_object *req, struct selector *sel, char *why, siz
     }
     if (json_object_object_get_ex(req, "all_users", &v) && json_object_get_boolean(v)) {
         if (sel->uid >= 0) {
-            snprintf(why, wl, "--all-users and --uid %" PRId64 " contradict each other; give "
-                     "one of them", sel->uid);
+            snprintf(why, wl,
+                     "--all-users and --uid %" PRId64 " contradict each other; give "
+                     "one of them",
+                     sel->uid);
             return -EINVAL;
         }
         sel->all_users = 1;
@@ -226,8 +241,8 @@ static void describe_sessions(struct daemon *d, const struct conn *conn, char *o
         o += (size_t)w;
     }
     if (!n)
-        snprintf(out, len, "%s", conn->restricted ? "none of yours is connected"
-                                                  : "no sessions are connected");
+        snprintf(out, len, "%s",
+                 conn->restricted ? "none of yours is connected" : "no sessions are connected");
 }
 
 /*
@@ -265,14 +280,16 @@ static int pin_user(struct daemon *d, struct selector *sel, char *why, size_t wl
         sel->uid = uids[0];
     if (nu <= 1)
         return 0; /* none: the caller says what exists */
-    size_t o = (size_t)snprintf(why, wl, "the selector matches sessions of %zu users (uids",
-                                nu + more);
+    size_t o =
+        (size_t)snprintf(why, wl, "the selector matches sessions of %zu users (uids", nu + more);
     for (size_t k = 0; k < nu && o < wl; k++)
         o += (size_t)snprintf(why + o, wl - o, "%s %u", k ? "," : "", (unsigned)uids[k]);
     if (o < wl)
-        snprintf(why + o, wl - o, "%s), and labels, job ids and ranks are what a process says "
+        snprintf(why + o, wl - o,
+                 "%s), and labels, job ids and ranks are what a process says "
                  "of itself: add --uid U to take one user's sessions, or --all-users to take "
-                 "every user's", more ? ", ..." : "");
+                 "every user's",
+                 more ? ", ..." : "");
     return -EINVAL;
 }
 
@@ -316,7 +333,8 @@ static int parse_kinds(json_object *req, struct window *w, char *why, size_t wl)
 static int always_on(const struct session *s, uint32_t kind)
 {
     json_object *k;
-    if (!json_object_object_get_ex(s->hello, "kinds", &k) || !json_object_is_type(k, json_type_array))
+    if (!json_object_object_get_ex(s->hello, "kinds", &k) ||
+        !json_object_is_type(k, json_type_array))
         return 0;
     for (size_t i = 0; i < json_object_array_length(k); i++)
         if ((uint32_t)json_object_get_int(json_object_array_get_idx(k, i)) == kind)
@@ -435,7 +453,8 @@ static void answer(struct ctl_reply **list, int *n, struct window *w)
 {
     json_object *o = window_json(w);
     if (w->state == W_FAILED) {
-        json_object_object_add(o, "message", json_object_new_string(w->error ? w->error : "failed"));
+        json_object_object_add(o, "message",
+                               json_object_new_string(w->error ? w->error : "failed"));
         json_object_object_add(o, "error", json_object_new_string("EIO"));
     }
     for (int i = 0; i < *n; i++)
@@ -471,8 +490,9 @@ static void after_write_cb(uv_work_t *req, int status)
     w->src = NULL;
     if (status < 0 || w->wrc < 0) {
         w->state = W_FAILED;
-        if (!w->error && asprintf(&w->error, "writing the trace %s failed: %s", w->output,
-                                  w->werr ? w->werr : strerror(-(status < 0 ? status : w->wrc))) < 0)
+        if (!w->error &&
+            asprintf(&w->error, "writing the trace %s failed: %s", w->output,
+                     w->werr ? w->werr : strerror(-(status < 0 ? status : w->wrc))) < 0)
             w->error = NULL;
         log_err("window", "window %" PRIu64 ": %s", w->id, w->error ? w->error : "failed");
     } else {
@@ -644,8 +664,8 @@ static void windows_dir(struct daemon *d, uid_t for_uid, char *dir, size_t len)
     for (size_t i = 0; i < 2; i++)
         if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
             (st.st_mode & 0111) != 0111 && chmod(paths[i], (st.st_mode & 07777) | 0111) < 0)
-            log_warn("window", "cannot make %s searchable for the user of a trace: %s",
-                     paths[i], strerror(errno));
+            log_warn("window", "cannot make %s searchable for the user of a trace: %s", paths[i],
+                     strerror(errno));
 }
 
 /* Checks w->output for w->req by window-output.h's rules, with the user's
@@ -686,7 +706,8 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
     }
     w->d = d;
     w->owner_uid = -1;
-    if (parse_selector(req, &w->sel, why, sizeof why) < 0 || parse_kinds(req, w, why, sizeof why) < 0) {
+    if (parse_selector(req, &w->sel, why, sizeof why) < 0 ||
+        parse_kinds(req, w, why, sizeof why) < 0) {
         send_err(conn, "EINVAL", "%s", why);
         free(w);
         return;
@@ -695,28 +716,35 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         /* Any user may open a window over their own processes only. */
         uid_t me = conn->peer.uid;
         if (w->sel.all_users) {
-            send_err(conn, "EACCES", "uid %u may open windows over its own processes only, "
-                     "not --all-users", (unsigned)me);
+            send_err(conn, "EACCES",
+                     "uid %u may open windows over its own processes only, "
+                     "not --all-users",
+                     (unsigned)me);
             free(w);
             return;
         }
         if (w->sel.uid >= 0 && (uid_t)w->sel.uid != me) {
             log_warn("window", "refused: uid %u pid %d asked for a window over uid %" PRId64,
                      (unsigned)me, (int)conn->peer.pid, w->sel.uid);
-            send_err(conn, "EACCES", "uid %u may open windows over its own processes only, not "
-                     "uid %" PRId64, (unsigned)me, w->sel.uid);
+            send_err(conn, "EACCES",
+                     "uid %u may open windows over its own processes only, not "
+                     "uid %" PRId64,
+                     (unsigned)me, w->sel.uid);
             free(w);
             return;
         }
         for (int i = 0; i < w->sel.npids; i++) {
             for (struct session *s = d->sessions; s; s = s->next) {
                 if (s->peer.pid == w->sel.pids[i] && s->peer.uid != me) {
-                    log_warn("window", "refused: uid %u pid %d asked for a window over pid %d "
-                             "of uid %u", (unsigned)me, (int)conn->peer.pid, (int)s->peer.pid,
+                    log_warn("window",
+                             "refused: uid %u pid %d asked for a window over pid %d "
+                             "of uid %u",
+                             (unsigned)me, (int)conn->peer.pid, (int)s->peer.pid,
                              (unsigned)s->peer.uid);
-                    send_err(conn, "EACCES", "pid %d is not yours (uid %u): uid %u may open "
-                             "windows over its own processes only", (int)s->peer.pid,
-                             (unsigned)s->peer.uid, (unsigned)me);
+                    send_err(conn, "EACCES",
+                             "pid %d is not yours (uid %u): uid %u may open "
+                             "windows over its own processes only",
+                             (int)s->peer.pid, (unsigned)s->peer.uid, (unsigned)me);
                     free(w);
                     return;
                 }
@@ -738,8 +766,10 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         w->at_ns = json_object_get_int64(v);
         int64_t now = unix_ns_now();
         if (w->at_ns < now - 1000000000LL || w->at_ns > now + 86400LL * 1000000000LL) {
-            send_err(conn, "EINVAL", "--at %" PRId64 " is in the past or more than a day ahead "
-                     "(now is %" PRId64 ")", w->at_ns, now);
+            send_err(conn, "EINVAL",
+                     "--at %" PRId64 " is in the past or more than a day ahead "
+                     "(now is %" PRId64 ")",
+                     w->at_ns, now);
             free(w);
             return;
         }
@@ -756,13 +786,16 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
         if (!matches(&w->sel, s))
             continue;
         if (s->window && is_open(s->window) && !may_see(conn, s->window)) {
-            send_err(conn, "EBUSY", "pid %d is already in an operator's open window, which "
-                     "only an operator can end", (int)s->peer.pid);
+            send_err(conn, "EBUSY",
+                     "pid %d is already in an operator's open window, which "
+                     "only an operator can end",
+                     (int)s->peer.pid);
             free(w);
             return;
         }
         if (s->window && is_open(s->window)) {
-            send_err(conn, "EBUSY", "pid %d is already in open window %" PRIu64
+            send_err(conn, "EBUSY",
+                     "pid %d is already in open window %" PRIu64
                      "; end it first (cuptimonctl end-window %" PRIu64 ")",
                      (int)s->peer.pid, s->window->id, s->window->id);
             free(w);
@@ -785,9 +818,10 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
          * operator may say where. */
         log_warn("window", "refused: uid %u pid %d asked for the trace at %s",
                  (unsigned)conn->peer.uid, (int)conn->peer.pid, out);
-        send_err(conn, "EACCES", "only operators may choose where the daemon writes a trace "
-                 "(--output %s); without it the trace goes to %s/windows/", out,
-                 d->cfg.output_dir);
+        send_err(conn, "EACCES",
+                 "only operators may choose where the daemon writes a trace "
+                 "(--output %s); without it the trace goes to %s/windows/",
+                 out, d->cfg.output_dir);
         free(w);
         return;
     }
@@ -846,8 +880,10 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
     if (orc < 0) {
         log_warn("window", "refused: uid %u pid %d: %s", (unsigned)conn->peer.uid,
                  (int)conn->peer.pid, why);
-        send_err(conn, orc == -EACCES ? "EACCES" : orc == -EEXIST || orc == -EISDIR ? "EEXIST"
-                                                                                    : "EINVAL",
+        send_err(conn,
+                 orc == -EACCES                     ? "EACCES"
+                 : orc == -EEXIST || orc == -EISDIR ? "EEXIST"
+                                                    : "EINVAL",
                  "%s", why);
         free((void *)w->req.groups);
         free(w);
@@ -915,7 +951,8 @@ void window_op_end(struct daemon *d, struct conn *conn, json_object *req)
     if (w->state == W_DONE || w->state == W_FAILED) {
         /* Ended by itself (--duration) or already ended: the result. */
         json_object *o = window_json(w);
-        conn_send_json(conn, w->state == W_DONE ? CUPTIMON_MSG_REPLY_OK : CUPTIMON_MSG_REPLY_ERROR, o);
+        conn_send_json(conn, w->state == W_DONE ? CUPTIMON_MSG_REPLY_OK : CUPTIMON_MSG_REPLY_ERROR,
+                       o);
         json_object_put(o);
         return;
     }

@@ -109,17 +109,17 @@
 /* Callback types: X(return type, name, parameter list). */
 #define CUPTIMON_CUPTI_CALLBACK_TYPES(X)                                                           \
     X(void, CUpti_BuffersCallbackRequestFunc,                                                      \
-      (uint8_t **buffer, size_t *size, size_t *maxNumRecords))                                  \
+      (uint8_t * *buffer, size_t * size, size_t * maxNumRecords))                                  \
     X(void, CUpti_BuffersCallbackCompleteFunc,                                                     \
-      (CUcontext context, uint32_t streamId, uint8_t *buffer, size_t size, size_t validSize))     \
+      (CUcontext context, uint32_t streamId, uint8_t * buffer, size_t size, size_t validSize))     \
     X(uint64_t, CUpti_TimestampCallbackFunc, (void))
 
 /* The entry points the shim resolves in the process's libcupti (dlsym) or
  * interposes (client-lib/mux.c): X(return type, name, parameter list). */
 #define CUPTIMON_CUPTI_FUNCTIONS(X)                                                                \
-    X(CUptiResult, cuptiGetVersion, (uint32_t *version))                                          \
+    X(CUptiResult, cuptiGetVersion, (uint32_t * version))                                          \
     X(CUptiResult, cuptiGetResultString, (CUptiResult result, const char **str))                   \
-    X(CUptiResult, cuptiGetTimestamp, (uint64_t *timestamp))                                      \
+    X(CUptiResult, cuptiGetTimestamp, (uint64_t * timestamp))                                      \
     X(CUptiResult, cuptiFinalize, (void))                                                          \
     X(CUptiResult, cuptiSetThreadIdType, (CUpti_ActivityThreadIdType type))                        \
     X(CUptiResult, cuptiActivityRegisterCallbacks,                                                 \
@@ -131,15 +131,15 @@
     X(CUptiResult, cuptiActivityDisable, (CUpti_ActivityKind kind))                                \
     X(CUptiResult, cuptiActivityFlushAll, (uint32_t flag))                                         \
     X(CUptiResult, cuptiActivityGetNextRecord,                                                     \
-      (uint8_t *buffer, size_t validBufferSizeBytes, CUpti_Activity **record))                   \
+      (uint8_t * buffer, size_t validBufferSizeBytes, CUpti_Activity * *record))                   \
     X(CUptiResult, cuptiActivityGetNumDroppedRecords,                                              \
-      (CUcontext context, uint32_t streamId, size_t *dropped))                                    \
+      (CUcontext context, uint32_t streamId, size_t * dropped))                                    \
     X(CUptiResult, cuptiActivitySetAttribute,                                                      \
-      (CUpti_ActivityAttribute attr, size_t *valueSize, void *value))                             \
+      (CUpti_ActivityAttribute attr, size_t * valueSize, void *value))                             \
     X(CUptiResult, cuptiActivityPushExternalCorrelationId,                                         \
       (CUpti_ExternalCorrelationKind kind, uint64_t id))                                           \
     X(CUptiResult, cuptiActivityPopExternalCorrelationId,                                          \
-      (CUpti_ExternalCorrelationKind kind, uint64_t *lastId))                                     \
+      (CUpti_ExternalCorrelationKind kind, uint64_t * lastId))                                     \
     X(CUptiResult, cuptiActivityEnableRuntimeApi, (CUpti_CallbackId cbid, uint8_t enable))         \
     X(CUptiResult, cuptiActivityEnableDriverApi, (CUpti_CallbackId cbid, uint8_t enable))
 
@@ -226,7 +226,8 @@ CUPTIMON_CUPTI_FUNCTIONS(CUPTIMON_CUPTI_PROTOTYPE_)
     _Static_assert(sizeof(type) == 4, #type " is int-sized, as in CUPTI");
 CUPTIMON_CUPTI_ENUM_TYPES(CUPTIMON_CUPTI_SIZE_CHECK_)
 #define CUPTIMON_CUPTI_STRUCT_CHECK_(type, size, align)                                            \
-    _Static_assert(sizeof(type) == (size) && _Alignof(type) == (align), #type "'s size/alignment");
+    _Static_assert(sizeof(type) == (size) && _Alignof(type) == (align), #type "'s "                \
+                                                                              "size/alignment");
 #define CUPTIMON_CUPTI_FIELD_CHECK_(type, member, off, size)                                       \
     _Static_assert(offsetof(type, member) == (off) && sizeof(((type *)0)->member) == (size),       \
                    #type "." #member "'s offset/size");

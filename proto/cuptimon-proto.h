@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CUPTIMON_PROTO_MAGIC 0x4d545043u /* "CPTM" little-endian */
+#define CUPTIMON_PROTO_MAGIC   0x4d545043u /* "CPTM" little-endian */
 #define CUPTIMON_PROTO_VERSION 1u
 
 /* No body may be larger than this; checked before any byte of it is read. */
@@ -126,7 +126,8 @@ struct cuptimon_flush_done {
  * external correlation id the shim pushed, kind CUSTOM1), and the label of
  * CUDA graph node `node`. */
 #define CUPTIMON_ANNOTATION_KEY(id) (0x8000000000000000ull | (uint64_t)(id))
-#define CUPTIMON_GRAPH_LABEL_KEY(node) (0x4000000000000000ull | ((uint64_t)(node) & 0x3fffffffffffffffull))
+#define CUPTIMON_GRAPH_LABEL_KEY(node)                                                             \
+    (0x4000000000000000ull | ((uint64_t)(node)&0x3fffffffffffffffull))
 /* The name (comm) of thread `tid` (a system thread id), as the shim read
  * it from /proc/self/task/TID/comm: both high bits set. */
 #define CUPTIMON_THREAD_NAME_KEY(tid) (0xc000000000000000ull | (uint64_t)(uint32_t)(tid))
@@ -139,18 +140,18 @@ struct cuptimon_flush_done {
  *   sharedMemPerMultiprocessor NAME
  * (the name runs to the end of the string). */
 #define CUPTIMON_DEVICE_KEY(ordinal) (0xc000000100000000ull | (uint64_t)(uint32_t)(ordinal))
-#define CUPTIMON_DEVICES_MAX 64u
+#define CUPTIMON_DEVICES_MAX         64u
 /* Annotation ranges as the daemon archives them (strings.bin, from RANGES
  * messages; the shim never sends these keys): the begin of annotation `id`
  * (id < 2^60), "BEGIN_UNIX_NS TID DEPTH PARENT_ID" in decimal, and its end,
  * "END_UNIX_NS".  Bits 61 and 60 tell them from the keys above. */
-#define CUPTIMON_RANGE_ID_MAX (1ull << 60)
-#define CUPTIMON_RANGE_BEGIN_KEY(id) (0xe000000000000000ull | (uint64_t)(id))
-#define CUPTIMON_RANGE_END_KEY(id) (0xf000000000000000ull | (uint64_t)(id))
-#define CUPTIMON_RANGE_KEY_CLASS(key) ((uint64_t)(key) & 0xf000000000000000ull)
-#define CUPTIMON_STRINGS_HDR_SIZE 8u
-#define CUPTIMON_STRING_ENTRY_HDR 12u
-#define CUPTIMON_STRING_MAX_LEN 65535u
+#define CUPTIMON_RANGE_ID_MAX         (1ull << 60)
+#define CUPTIMON_RANGE_BEGIN_KEY(id)  (0xe000000000000000ull | (uint64_t)(id))
+#define CUPTIMON_RANGE_END_KEY(id)    (0xf000000000000000ull | (uint64_t)(id))
+#define CUPTIMON_RANGE_KEY_CLASS(key) ((uint64_t)(key)&0xf000000000000000ull)
+#define CUPTIMON_STRINGS_HDR_SIZE     8u
+#define CUPTIMON_STRING_ENTRY_HDR     12u
+#define CUPTIMON_STRING_MAX_LEN       65535u
 
 /*
  * RANGES body: the pushes and pops of user annotations (cuptimon_push_annotation,
@@ -171,11 +172,14 @@ struct cuptimon_flush_done {
  *   uint8  what      1 push (begin), 2 pop (end);
  *   uint8  reserved (0).
  */
-#define CUPTIMON_RANGES_HDR_SIZE 24u
+#define CUPTIMON_RANGES_HDR_SIZE  24u
 #define CUPTIMON_RANGE_ENTRY_SIZE 32u
 #define CUPTIMON_RANGES_MAX_COUNT                                                                  \
     ((CUPTIMON_MSG_MAX_BODY - CUPTIMON_RANGES_HDR_SIZE) / CUPTIMON_RANGE_ENTRY_SIZE)
-enum { CUPTIMON_RANGE_BEGIN = 1, CUPTIMON_RANGE_END = 2 };
+enum {
+    CUPTIMON_RANGE_BEGIN = 1,
+    CUPTIMON_RANGE_END = 2
+};
 
 struct cuptimon_range_ev {
     uint64_t ts;
@@ -195,8 +199,8 @@ struct cuptimon_ranges_hdr {
 
 /* Default socket names inside the runtime directory. */
 #define CUPTIMON_PRODUCER_SOCKET_NAME "producer.sock"
-#define CUPTIMON_CONTROL_SOCKET_NAME "control.sock"
-#define CUPTIMON_SYSTEM_RUNTIME_DIR "/run/cuptimon"
+#define CUPTIMON_CONTROL_SOCKET_NAME  "control.sock"
+#define CUPTIMON_SYSTEM_RUNTIME_DIR   "/run/cuptimon"
 
 /* Loss reports.  A shim whose exit hand-off ran out of time with buffers no
  * daemon took leaves one small file in this directory beside the producer
@@ -206,9 +210,9 @@ struct cuptimon_ranges_hdr {
  * "buffers_lost", "dropped_records", "reason" (one of the words below),
  * "exit_timeout_ms", "label"}.  Its owner, not its content, says whose it
  * is.  Names starting with '.' are being written (renamed when complete). */
-#define CUPTIMON_LOSS_DIR_NAME "lost"
+#define CUPTIMON_LOSS_DIR_NAME   "lost"
 #define CUPTIMON_LOSS_REPORT_MAX 1024u
-#define CUPTIMON_LOSS_REASONS "queue_full", "refused", "unsent", "disconnected"
+#define CUPTIMON_LOSS_REASONS    "queue_full", "refused", "unsent", "disconnected"
 
 /* ---- activity kinds by name (kinds.c) ------------------------------------ */
 
@@ -351,8 +355,8 @@ int cuptimon__connect(const char *path, int nonblock);
  * complete or not at all; a device, FIFO or pipe at PATH (/dev/null,
  * /dev/stdout) is written in place, never replaced. */
 struct cuptimon_outfile {
-    int fd;     /* write here */
-    char *tmp;  /* NULL when writing in place */
+    int fd;    /* write here */
+    char *tmp; /* NULL when writing in place */
     char *path;
 };
 /* Returns 0 or -errno (-EISDIR for a directory); mode is the new file's. */
@@ -372,8 +376,8 @@ int cuptimon__default_runtime_dir(char *out, size_t outlen);
  * why).  timeout_ms bounds the whole call.  Returns 0, or -errno: -ETIMEDOUT,
  * -ECONNRESET when the daemon hangs up, -EPROTO for a reply of another
  * type, the frame parser's errors for a bad header. */
-int cuptimon__control_call(const char *path, const char *json, int timeout_ms,
-                           uint16_t *reply_type, char **reply, size_t *reply_len);
+int cuptimon__control_call(const char *path, const char *json, int timeout_ms, uint16_t *reply_type,
+                           char **reply, size_t *reply_len);
 
 /* Little-endian helpers. */
 static inline void cuptimon__put_u16(uint8_t *p, uint16_t v)

@@ -261,7 +261,7 @@
 
 /* ---- the layouts ------------------------------------------------------- */
 
-#define LAYOUT(var, struct_name, rec_type, bytes, fields)                                       \
+#define LAYOUT(var, struct_name, rec_type, bytes, fields)                                          \
     static const struct cuptimon_rec_layout var = {struct_name, rec_type, bytes, {fields}}
 
 LAYOUT(kernel9, "CUpti_ActivityKernel9", CUPTIMON_REC_KERNEL, 208, F_KERNEL9);
@@ -293,14 +293,14 @@ LAYOUT(ext, "CUpti_ActivityExternalCorrelation", CUPTIMON_REC_EXT, 24, F_EXTERNA
 
 /* One row: the struct a release emits for each kind it decodes.  The API
  * and external-correlation records have not changed since CUDA 10. */
-#define ROW(k, mc, p2p, ms, mk, md, ovh, ev, sy)                                                \
-    {                                                                                           \
-        [CUPTIMON_KIND_KERNEL] = k, [CUPTIMON_KIND_CONCURRENT_KERNEL] = k,                      \
-        [CUPTIMON_KIND_MEMCPY] = mc, [CUPTIMON_KIND_MEMCPY2] = p2p, [CUPTIMON_KIND_MEMSET] = ms,  \
-        [CUPTIMON_KIND_DRIVER] = &api, [CUPTIMON_KIND_RUNTIME] = &api,                          \
-        [CUPTIMON_KIND_MARKER] = mk, [CUPTIMON_KIND_MARKER_DATA] = md,                          \
-        [CUPTIMON_KIND_OVERHEAD] = ovh, [CUPTIMON_KIND_CUDA_EVENT] = ev,                        \
-        [CUPTIMON_KIND_SYNCHRONIZATION] = sy, [CUPTIMON_KIND_EXTERNAL_CORRELATION] = &ext,      \
+#define ROW(k, mc, p2p, ms, mk, md, ovh, ev, sy)                                                   \
+    {                                                                                              \
+        [CUPTIMON_KIND_KERNEL] = k, [CUPTIMON_KIND_CONCURRENT_KERNEL] = k,                         \
+        [CUPTIMON_KIND_MEMCPY] = mc, [CUPTIMON_KIND_MEMCPY2] = p2p, [CUPTIMON_KIND_MEMSET] = ms,   \
+        [CUPTIMON_KIND_DRIVER] = &api, [CUPTIMON_KIND_RUNTIME] = &api,                             \
+        [CUPTIMON_KIND_MARKER] = mk, [CUPTIMON_KIND_MARKER_DATA] = md,                             \
+        [CUPTIMON_KIND_OVERHEAD] = ovh, [CUPTIMON_KIND_CUDA_EVENT] = ev,                           \
+        [CUPTIMON_KIND_SYNCHRONIZATION] = sy, [CUPTIMON_KIND_EXTERNAL_CORRELATION] = &ext,         \
     }
 
 /* CUPTI API versions: 19 for CUDA 12.0 and 12.1, then one per release up
@@ -314,19 +314,26 @@ LAYOUT(ext, "CUpti_ActivityExternalCorrelation", CUPTIMON_REC_EXT, 24, F_EXTERNA
  * a record it cannot step over. */
 static const struct cuptimon_cupti_release releases[] = {
     {19, 21, "12.0-12.3",
-     ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead2, &cuda_event1, &sync1)},
+     ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead2, &cuda_event1,
+         &sync1)},
     {22, 25, "12.4-12.6",
-     ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead3, &cuda_event1, &sync1)},
+     ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead3, &cuda_event1,
+         &sync1)},
     {26, 28, "12.8-12.9",
-     ROW(&kernel9, &memcpy6_12, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead3, &cuda_event2, &sync2)},
+     ROW(&kernel9, &memcpy6_12, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead3,
+         &cuda_event2, &sync2)},
     {130000, 130099, "13.0",
-     ROW(&kernel10, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2, &sync2)},
+     ROW(&kernel10, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2,
+         &sync2)},
     {130100, 130299, "13.1-13.2",
-     ROW(&kernel11, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2, &sync2)},
+     ROW(&kernel11, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2,
+         &sync2)},
     {130300, 130399, "13.3",
-     ROW(&kernel12, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2, &sync2)},
+     ROW(&kernel12, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2,
+         &sync2)},
     {130400, 130499, "13.4",
-     ROW(&kernel13, &memcpy7, &p2p4, &memset5, &marker2, &marker_data2, &overhead3, &cuda_event2, &sync2)},
+     ROW(&kernel13, &memcpy7, &p2p4, &memset5, &marker2, &marker_data2, &overhead3, &cuda_event2,
+         &sync2)},
     {130500, 130599, "13.5",
      ROW(&kernel13, &memcpy7, &p2p4, &memset5, &marker2, &marker_data2, &overhead3, NULL, &sync2)},
 };

@@ -191,8 +191,7 @@ static inline uint64_t cuptimon__rec_get(const struct cuptimon_rec_layout *l, co
 {
     const struct cuptimon_field *f = &l->f[i];
     switch (f->width) {
-    case 1:
-        return rec[f->off];
+    case 1: return rec[f->off];
     case 2: {
         uint16_t v;
         __builtin_memcpy(&v, rec + f->off, 2);
@@ -208,8 +207,7 @@ static inline uint64_t cuptimon__rec_get(const struct cuptimon_rec_layout *l, co
         __builtin_memcpy(&v, rec + f->off, 8);
         return v;
     }
-    default:
-        return 0;
+    default: return 0;
     }
 }
 

@@ -52,8 +52,8 @@ ssize_t cuptimon__recv_fd(int sock, void *buf, size_t len, int *fd_out, int *ext
         char buf[CMSG_SPACE(8 * sizeof(int))];
         struct cmsghdr align;
     } u;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof u.buf};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     if (fd_out)
         *fd_out = -1;
     if (extra_fds)
@@ -170,8 +170,8 @@ static int wait_fd(int fd, short ev, long long deadline)
     }
 }
 
-int cuptimon__control_call(const char *path, const char *json, int timeout_ms,
-                           uint16_t *reply_type, char **reply, size_t *reply_len)
+int cuptimon__control_call(const char *path, const char *json, int timeout_ms, uint16_t *reply_type,
+                           char **reply, size_t *reply_len)
 {
     long long deadline = now_ms() + timeout_ms;
     struct cuptimon_buf out = {0}, in = {0};

@@ -90,7 +90,7 @@ static int debug_on(void)
 
 #define warn(...)                                                                                  \
     do {                                                                                           \
-        fprintf(stderr, "bare-cupti: " __VA_ARGS__);                                              \
+        fprintf(stderr, "bare-cupti: " __VA_ARGS__);                                               \
         fputc('\n', stderr);                                                                       \
     } while (0)
 
@@ -166,7 +166,7 @@ static int load_cupti(void)
     do {                                                                                           \
         *(void **)&B.field = dlsym(B.handle, name);                                                \
         if (!B.field) {                                                                            \
-            warn("%s has no %s; not tracing", B.path, name);                                      \
+            warn("%s has no %s; not tracing", B.path, name);                                       \
             return -1;                                                                             \
         }                                                                                          \
     } while (0)
@@ -223,9 +223,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     atomic_fetch_add_explicit(&B.completed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&B.bytes, valid, memory_order_relaxed);
     unsigned long long mv = atomic_load_explicit(&B.max_valid, memory_order_relaxed);
-    while (valid > mv &&
-           !atomic_compare_exchange_weak_explicit(&B.max_valid, &mv, valid, memory_order_relaxed,
-                                                  memory_order_relaxed))
+    while (valid > mv && !atomic_compare_exchange_weak_explicit(
+                             &B.max_valid, &mv, valid, memory_order_relaxed, memory_order_relaxed))
         ;
     uint32_t idx = (uint32_t)((size_t)(buffer - B.pool) / B.slot_size);
     pthread_mutex_lock(&B.lock);
@@ -235,8 +234,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 
 /* The shim's filter (client-lib/shim.c): frequent calls a window leaves out. */
 static const CUpti_CallbackId noisy_runtime[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,   CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020,
 };
@@ -286,14 +287,17 @@ static void write_report(int flush_rc)
             B.window_kinds ? "true" : "false");
     for (int i = 0; i < B.nkinds; i++)
         fprintf(f, "%s%u", i ? ", " : "", B.kinds[i]);
-    fprintf(f, "], \"enable_failures\": %d, \"zeroed_attr\": %s, \"slots\": %zu, "
-               "\"slot_size\": %zu, \"buffers_requested\": %llu, \"buffers_completed\": %llu, "
-               "\"requests_declined\": %llu, \"dropped_records\": %llu, \"bytes_completed\": %llu, "
-               "\"max_valid\": %llu, \"foreign_buffers\": %llu, \"exit_flush_rc\": %d}\n",
+    fprintf(f,
+            "], \"enable_failures\": %d, \"zeroed_attr\": %s, \"slots\": %zu, "
+            "\"slot_size\": %zu, \"buffers_requested\": %llu, \"buffers_completed\": %llu, "
+            "\"requests_declined\": %llu, \"dropped_records\": %llu, \"bytes_completed\": %llu, "
+            "\"max_valid\": %llu, \"foreign_buffers\": %llu, \"exit_flush_rc\": %d}\n",
             B.enable_failures, B.zeroed_attr ? "true" : "false", B.nslots, B.slot_size,
-            (unsigned long long)atomic_load(&B.requested), (unsigned long long)atomic_load(&B.completed),
-            (unsigned long long)atomic_load(&B.declined), (unsigned long long)atomic_load(&B.dropped),
-            (unsigned long long)atomic_load(&B.bytes), (unsigned long long)atomic_load(&B.max_valid),
+            (unsigned long long)atomic_load(&B.requested),
+            (unsigned long long)atomic_load(&B.completed),
+            (unsigned long long)atomic_load(&B.declined),
+            (unsigned long long)atomic_load(&B.dropped), (unsigned long long)atomic_load(&B.bytes),
+            (unsigned long long)atomic_load(&B.max_valid),
             (unsigned long long)atomic_load(&B.foreign), flush_rc);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         warn("cannot write %s: %s", path, strerror(errno));
@@ -349,9 +353,9 @@ static int start(void)
     }
     B.started = 1;
     if (debug_on())
-        warn("tracing with %s (CUPTI %u), %d kinds%s, pool %zu x %zu bytes, zeroed attr %s",
-             B.path, B.version, B.nkinds, B.window_kinds ? " (window set)" : "", B.nslots,
-             B.slot_size, B.zeroed_attr ? "set" : "not supported");
+        warn("tracing with %s (CUPTI %u), %d kinds%s, pool %zu x %zu bytes, zeroed attr %s", B.path,
+             B.version, B.nkinds, B.window_kinds ? " (window set)" : "", B.nslots, B.slot_size,
+             B.zeroed_attr ? "set" : "not supported");
     return 0;
 }
 

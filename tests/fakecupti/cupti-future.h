@@ -24,61 +24,61 @@
 
 /* Kernel11's members, which Kernel12 and Kernel13 extend (one list, so
  * that the three cannot drift apart). */
-#define FC_KERNEL11_MEMBERS \
-    CUpti_ActivityKind kind; \
-    union { \
-    uint8_t both; \
-    struct { \
-      uint8_t requested:4; \
-      uint8_t executed:4; \
-    } config; \
-    } cacheConfig; \
-    uint8_t sharedMemoryConfig; \
-    uint16_t registersPerThread; \
-    CUpti_ActivityPartitionedGlobalCacheConfig partitionedGlobalCacheRequested; \
-    CUpti_ActivityPartitionedGlobalCacheConfig partitionedGlobalCacheExecuted; \
-    uint64_t start; \
-    uint64_t end; \
-    uint64_t completed; \
-    uint32_t deviceId; \
-    uint32_t contextId; \
-    uint32_t streamId; \
-    int32_t gridX; \
-    int32_t gridY; \
-    int32_t gridZ; \
-    int32_t blockX; \
-    int32_t blockY; \
-    int32_t blockZ; \
-    int32_t staticSharedMemory; \
-    int32_t dynamicSharedMemory; \
-    uint32_t localMemoryPerThread; \
-    uint32_t localMemoryTotal; \
-    uint32_t correlationId; \
-    int64_t gridId; \
-    const char *name; \
-    void *reserved0; \
-    uint64_t queued; \
-    uint64_t submitted; \
-    uint8_t launchType; \
-    uint8_t isSharedMemoryCarveoutRequested; \
-    uint8_t sharedMemoryCarveoutRequested; \
-    uint8_t padding; \
-    uint32_t sharedMemoryExecuted; \
-    uint64_t graphNodeId; \
-    CUpti_FuncShmemLimitConfig shmemLimitConfig; \
-    uint32_t graphId; \
-    CUaccessPolicyWindow *pAccessPolicyWindow; \
-    uint32_t channelID; \
-    CUpti_ChannelType channelType; \
-    uint32_t clusterX; \
-    uint32_t clusterY; \
-    uint32_t clusterZ; \
-    uint32_t clusterSchedulingPolicy; \
-    uint64_t localMemoryTotal_v2; \
-    uint32_t maxPotentialClusterSize; \
-    uint32_t maxActiveClusters; \
-    uint8_t isDeviceLaunched; \
-    uint8_t padding3[3]; \
+#define FC_KERNEL11_MEMBERS                                                                        \
+    CUpti_ActivityKind kind;                                                                       \
+    union {                                                                                        \
+        uint8_t both;                                                                              \
+        struct {                                                                                   \
+            uint8_t requested : 4;                                                                 \
+            uint8_t executed : 4;                                                                  \
+        } config;                                                                                  \
+    } cacheConfig;                                                                                 \
+    uint8_t sharedMemoryConfig;                                                                    \
+    uint16_t registersPerThread;                                                                   \
+    CUpti_ActivityPartitionedGlobalCacheConfig partitionedGlobalCacheRequested;                    \
+    CUpti_ActivityPartitionedGlobalCacheConfig partitionedGlobalCacheExecuted;                     \
+    uint64_t start;                                                                                \
+    uint64_t end;                                                                                  \
+    uint64_t completed;                                                                            \
+    uint32_t deviceId;                                                                             \
+    uint32_t contextId;                                                                            \
+    uint32_t streamId;                                                                             \
+    int32_t gridX;                                                                                 \
+    int32_t gridY;                                                                                 \
+    int32_t gridZ;                                                                                 \
+    int32_t blockX;                                                                                \
+    int32_t blockY;                                                                                \
+    int32_t blockZ;                                                                                \
+    int32_t staticSharedMemory;                                                                    \
+    int32_t dynamicSharedMemory;                                                                   \
+    uint32_t localMemoryPerThread;                                                                 \
+    uint32_t localMemoryTotal;                                                                     \
+    uint32_t correlationId;                                                                        \
+    int64_t gridId;                                                                                \
+    const char *name;                                                                              \
+    void *reserved0;                                                                               \
+    uint64_t queued;                                                                               \
+    uint64_t submitted;                                                                            \
+    uint8_t launchType;                                                                            \
+    uint8_t isSharedMemoryCarveoutRequested;                                                       \
+    uint8_t sharedMemoryCarveoutRequested;                                                         \
+    uint8_t padding;                                                                               \
+    uint32_t sharedMemoryExecuted;                                                                 \
+    uint64_t graphNodeId;                                                                          \
+    CUpti_FuncShmemLimitConfig shmemLimitConfig;                                                   \
+    uint32_t graphId;                                                                              \
+    CUaccessPolicyWindow *pAccessPolicyWindow;                                                     \
+    uint32_t channelID;                                                                            \
+    CUpti_ChannelType channelType;                                                                 \
+    uint32_t clusterX;                                                                             \
+    uint32_t clusterY;                                                                             \
+    uint32_t clusterZ;                                                                             \
+    uint32_t clusterSchedulingPolicy;                                                              \
+    uint64_t localMemoryTotal_v2;                                                                  \
+    uint32_t maxPotentialClusterSize;                                                              \
+    uint32_t maxActiveClusters;                                                                    \
+    uint8_t isDeviceLaunched;                                                                      \
+    uint8_t padding3[3];                                                                           \
     int32_t priority;
 
 typedef struct FC_PACKED {

@@ -33,10 +33,10 @@
 #include <unistd.h>
 
 #define FC_VERSION_DEFAULT 130001u
-#define FC_AHEAD_NS        2000000ull   /* a stream may run this far ahead of the clock */
+#define FC_AHEAD_NS        2000000ull /* a stream may run this far ahead of the clock */
 #define FC_MIN_RECORD      sizeof(CUpti_ActivityExternalCorrelation)
 #define FC_MAX_RECORD      sizeof(fc_ActivityKernel13)
-#define FC_LOCAL_MEM_TOTAL 155713536u   /* what the H200 capture reports */
+#define FC_LOCAL_MEM_TOTAL 155713536u /* what the H200 capture reports */
 #define FC_EXT_KINDS       CUPTI_EXTERNAL_CORRELATION_KIND_SIZE
 #define FC_NATTR           (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS + 1)
 
@@ -60,9 +60,9 @@ struct qnode {
     uint64_t seq;
 };
 
-struct slot {           /* slots[0]: the global buffer; 1..: per-thread buffers */
+struct slot { /* slots[0]: the global buffer; 1..: per-thread buffers */
     struct fbuf b;
-    int owned;          /* a live thread uses this slot */
+    int owned; /* a live thread uses this slot */
 };
 
 struct dropent {
@@ -73,7 +73,7 @@ struct dropent {
 
 struct streament {
     uint32_t device, stream;
-    uint64_t tail_rt;   /* CLOCK_REALTIME ns at which the stream's last work ends */
+    uint64_t tail_rt; /* CLOCK_REALTIME ns at which the stream's last work ends */
 };
 
 struct devent {
@@ -89,10 +89,10 @@ struct extstack {
 struct tstate {
     int init;
     int in_callback;
-    size_t slot;                        /* per-thread slot index, 0 = none yet */
+    size_t slot; /* per-thread slot index, 0 = none yet */
     uint32_t last_result;
-    uint64_t last_ts;                   /* last API timestamp handed out on this thread */
-    CUpti_TimestampCallbackFunc last_tb;/* ... and the timebase it was taken in */
+    uint64_t last_ts;                    /* last API timestamp handed out on this thread */
+    CUpti_TimestampCallbackFunc last_tb; /* ... and the timebase it was taken in */
     struct extstack ext[FC_EXT_KINDS];
 };
 
@@ -104,7 +104,7 @@ static struct {
     CUpti_BuffersCallbackCompleteFunc done;
 
     uint8_t enabled[CUPTI_ACTIVITY_KIND_COUNT];
-    uint8_t rt_ovr[CUPTI_RUNTIME_TRACE_CBID_SIZE];   /* 0 follow the kind, 1 on, 2 off */
+    uint8_t rt_ovr[CUPTI_RUNTIME_TRACE_CBID_SIZE]; /* 0 follow the kind, 1 on, 2 off */
     uint8_t drv_ovr[CUPTI_DRIVER_TRACE_CBID_SIZE];
     uint64_t attr[FC_NATTR];
     CUpti_ActivityThreadIdType tid_type;
@@ -162,10 +162,8 @@ static size_t attr_width(size_t a)
     switch (a) {
     case CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER:
     case CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED:
-    case CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER:
-        return sizeof(uint8_t);
-    default:
-        return sizeof(size_t);
+    case CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER: return sizeof(uint8_t);
+    default: return sizeof(size_t);
     }
 }
 
@@ -181,8 +179,7 @@ static void unlock(void)
     pthread_mutex_unlock(&g.mu);
 }
 
-__attribute__((format(printf, 2, 3)))
-static void fc_log(int level, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void fc_log(int level, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -234,8 +231,8 @@ static uint64_t cupti_now(void)
 
 static void sleep_ns(uint64_t ns)
 {
-    struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-                           .tv_nsec = (long)(ns % 1000000000ull) };
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
 
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
@@ -274,7 +271,7 @@ static uint32_t thread_id(void)
 {
     if (g.tid_type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
         return (uint32_t)syscall(SYS_gettid);
-    return (uint32_t)(uintptr_t)pthread_self();   /* CUPTI's default: pthread_self() */
+    return (uint32_t)(uintptr_t)pthread_self(); /* CUPTI's default: pthread_self() */
 }
 
 static uint64_t rnd_locked(void)
@@ -349,7 +346,11 @@ static struct fc_generation fc_gen(void)
 
 static struct fc_generation fc_gen_of(uint32_t v)
 {
-    struct fc_generation g9 = {9, 5, 4, sizeof(CUpti_ActivityKernel9), sizeof(CUpti_ActivityMemcpy5),
+    struct fc_generation g9 = {9,
+                               5,
+                               4,
+                               sizeof(CUpti_ActivityKernel9),
+                               sizeof(CUpti_ActivityMemcpy5),
                                sizeof(CUpti_ActivityMemset4)};
 
     if (v < 26)
@@ -359,8 +360,12 @@ static struct fc_generation fc_gen_of(uint32_t v)
         g9.memcpy_size = sizeof(CUpti_ActivityMemcpy6);
         return g9;
     }
-    struct fc_generation g10 = {10, 6, 4, sizeof(CUpti_ActivityKernel10), sizeof(CUpti_ActivityMemcpy6),
-                              sizeof(CUpti_ActivityMemset4)};
+    struct fc_generation g10 = {10,
+                                6,
+                                4,
+                                sizeof(CUpti_ActivityKernel10),
+                                sizeof(CUpti_ActivityMemcpy6),
+                                sizeof(CUpti_ActivityMemset4)};
     if (v < 130100)
         return g10;
     if (v < 130300) {
@@ -373,7 +378,11 @@ static struct fc_generation fc_gen_of(uint32_t v)
         g10.kernel_size = sizeof(fc_ActivityKernel12);
         return g10;
     }
-    struct fc_generation g13 = {13, 7, 5, sizeof(fc_ActivityKernel13), sizeof(fc_ActivityMemcpy7),
+    struct fc_generation g13 = {13,
+                                7,
+                                5,
+                                sizeof(fc_ActivityKernel13),
+                                sizeof(fc_ActivityMemcpy7),
                                 sizeof(fc_ActivityMemset5)};
     return g13;
 }
@@ -382,19 +391,13 @@ static size_t record_size(uint32_t kind)
 {
     switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        return fc_gen().kernel_size;
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-        return fc_gen().memcpy_size;
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-        return fc_gen().memset_size;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return fc_gen().kernel_size;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return fc_gen().memcpy_size;
+    case CUPTI_ACTIVITY_KIND_MEMSET: return fc_gen().memset_size;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-        return sizeof(CUpti_ActivityAPI);
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-        return sizeof(CUpti_ActivityExternalCorrelation);
-    default:
-        return 0;
+    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+    default: return 0;
     }
 }
 
@@ -412,8 +415,8 @@ static void deliver(struct qnode *n)
     lock();
     cb = g.done;
     unlock();
-    fc_log(1, "complete buffer %p size %zu valid %zu (%zu records)%s", (void *)n->b.base,
-           n->b.size, n->b.valid, n->b.nrec, cb ? "" : ": no completion callback, lost");
+    fc_log(1, "complete buffer %p size %zu valid %zu (%zu records)%s", (void *)n->b.base, n->b.size,
+           n->b.valid, n->b.nrec, cb ? "" : ": no completion callback, lost");
     if (cb) {
         t->in_callback++;
         cb(NULL, 0, n->b.base, n->b.size, n->b.valid);
@@ -479,7 +482,7 @@ static void *worker_main(void *arg)
             }
         }
         if (!g.qhead)
-            break;                      /* stop requested and queue drained */
+            break; /* stop requested and queue drained */
         deliver_one_locked();
     }
     g.running = 0;
@@ -577,9 +580,9 @@ static void wait_done_locked(uint64_t ticket)
     while (g.done_seq < ticket) {
         if (!g.running && start_worker_locked() != 0) {
             if (g.qhead)
-                deliver_one_locked();   /* no completion thread: deliver inline */
+                deliver_one_locked(); /* no completion thread: deliver inline */
             else if (g.inflight_seq)
-                pthread_cond_wait(&g.cv_done, &g.mu);  /* another thread delivers inline */
+                pthread_cond_wait(&g.cv_done, &g.mu); /* another thread delivers inline */
             else
                 break;
             continue;
@@ -709,14 +712,15 @@ static int request_locked(struct tstate *t, size_t si, size_t need)
         return 0;
     }
     if (((uintptr_t)buf % ACTIVITY_RECORD_ALIGNMENT) || size < need) {
-        struct fbuf rb = { .base = buf, .size = size };
+        struct fbuf rb = {.base = buf, .size = size};
 
         g.st.buffers_rejected++;
         if (!g.warned_reject++)
-            fprintf(stderr, "fakecupti: request callback returned an unusable buffer %p size "
+            fprintf(stderr,
+                    "fakecupti: request callback returned an unusable buffer %p size "
                     "%zu (needs %d-byte alignment and room for a %zu-byte record); "
-                    "completing it back empty\n", (void *)buf, size,
-                    ACTIVITY_RECORD_ALIGNMENT, need);
+                    "completing it back empty\n",
+                    (void *)buf, size, ACTIVITY_RECORD_ALIGNMENT, need);
         enqueue_locked(&rb);
         return 0;
     }
@@ -724,22 +728,23 @@ static int request_locked(struct tstate *t, size_t si, size_t need)
         if (!all_zero(buf, size)) {
             g.st.dirty_buffers++;
             if (!g.warned_dirty++)
-                fprintf(stderr, "fakecupti: buffer %p is not zeroed although "
-                        "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set\n", (void *)buf);
+                fprintf(stderr,
+                        "fakecupti: buffer %p is not zeroed although "
+                        "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set\n",
+                        (void *)buf);
         }
     } else {
         memset(buf, 0, size);
     }
     b = &g.slots[si].b;
-    if (b->base)                        /* a nested request filled the slot meanwhile */
+    if (b->base) /* a nested request filled the slot meanwhile */
         enqueue_locked(b);
     b->base = buf;
     b->size = size;
     b->valid = 0;
     b->nrec = 0;
     b->max_records = maxrec;
-    fc_log(1, "got buffer %p size %zu maxNumRecords %zu (slot %zu)", (void *)buf, size,
-           maxrec, si);
+    fc_log(1, "got buffer %p size %zu maxNumRecords %zu (slot %zu)", (void *)buf, size, maxrec, si);
     return 1;
 }
 
@@ -792,10 +797,9 @@ static struct streament *stream_locked(uint32_t device, uint32_t stream, int cre
     for (size_t i = 0; i < g.nstreams; i++)
         if (g.streams[i].device == device && g.streams[i].stream == stream)
             return &g.streams[i];
-    if (!create || grow((void **)&g.streams, &g.capstreams, g.nstreams + 1,
-                        sizeof *g.streams) != 0)
+    if (!create || grow((void **)&g.streams, &g.capstreams, g.nstreams + 1, sizeof *g.streams) != 0)
         return NULL;
-    g.streams[g.nstreams] = (struct streament){ .device = device, .stream = stream };
+    g.streams[g.nstreams] = (struct streament){.device = device, .stream = stream};
     return &g.streams[g.nstreams++];
 }
 
@@ -808,7 +812,7 @@ static int64_t next_grid_locked(uint32_t device)
             return g.devs[i].next_grid++;
     if (grow((void **)&g.devs, &g.capdevs, g.ndevs + 1, sizeof *g.devs) != 0)
         return 0;
-    g.devs[i] = (struct devent){ .device = device, .next_grid = 2 };
+    g.devs[i] = (struct devent){.device = device, .next_grid = 2};
     g.ndevs++;
     return 1;
 }
@@ -834,7 +838,11 @@ CUcontext fakecuda_context(uint32_t device)
     return (CUcontext)(uintptr_t)(0xc0de0000u + 0x100u * ((uintptr_t)device + 1));
 }
 
-enum op { OP_KERNEL, OP_MEMCPY, OP_MEMSET };
+enum op {
+    OP_KERNEL,
+    OP_MEMCPY,
+    OP_MEMSET
+};
 
 struct launch {
     enum op op;
@@ -856,10 +864,13 @@ static int api_on_locked(CUpti_ActivityKind kind, CUpti_CallbackId cbid)
 static void derive_config(const char *name, int32_t grid[3], int32_t block[3])
 {
     /* the three kernels of tests/data/cupti-13.0-h200/dump.cu.txt, else by a hash */
-    static const struct { const char *name; int32_t g, b; } known[] = {
-        { "_Z5scaleILi2EEvPfi", 64, 256 },
-        { "_Z5scaleILi3EEvPfi", 32, 128 },
-        { "_ZN2ns7add_oneEPfi", 128, 256 },
+    static const struct {
+        const char *name;
+        int32_t g, b;
+    } known[] = {
+        {"_Z5scaleILi2EEvPfi", 64, 256},
+        {"_Z5scaleILi3EEvPfi", 32, 128},
+        {"_ZN2ns7add_oneEPfi", 128, 256},
     };
     uint32_t h;
 
@@ -877,20 +888,19 @@ static void derive_config(const char *name, int32_t grid[3], int32_t block[3])
 
 static void memcpy_kinds(int ck, uint8_t *src, uint8_t *dst)
 {
-    enum { U = CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN, H = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
-           D = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, A = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY };
+    enum {
+        U = CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN,
+        H = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+        D = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+        A = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY
+    };
     static const uint8_t map[][2] = {
-        [CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN] = { U, U },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_HTOD] = { H, D },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOH] = { D, H },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_HTOA] = { H, A },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOH] = { A, H },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOA] = { A, A },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOD] = { A, D },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOA] = { D, A },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOD] = { D, D },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_HTOH] = { H, H },
-        [CUPTI_ACTIVITY_MEMCPY_KIND_PTOP] = { D, D },
+        [CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN] = {U, U}, [CUPTI_ACTIVITY_MEMCPY_KIND_HTOD] = {H, D},
+        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOH] = {D, H},    [CUPTI_ACTIVITY_MEMCPY_KIND_HTOA] = {H, A},
+        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOH] = {A, H},    [CUPTI_ACTIVITY_MEMCPY_KIND_ATOA] = {A, A},
+        [CUPTI_ACTIVITY_MEMCPY_KIND_ATOD] = {A, D},    [CUPTI_ACTIVITY_MEMCPY_KIND_DTOA] = {D, A},
+        [CUPTI_ACTIVITY_MEMCPY_KIND_DTOD] = {D, D},    [CUPTI_ACTIVITY_MEMCPY_KIND_HTOH] = {H, H},
+        [CUPTI_ACTIVITY_MEMCPY_KIND_PTOP] = {D, D},
     };
 
     if (ck < 0 || (size_t)ck >= sizeof map / sizeof map[0])
@@ -939,9 +949,9 @@ static uint32_t do_launch(const struct launch *L)
             gpu_kind = CUPTI_ACTIVITY_KIND_MEMCPY;
         if (L->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ||
             L->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP)
-            dur = 1000 + L->bytes / 2000 + rnd_locked() % 401;   /* ~2 TB/s */
+            dur = 1000 + L->bytes / 2000 + rnd_locked() % 401; /* ~2 TB/s */
         else
-            dur = 1200 + L->bytes / 25 + rnd_locked() % 401;     /* ~25 GB/s over PCIe */
+            dur = 1200 + L->bytes / 25 + rnd_locked() % 401; /* ~25 GB/s over PCIe */
         break;
     default:
         if (g.enabled[CUPTI_ACTIVITY_KIND_MEMSET])
@@ -997,7 +1007,8 @@ static uint32_t do_launch(const struct launch *L)
     if (gpu_kind && L->op == OP_KERNEL) {
         const struct fakecuda_kernel *k = L->k;
         int32_t grid[3], block[3];
-        uint64_t start = (uint64_t)((int64_t)start_rt + off), end = (uint64_t)((int64_t)end_rt + off);
+        uint64_t start = (uint64_t)((int64_t)start_rt + off),
+                 end = (uint64_t)((int64_t)end_rt + off);
 
         derive_config(k->name, grid, block);
         for (int i = 0; i < 3; i++) {
@@ -1007,48 +1018,49 @@ static uint32_t do_launch(const struct launch *L)
                 block[i] = k->block[i];
         }
         /* The fields every kernel record version has, filled alike. */
-#define FILL_KERNEL(r)                                                                         \
-    do {                                                                                       \
-        memset(&(r), 0, sizeof(r));                                                            \
-        (r).kind = (CUpti_ActivityKind)gpu_kind;                                               \
-        (r).registersPerThread = 16;                                                           \
-        (r).partitionedGlobalCacheRequested =                                                  \
-            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;                      \
-        (r).partitionedGlobalCacheExecuted =                                                   \
-            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;                      \
-        (r).start = start;                                                                     \
-        (r).end = end;                                                                         \
-        (r).completed = end;                                                                   \
-        (r).deviceId = L->device;                                                              \
-        (r).contextId = L->device + 1;                                                         \
-        (r).streamId = L->stream;                                                              \
-        (r).gridX = grid[0];                                                                   \
-        (r).gridY = grid[1];                                                                   \
-        (r).gridZ = grid[2];                                                                   \
-        (r).blockX = block[0];                                                                 \
-        (r).blockY = block[1];                                                                 \
-        (r).blockZ = block[2];                                                                 \
-        (r).staticSharedMemory = 0;                                                            \
-        (r).dynamicSharedMemory = k->dynamic_shared;                                           \
-        (r).localMemoryPerThread = 0;                                                          \
-        (r).localMemoryTotal = FC_LOCAL_MEM_TOTAL;                                             \
-        (r).correlationId = corr;                                                              \
-        (r).gridId = next_grid_locked(L->device);                                              \
-        (r).name = k->name;                                                                    \
-        (r).reserved0 = NULL;                                                                  \
-        (r).queued = CUPTI_TIMESTAMP_UNKNOWN;                                                  \
-        (r).submitted = CUPTI_TIMESTAMP_UNKNOWN;                                               \
-        (r).launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;                                   \
-        (r).sharedMemoryExecuted = k->dynamic_shared > 32768                                   \
-            ? (uint32_t)(((uint32_t)k->dynamic_shared + 8191u) & ~8191u) : 32768u;             \
-        (r).graphNodeId = k->graph_node_id;                                                    \
-        (r).shmemLimitConfig = CUPTI_FUNC_SHMEM_LIMIT_DEFAULT;                                 \
-        (r).graphId = (uint32_t)k->graph_id;                                                   \
-        (r).pAccessPolicyWindow = NULL;                                                        \
-        (r).channelID = channel_of(L->stream);                                                 \
-        (r).channelType = CUPTI_CHANNEL_TYPE_COMPUTE;                                          \
-        (r).clusterSchedulingPolicy = 1;                                                       \
-        (r).localMemoryTotal_v2 = FC_LOCAL_MEM_TOTAL;                                          \
+#define FILL_KERNEL(r)                                                                             \
+    do {                                                                                           \
+        memset(&(r), 0, sizeof(r));                                                                \
+        (r).kind = (CUpti_ActivityKind)gpu_kind;                                                   \
+        (r).registersPerThread = 16;                                                               \
+        (r).partitionedGlobalCacheRequested =                                                      \
+            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;                          \
+        (r).partitionedGlobalCacheExecuted =                                                       \
+            CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_NOT_SUPPORTED;                          \
+        (r).start = start;                                                                         \
+        (r).end = end;                                                                             \
+        (r).completed = end;                                                                       \
+        (r).deviceId = L->device;                                                                  \
+        (r).contextId = L->device + 1;                                                             \
+        (r).streamId = L->stream;                                                                  \
+        (r).gridX = grid[0];                                                                       \
+        (r).gridY = grid[1];                                                                       \
+        (r).gridZ = grid[2];                                                                       \
+        (r).blockX = block[0];                                                                     \
+        (r).blockY = block[1];                                                                     \
+        (r).blockZ = block[2];                                                                     \
+        (r).staticSharedMemory = 0;                                                                \
+        (r).dynamicSharedMemory = k->dynamic_shared;                                               \
+        (r).localMemoryPerThread = 0;                                                              \
+        (r).localMemoryTotal = FC_LOCAL_MEM_TOTAL;                                                 \
+        (r).correlationId = corr;                                                                  \
+        (r).gridId = next_grid_locked(L->device);                                                  \
+        (r).name = k->name;                                                                        \
+        (r).reserved0 = NULL;                                                                      \
+        (r).queued = CUPTI_TIMESTAMP_UNKNOWN;                                                      \
+        (r).submitted = CUPTI_TIMESTAMP_UNKNOWN;                                                   \
+        (r).launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;                                       \
+        (r).sharedMemoryExecuted =                                                                 \
+            k->dynamic_shared > 32768 ? (uint32_t)(((uint32_t)k->dynamic_shared + 8191u) & ~8191u) \
+                                      : 32768u;                                                    \
+        (r).graphNodeId = k->graph_node_id;                                                        \
+        (r).shmemLimitConfig = CUPTI_FUNC_SHMEM_LIMIT_DEFAULT;                                     \
+        (r).graphId = (uint32_t)k->graph_id;                                                       \
+        (r).pAccessPolicyWindow = NULL;                                                            \
+        (r).channelID = channel_of(L->stream);                                                     \
+        (r).channelType = CUPTI_CHANNEL_TYPE_COMPUTE;                                              \
+        (r).clusterSchedulingPolicy = 1;                                                           \
+        (r).localMemoryTotal_v2 = FC_LOCAL_MEM_TOTAL;                                              \
     } while (0)
         /* Later versions' fields get values no other field has (a priority
          * of -1 - stream, graph ids offset by 7), so that a decoder reading
@@ -1096,30 +1108,31 @@ static uint32_t do_launch(const struct launch *L)
 #undef FILL_KERNEL
     } else if (gpu_kind && L->op == OP_MEMCPY) {
         uint8_t src, dst;
-        uint64_t start = (uint64_t)((int64_t)start_rt + off), end = (uint64_t)((int64_t)end_rt + off);
+        uint64_t start = (uint64_t)((int64_t)start_rt + off),
+                 end = (uint64_t)((int64_t)end_rt + off);
 
         memcpy_kinds(L->copy_kind, &src, &dst);
-#define FILL_MEMCPY(r)                                                                         \
-    do {                                                                                       \
-        memset(&(r), 0, sizeof(r));                                                            \
-        (r).kind = CUPTI_ACTIVITY_KIND_MEMCPY;                                                 \
-        (r).copyKind = (uint8_t)L->copy_kind;                                                  \
-        (r).srcKind = src;                                                                     \
-        (r).dstKind = dst;                                                                     \
-        (r).flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;                                          \
-        (r).bytes = L->bytes;                                                                  \
-        (r).start = start;                                                                     \
-        (r).end = end;                                                                         \
-        (r).deviceId = L->device;                                                              \
-        (r).contextId = L->device + 1;                                                         \
-        (r).streamId = L->stream;                                                              \
-        (r).correlationId = corr;                                                              \
-        (r).runtimeCorrelationId = 0; /* 0 in the H200 capture */                              \
-        (r).reserved0 = NULL;                                                                  \
-        (r).graphNodeId = 0;                                                                   \
-        (r).graphId = 0;                                                                       \
-        (r).channelID = 12;                                                                    \
-        (r).channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;                                     \
+#define FILL_MEMCPY(r)                                                                             \
+    do {                                                                                           \
+        memset(&(r), 0, sizeof(r));                                                                \
+        (r).kind = CUPTI_ACTIVITY_KIND_MEMCPY;                                                     \
+        (r).copyKind = (uint8_t)L->copy_kind;                                                      \
+        (r).srcKind = src;                                                                         \
+        (r).dstKind = dst;                                                                         \
+        (r).flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;                                              \
+        (r).bytes = L->bytes;                                                                      \
+        (r).start = start;                                                                         \
+        (r).end = end;                                                                             \
+        (r).deviceId = L->device;                                                                  \
+        (r).contextId = L->device + 1;                                                             \
+        (r).streamId = L->stream;                                                                  \
+        (r).correlationId = corr;                                                                  \
+        (r).runtimeCorrelationId = 0; /* 0 in the H200 capture */                                  \
+        (r).reserved0 = NULL;                                                                      \
+        (r).graphNodeId = 0;                                                                       \
+        (r).graphId = 0;                                                                           \
+        (r).channelID = 12;                                                                        \
+        (r).channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;                                         \
     } while (0)
         switch (fc_gen().memcpy) {
         case 5: {
@@ -1145,26 +1158,27 @@ static uint32_t do_launch(const struct launch *L)
         }
 #undef FILL_MEMCPY
     } else if (gpu_kind) {
-        uint64_t start = (uint64_t)((int64_t)start_rt + off), end = (uint64_t)((int64_t)end_rt + off);
-#define FILL_MEMSET(r)                                                                         \
-    do {                                                                                       \
-        memset(&(r), 0, sizeof(r));                                                            \
-        (r).kind = CUPTI_ACTIVITY_KIND_MEMSET;                                                 \
-        (r).value = L->value;                                                                  \
-        (r).bytes = L->bytes;                                                                  \
-        (r).start = start;                                                                     \
-        (r).end = end;                                                                         \
-        (r).deviceId = L->device;                                                              \
-        (r).contextId = L->device + 1;                                                         \
-        (r).streamId = L->stream;                                                              \
-        (r).correlationId = corr;                                                              \
-        (r).flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;                                          \
-        (r).memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;                                    \
-        (r).reserved0 = NULL;                                                                  \
-        (r).graphNodeId = 0;                                                                   \
-        (r).graphId = 0;                                                                       \
-        (r).channelID = channel_of(L->stream);                                                 \
-        (r).channelType = CUPTI_CHANNEL_TYPE_COMPUTE;                                          \
+        uint64_t start = (uint64_t)((int64_t)start_rt + off),
+                 end = (uint64_t)((int64_t)end_rt + off);
+#define FILL_MEMSET(r)                                                                             \
+    do {                                                                                           \
+        memset(&(r), 0, sizeof(r));                                                                \
+        (r).kind = CUPTI_ACTIVITY_KIND_MEMSET;                                                     \
+        (r).value = L->value;                                                                      \
+        (r).bytes = L->bytes;                                                                      \
+        (r).start = start;                                                                         \
+        (r).end = end;                                                                             \
+        (r).deviceId = L->device;                                                                  \
+        (r).contextId = L->device + 1;                                                             \
+        (r).streamId = L->stream;                                                                  \
+        (r).correlationId = corr;                                                                  \
+        (r).flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;                                              \
+        (r).memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;                                        \
+        (r).reserved0 = NULL;                                                                      \
+        (r).graphNodeId = 0;                                                                       \
+        (r).graphId = 0;                                                                           \
+        (r).channelID = channel_of(L->stream);                                                     \
+        (r).channelType = CUPTI_CHANNEL_TYPE_COMPUTE;                                              \
     } while (0)
         if (fc_gen().memset == 4) {
             CUpti_ActivityMemset4 r;
@@ -1189,7 +1203,7 @@ static uint32_t do_launch(const struct launch *L)
         r.processId = g.pid;
         r.threadId = thread_id();
         r.correlationId = corr;
-        r.returnValue = 0;                  /* CUDA_SUCCESS */
+        r.returnValue = 0; /* CUDA_SUCCESS */
         res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_DRIVER);
     }
     if (rt_on) {
@@ -1203,14 +1217,14 @@ static uint32_t do_launch(const struct launch *L)
         r.processId = g.pid;
         r.threadId = thread_id();
         r.correlationId = corr;
-        r.returnValue = 0;                  /* cudaSuccess */
+        r.returnValue = 0; /* cudaSuccess */
         res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_RUNTIME);
     }
     unlock();
 
     t->last_result = res;
-    fc_log(2, "launch op %d dev %u stream %u corr %u result 0x%x", (int)L->op, L->device,
-           L->stream, corr, res);
+    fc_log(2, "launch op %d dev %u stream %u corr %u result 0x%x", (int)L->op, L->device, L->stream,
+           corr, res);
     return corr;
 }
 
@@ -1331,7 +1345,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 
 uint32_t fakecuda_launch_kernel_ex(const struct fakecuda_kernel *k)
 {
-    struct launch L = { .op = OP_KERNEL, .k = k, .device = k->device, .stream = k->stream };
+    struct launch L = {.op = OP_KERNEL, .k = k, .device = k->device, .stream = k->stream};
 
     if (k->graph_id) {
         L.rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
@@ -1346,17 +1360,23 @@ uint32_t fakecuda_launch_kernel_ex(const struct fakecuda_kernel *k)
 uint32_t fakecuda_launch_kernel(const char *name, uint32_t device, uint32_t stream,
                                 uint64_t graph_id, uint64_t graph_node_id)
 {
-    struct fakecuda_kernel k = { .name = name, .device = device, .stream = stream,
-                                 .graph_id = graph_id, .graph_node_id = graph_node_id };
+    struct fakecuda_kernel k = {.name = name,
+                                .device = device,
+                                .stream = stream,
+                                .graph_id = graph_id,
+                                .graph_node_id = graph_node_id};
 
     return fakecuda_launch_kernel_ex(&k);
 }
 
 uint32_t fakecuda_memcpy(uint64_t bytes, int copy_kind, uint32_t device, uint32_t stream)
 {
-    struct launch L = { .op = OP_MEMCPY, .bytes = bytes, .copy_kind = copy_kind,
-                        .device = device, .stream = stream,
-                        .rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 };
+    struct launch L = {.op = OP_MEMCPY,
+                       .bytes = bytes,
+                       .copy_kind = copy_kind,
+                       .device = device,
+                       .stream = stream,
+                       .rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020};
 
     switch (copy_kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
@@ -1368,19 +1388,20 @@ uint32_t fakecuda_memcpy(uint64_t bytes, int copy_kind, uint32_t device, uint32_
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
         L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2;
         break;
-    default:
-        L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync;
-        break;
+    default: L.drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync; break;
     }
     return do_launch(&L);
 }
 
 uint32_t fakecuda_memset(uint64_t bytes, uint32_t value, uint32_t device, uint32_t stream)
 {
-    struct launch L = { .op = OP_MEMSET, .bytes = bytes, .value = value,
-                        .device = device, .stream = stream,
-                        .rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-                        .drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async };
+    struct launch L = {.op = OP_MEMSET,
+                       .bytes = bytes,
+                       .value = value,
+                       .device = device,
+                       .stream = stream,
+                       .rt_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+                       .drv_cbid = CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async};
 
     return do_launch(&L);
 }
@@ -1518,8 +1539,7 @@ static void fork_child(void)
     g.pid = (uint32_t)getpid();
 }
 
-__attribute__((constructor))
-static void fc_load(void)
+__attribute__((constructor)) static void fc_load(void)
 {
     long lvl;
 
@@ -1532,52 +1552,60 @@ static void fc_load(void)
     fc_log(1, "loaded (CUPTI API version %u emulated)", FC_VERSION_DEFAULT);
 }
 
-__attribute__((destructor))
-static void fc_unload(void)
+__attribute__((destructor)) static void fc_unload(void)
 {
     lock();
-    g.shutting_down = 1;                /* later flushes deliver inline */
+    g.shutting_down = 1; /* later flushes deliver inline */
     unlock();
     stop_worker(1);
 }
 
 /* ---------------------------------------------------------------- CUPTI API */
 
-#define RESULTS(X) \
-    X(CUPTI_SUCCESS) X(CUPTI_ERROR_INVALID_PARAMETER) X(CUPTI_ERROR_INVALID_DEVICE) \
-    X(CUPTI_ERROR_INVALID_CONTEXT) X(CUPTI_ERROR_INVALID_EVENT_DOMAIN_ID) \
-    X(CUPTI_ERROR_INVALID_EVENT_ID) X(CUPTI_ERROR_INVALID_EVENT_NAME) \
-    X(CUPTI_ERROR_INVALID_OPERATION) X(CUPTI_ERROR_OUT_OF_MEMORY) X(CUPTI_ERROR_HARDWARE) \
-    X(CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT) X(CUPTI_ERROR_API_NOT_IMPLEMENTED) \
-    X(CUPTI_ERROR_MAX_LIMIT_REACHED) X(CUPTI_ERROR_NOT_READY) X(CUPTI_ERROR_NOT_COMPATIBLE) \
-    X(CUPTI_ERROR_NOT_INITIALIZED) X(CUPTI_ERROR_INVALID_METRIC_ID) \
-    X(CUPTI_ERROR_INVALID_METRIC_NAME) X(CUPTI_ERROR_QUEUE_EMPTY) X(CUPTI_ERROR_INVALID_HANDLE) \
-    X(CUPTI_ERROR_INVALID_STREAM) X(CUPTI_ERROR_INVALID_KIND) X(CUPTI_ERROR_INVALID_EVENT_VALUE) \
-    X(CUPTI_ERROR_DISABLED) X(CUPTI_ERROR_INVALID_MODULE) X(CUPTI_ERROR_INVALID_METRIC_VALUE) \
-    X(CUPTI_ERROR_HARDWARE_BUSY) X(CUPTI_ERROR_NOT_SUPPORTED) \
-    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED) X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE) \
-    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_NON_P2P_DEVICES) \
-    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS) X(CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED) \
-    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE) \
-    X(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) X(CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED) \
-    X(CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE) X(CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED) \
-    X(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) \
-    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) \
-    X(CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED) X(CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED) \
-    X(CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED) \
-    X(CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_INVALID_CHIP_NAME) \
-    X(CUPTI_ERROR_UNKNOWN)
+#define RESULTS(X)                                                                                          \
+    X(CUPTI_SUCCESS)                                                                                        \
+    X(CUPTI_ERROR_INVALID_PARAMETER) X(CUPTI_ERROR_INVALID_DEVICE) X(CUPTI_ERROR_INVALID_CONTEXT) X(        \
+        CUPTI_ERROR_INVALID_EVENT_DOMAIN_ID) X(CUPTI_ERROR_INVALID_EVENT_ID)                                \
+        X(CUPTI_ERROR_INVALID_EVENT_NAME) X(CUPTI_ERROR_INVALID_OPERATION) X(                               \
+            CUPTI_ERROR_OUT_OF_MEMORY) X(CUPTI_ERROR_HARDWARE) X(CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT) \
+            X(CUPTI_ERROR_API_NOT_IMPLEMENTED) X(CUPTI_ERROR_MAX_LIMIT_REACHED) X(                          \
+                CUPTI_ERROR_NOT_READY) X(CUPTI_ERROR_NOT_COMPATIBLE) X(CUPTI_ERROR_NOT_INITIALIZED)         \
+                X(CUPTI_ERROR_INVALID_METRIC_ID) X(CUPTI_ERROR_INVALID_METRIC_NAME) X(                      \
+                    CUPTI_ERROR_QUEUE_EMPTY) X(CUPTI_ERROR_INVALID_HANDLE) X(CUPTI_ERROR_INVALID_STREAM)    \
+                    X(CUPTI_ERROR_INVALID_KIND) X(CUPTI_ERROR_INVALID_EVENT_VALUE) X(                       \
+                        CUPTI_ERROR_DISABLED) X(CUPTI_ERROR_INVALID_MODULE)                                 \
+                        X(CUPTI_ERROR_INVALID_METRIC_VALUE) X(CUPTI_ERROR_HARDWARE_BUSY) X(                 \
+                            CUPTI_ERROR_NOT_SUPPORTED) X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED)            \
+                            X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE) X(                          \
+                                CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_NON_P2P_DEVICES)                  \
+                                X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS) X(                       \
+                                    CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED)                                  \
+                                    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED) X(                      \
+                                        CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE)                           \
+                                        X(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) X(                           \
+                                            CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED)                       \
+                                            X(CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE) X(                     \
+                                                CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED)                  \
+                                                X(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) X(        \
+                                                    CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) \
+                                                    X(CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED)     \
+                                                        X(CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED) X(          \
+                                                            CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED)           \
+                                                            X(CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED)         \
+                                                                X(CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED)     \
+                                                                    X(CUPTI_ERROR_INVALID_CHIP_NAME)        \
+                                                                        X(CUPTI_ERROR_UNKNOWN)
 
 CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str)
 {
     if (!str)
         return CUPTI_ERROR_INVALID_PARAMETER;
     switch (result) {
-#define CASE(r) case r: *str = #r; return CUPTI_SUCCESS;
-    RESULTS(CASE)
+#define CASE(r)                                                                                    \
+    case r: *str = #r; return CUPTI_SUCCESS;
+        RESULTS(CASE)
 #undef CASE
-    default:
-        return CUPTI_ERROR_INVALID_PARAMETER;
+    default: return CUPTI_ERROR_INVALID_PARAMETER;
     }
 }
 
@@ -1610,9 +1638,9 @@ int InitializeInjectionNvtx2(void *get_export_table)
     return 0;
 }
 
-CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
-    CUpti_BuffersCallbackRequestFunc funcBufferRequested,
-    CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
+CUptiResult CUPTIAPI
+cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+                               CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
 {
     if (!funcBufferRequested || !funcBufferCompleted)
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -1674,7 +1702,7 @@ static CUptiResult flush_all(uint32_t flag)
 
     if (t->in_callback) {
         fprintf(stderr, "fakecupti: cuptiActivityFlushAll called from a CUPTI buffer callback: "
-                "refused (CUPTI_ERROR_INVALID_OPERATION), it would deadlock\n");
+                        "refused (CUPTI_ERROR_INVALID_OPERATION), it would deadlock\n");
         return CUPTI_ERROR_INVALID_OPERATION;
     }
     lock();
@@ -1696,7 +1724,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 
 CUptiResult CUPTIAPI cuptiActivityFlush(CUcontext context, uint32_t streamId, uint32_t flag)
 {
-    return flush_all(flag);             /* deprecated: context and stream are ignored */
+    return flush_all(flag); /* deprecated: context and stream are ignored */
 }
 
 CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t time)
@@ -1754,7 +1782,7 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32
     for (size_t i = 0; i < g.ndrops; i++)
         if (g.drops[i].ctx == context && g.drops[i].stream == streamId) {
             *dropped = g.drops[i].n;
-            g.drops[i].n = 0;           /* reset on read, like CUPTI */
+            g.drops[i].n = 0; /* reset on read, like CUPTI */
             break;
         }
     unlock();
@@ -1823,8 +1851,8 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(
-    CUpti_TimestampCallbackFunc funcTimestamp)
+CUptiResult CUPTIAPI
+cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp)
 {
     if (!funcTimestamp)
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -1874,7 +1902,7 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
 
 static CUptiResult set_api(uint8_t *ovr, size_t n, CUpti_CallbackId cbid, uint8_t enable)
 {
-    if (cbid == 0 || cbid >= n)         /* 0 is the INVALID cbid of both domains */
+    if (cbid == 0 || cbid >= n) /* 0 is the INVALID cbid of both domains */
         return CUPTI_ERROR_INVALID_PARAMETER;
     lock();
     ovr[cbid] = enable ? 1 : 2;
@@ -1899,7 +1927,7 @@ CUptiResult CUPTIAPI cuptiActivityEnableHWTrace(uint8_t enable)
     env_int("FAKECUPTI_HW_TRACE", 0, &hw);
     if (!enable || hw == 1)
         return CUPTI_SUCCESS;
-    return CUPTI_ERROR_NOT_SUPPORTED;   /* the H200 (Hopper) has no HES trace */
+    return CUPTI_ERROR_NOT_SUPPORTED; /* the H200 (Hopper) has no HES trace */
 }
 
 CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType type)

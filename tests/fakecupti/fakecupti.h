@@ -111,10 +111,10 @@ uint32_t fakecuda_launch_kernel(const char *name, uint32_t device, uint32_t stre
 struct fakecuda_kernel {
     const char *name;
     uint32_t device, stream;
-    int32_t grid[3], block[3];      /* 0 = derived from the name */
-    int32_t dynamic_shared;         /* bytes */
+    int32_t grid[3], block[3]; /* 0 = derived from the name */
+    int32_t dynamic_shared;    /* bytes */
     uint64_t graph_id, graph_node_id;
-    uint64_t duration_ns;           /* 0 = 1000..5000 ns, pseudo-random */
+    uint64_t duration_ns; /* 0 = 1000..5000 ns, pseudo-random */
 };
 /* The same with an explicit launch configuration. */
 uint32_t fakecuda_launch_kernel_ex(const struct fakecuda_kernel *k);
@@ -131,10 +131,10 @@ uint32_t fakecuda_memset(uint64_t bytes, uint32_t value, uint32_t device, uint32
 /* What the calling thread's last fakecuda_launch_kernel/_ex/memcpy/memset did with each
  * of its records: FAKECUDA_REC_* bits for records written into a buffer, the same bits
  * shifted by FAKECUDA_DROPPED_SHIFT for records dropped. */
-#define FAKECUDA_REC_GPU      0x1u  /* kernel, memcpy or memset record */
-#define FAKECUDA_REC_RUNTIME  0x2u
-#define FAKECUDA_REC_DRIVER   0x4u
-#define FAKECUDA_REC_EXTCORR  0x8u  /* at least one ExternalCorrelation record */
+#define FAKECUDA_REC_GPU       0x1u /* kernel, memcpy or memset record */
+#define FAKECUDA_REC_RUNTIME   0x2u
+#define FAKECUDA_REC_DRIVER    0x4u
+#define FAKECUDA_REC_EXTCORR   0x8u /* at least one ExternalCorrelation record */
 #define FAKECUDA_DROPPED_SHIFT 8
 uint32_t fakecuda_last_result(void);
 
@@ -150,25 +150,25 @@ CUcontext fakecuda_context(uint32_t device);
 
 struct fakecupti_stats {
     /* records written into client buffers, by kind */
-    uint64_t kernels;               /* CONCURRENT_KERNEL or KERNEL */
+    uint64_t kernels; /* CONCURRENT_KERNEL or KERNEL */
     uint64_t memcpys;
     uint64_t memsets;
     uint64_t runtime_api;
     uint64_t driver_api;
     uint64_t external_correlation;
-    uint64_t records_dropped;       /* all kinds: no buffer, or no callbacks registered */
-    uint64_t buffers_requested;     /* request callback invocations */
-    uint64_t requests_declined;     /* ... that returned NULL or size 0 */
-    uint64_t buffers_rejected;      /* ... that returned a misaligned or too small buffer
+    uint64_t records_dropped;        /* all kinds: no buffer, or no callbacks registered */
+    uint64_t buffers_requested;      /* request callback invocations */
+    uint64_t requests_declined;      /* ... that returned NULL or size 0 */
+    uint64_t buffers_rejected;       /* ... that returned a misaligned or too small buffer
                                        (completed back at once with validSize 0) */
-    uint64_t buffers_completed;     /* completion callbacks returned */
-    uint64_t buffers_lost;          /* completed while no completion callback was set */
-    uint64_t buffers_pending;       /* queued for completion now */
-    uint64_t dirty_buffers;         /* not all zero although ZEROED_OUT_ACTIVITY_BUFFER=1 */
-    uint64_t flushes;               /* cuptiActivityFlushAll calls that flushed */
-    uint64_t callback_registrations;/* successful cuptiActivityRegisterCallbacks calls */
-    int callbacks_registered;       /* 1 while a pair of buffer callbacks is registered */
-    uint32_t last_correlation;      /* last correlation id handed out (0: none yet) */
+    uint64_t buffers_completed;      /* completion callbacks returned */
+    uint64_t buffers_lost;           /* completed while no completion callback was set */
+    uint64_t buffers_pending;        /* queued for completion now */
+    uint64_t dirty_buffers;          /* not all zero although ZEROED_OUT_ACTIVITY_BUFFER=1 */
+    uint64_t flushes;                /* cuptiActivityFlushAll calls that flushed */
+    uint64_t callback_registrations; /* successful cuptiActivityRegisterCallbacks calls */
+    int callbacks_registered;        /* 1 while a pair of buffer callbacks is registered */
+    uint32_t last_correlation;       /* last correlation id handed out (0: none yet) */
 };
 void fakecupti_get_stats(struct fakecupti_stats *out);
 

@@ -41,7 +41,7 @@
 #include "fakecupti.h"
 
 #define TOOL_EPOCH 1000000000000000ull /* the tool's clock: realtime + this */
-#define MAX_OWNED 256
+#define MAX_OWNED  256
 #define MAX_STARTS 8192
 
 static int tsc_clock;     /* OTHERTOOL_TSC */
@@ -148,8 +148,8 @@ static CUptiResult register_direct(void)
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
         (CUptiResult(*)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))dlsym(
             RTLD_DEFAULT, "cuptiActivityRegisterCallbacks");
-    CUptiResult (*ts)(CUpti_TimestampCallbackFunc) = (CUptiResult(*)(CUpti_TimestampCallbackFunc))dlsym(
-        RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
+    CUptiResult (*ts)(CUpti_TimestampCallbackFunc) = (CUptiResult(*)(
+        CUpti_TimestampCallbackFunc))dlsym(RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
     if (!reg || !ts)
         return CUPTI_ERROR_UNKNOWN;
     CUptiResult rc = reg(request, complete);
@@ -220,9 +220,10 @@ int main(int argc, char **argv)
                    check(cuptiFinalize(), "finalize")) {
             return 1;
         }
-        fprintf(f, "%s{\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64 ", \"in_range\": %" PRIu64
-                   ", \"runtime\": %" PRIu64 ", \"foreign_buffers\": %" PRIu64
-                   ", \"bad_time\": %" PRIu64 ", \"min_ts\": %" PRIu64 "}",
+        fprintf(f,
+                "%s{\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64 ", \"in_range\": %" PRIu64
+                ", \"runtime\": %" PRIu64 ", \"foreign_buffers\": %" PRIu64
+                ", \"bad_time\": %" PRIu64 ", \"min_ts\": %" PRIu64 "}",
                 round ? ", " : "", profiled, t.kernels, t.in_range, t.runtime, t.foreign,
                 t.bad_time, t.min_ts);
         if (tsc_clock) {
@@ -261,15 +262,17 @@ int main(int argc, char **argv)
             return 1;
         }
         late_launched = profiled;
-        fprintf(f, ", \"late\": {\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64
-                   ", \"foreign_buffers\": %" PRIu64 "}",
+        fprintf(f,
+                ", \"late\": {\"launched\": %" PRIu64 ", \"kernels\": %" PRIu64
+                ", \"foreign_buffers\": %" PRIu64 "}",
                 profiled, got, foreign);
     }
     if (tsc_clock)
         fprintf(f, ", \"tsc\": {\"base_ns\": %" PRIu64 ", \"epoch\": %llu, \"num\": 5, \"den\": 2}",
                 tsc_base, (unsigned long long)TOOL_EPOCH);
-    fprintf(f, ", \"kernels_launched\": %" PRIu64 ", \"first_after_round1\": %" PRIu32
-               ", \"launched_after_round1\": %" PRIu64 "}\n",
+    fprintf(f,
+            ", \"kernels_launched\": %" PRIu64 ", \"first_after_round1\": %" PRIu32
+            ", \"launched_after_round1\": %" PRIu64 "}\n",
             before + 2 * profiled + 2 * (after / 2) + late_launched, resumed,
             profiled + 2 * (after / 2) + late_launched);
     fclose(f);

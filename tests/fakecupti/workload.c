@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROG "cuptimon-workload"
+#define PROG          "cuptimon-workload"
 #define DEFAULT_NAMES "_Z5scaleILi2EEvPfi,_Z5scaleILi3EEvPfi,_ZN2ns7add_oneEPfi"
 
 static struct {
@@ -54,18 +54,23 @@ static struct {
     size_t nnames;
     struct timespec t0;
 } opt = {
-    .kernels = 1000, .memcpy_every = 50, .memset_every = 70, .bytes = 4096,
-    .streams = 2, .devices = 1, .threads = 1,
+    .kernels = 1000,
+    .memcpy_every = 50,
+    .memset_every = 70,
+    .bytes = 4096,
+    .streams = 2,
+    .devices = 1,
+    .threads = 1,
 };
 
 struct worker {
     pthread_t tid;
     uint32_t index;
     uint64_t kernels, memcpys, memsets;
-    uint64_t *by_name;          /* kernel records written, per name */
+    uint64_t *by_name; /* kernel records written, per name */
     uint64_t *launched_by_name;
     uint32_t first_corr, last_corr;
-    char *log;       /* --log lines of this thread (open_memstream) */
+    char *log; /* --log lines of this thread (open_memstream) */
     size_t log_len;
     FILE *logf;
     FILE *rlogf; /* --range-log */
@@ -75,7 +80,8 @@ struct worker {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "Usage: " PROG " [OPTION]...\n"
         "A fake CUDA job: launches kernels, copies and memsets through the fake CUDA API of\n"
         "libcupti-fake.so (the libcupti test double), so that a cuptimon shim injected with\n"
@@ -156,7 +162,7 @@ static int parse_names(const char *list)
         if (comma)
             *comma = '\0';
         if (!*p)
-            return -1;              /* empty name */
+            return -1; /* empty name */
         opt.names[opt.nnames++] = p;
         if (!comma)
             break;
@@ -260,8 +266,8 @@ static void *run_worker(void *arg)
             w->by_name[ni]++;
         note_corr(w, corr);
         if (opt.memcpy_every && i % opt.memcpy_every == 0) {
-            note_corr(w, fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
-                                         k.device, k.stream));
+            note_corr(
+                w, fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, k.device, k.stream));
             w->memcpys++;
         }
         if (opt.memset_every && i % opt.memset_every == 0) {
@@ -356,27 +362,27 @@ static int write_report(const char *path, const struct worker *tot, uint64_t sta
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        { "kernels", required_argument, NULL, 'n' },
-        { "names", required_argument, NULL, 'N' },
-        { "streams", required_argument, NULL, 's' },
-        { "devices", required_argument, NULL, 'd' },
-        { "memcpy-every", required_argument, NULL, 'm' },
-        { "memset-every", required_argument, NULL, 'e' },
-        { "bytes", required_argument, NULL, 'b' },
-        { "rate", required_argument, NULL, 'r' },
-        { "threads", required_argument, NULL, 't' },
-        { "graph-id", required_argument, NULL, 'g' },
-        { "report", required_argument, NULL, 'o' },
-        { "log", required_argument, NULL, 'G' },
-        { "annotate", required_argument, NULL, 'A' },
-        { "steps", no_argument, NULL, 'S' },
-        { "nest", no_argument, NULL, 'E' },
-        { "range-log", required_argument, NULL, 'R' },
-        { "linger-ms", required_argument, NULL, 'l' },
-        { "no-init", no_argument, NULL, 'I' },
-        { "quiet", no_argument, NULL, 'q' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        {"kernels", required_argument, NULL, 'n'},
+        {"names", required_argument, NULL, 'N'},
+        {"streams", required_argument, NULL, 's'},
+        {"devices", required_argument, NULL, 'd'},
+        {"memcpy-every", required_argument, NULL, 'm'},
+        {"memset-every", required_argument, NULL, 'e'},
+        {"bytes", required_argument, NULL, 'b'},
+        {"rate", required_argument, NULL, 'r'},
+        {"threads", required_argument, NULL, 't'},
+        {"graph-id", required_argument, NULL, 'g'},
+        {"report", required_argument, NULL, 'o'},
+        {"log", required_argument, NULL, 'G'},
+        {"annotate", required_argument, NULL, 'A'},
+        {"steps", no_argument, NULL, 'S'},
+        {"nest", no_argument, NULL, 'E'},
+        {"range-log", required_argument, NULL, 'R'},
+        {"linger-ms", required_argument, NULL, 'l'},
+        {"no-init", no_argument, NULL, 'I'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     struct worker *ws, tot;
     uint64_t v, start_ns, end_ns;
@@ -386,14 +392,21 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:", longopts, NULL)) !=
+           -1) {
         int bad = 0;
 
         switch (c) {
         case 'n': bad = parse_u64(optarg, UINT64_MAX / 2, &opt.kernels); break;
         case 'N': bad = parse_names(optarg); break;
-        case 's': bad = parse_u64(optarg, 1u << 20, &v) || v == 0; opt.streams = (uint32_t)v; break;
-        case 'd': bad = parse_u64(optarg, 1u << 10, &v) || v == 0; opt.devices = (uint32_t)v; break;
+        case 's':
+            bad = parse_u64(optarg, 1u << 20, &v) || v == 0;
+            opt.streams = (uint32_t)v;
+            break;
+        case 'd':
+            bad = parse_u64(optarg, 1u << 10, &v) || v == 0;
+            opt.devices = (uint32_t)v;
+            break;
         case 'm': bad = parse_u64(optarg, UINT64_MAX, &opt.memcpy_every); break;
         case 'e': bad = parse_u64(optarg, UINT64_MAX, &opt.memset_every); break;
         case 'b': bad = parse_u64(optarg, UINT64_MAX / 2, &opt.bytes); break;
@@ -405,7 +418,10 @@ int main(int argc, char **argv)
             bad = errno || *end || end == optarg || !(opt.rate >= 0);
             break;
         }
-        case 't': bad = parse_u64(optarg, 4096, &v) || v == 0; opt.threads = (uint32_t)v; break;
+        case 't':
+            bad = parse_u64(optarg, 4096, &v) || v == 0;
+            opt.threads = (uint32_t)v;
+            break;
         case 'g': bad = parse_u64(optarg, UINT32_MAX, &opt.graph_id); break;
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
@@ -417,9 +433,7 @@ int main(int argc, char **argv)
         case 'I': opt.no_init = 1; break;
         case 'q': opt.quiet = 1; break;
         case 'h': usage(stdout); return 0;
-        default:
-            fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-            return 2;
+        default: fprintf(stderr, "Try '" PROG " --help' for more information.\n"); return 2;
         }
         if (bad) {
             const char *name = "?";
@@ -427,14 +441,18 @@ int main(int argc, char **argv)
             for (const struct option *o = longopts; o->name; o++)
                 if (o->val == c)
                     name = o->name;
-            fprintf(stderr, PROG ": invalid value for --%s: '%s'\n"
-                    "Try '" PROG " --help' for more information.\n", name, optarg);
+            fprintf(stderr,
+                    PROG ": invalid value for --%s: '%s'\n"
+                         "Try '" PROG " --help' for more information.\n",
+                    name, optarg);
             return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, PROG ": unexpected argument '%s'\n"
-                "Try '" PROG " --help' for more information.\n", argv[optind]);
+        fprintf(stderr,
+                PROG ": unexpected argument '%s'\n"
+                     "Try '" PROG " --help' for more information.\n",
+                argv[optind]);
         return 2;
     }
 
@@ -554,8 +572,9 @@ int main(int argc, char **argv)
 
         fakecupti_get_stats(&st);
         printf(PROG ": pid %ld launched %" PRIu64 " kernels, %" PRIu64 " memcpys, %" PRIu64
-               " memsets in %.3f ms; recorded %" PRIu64 " kernels, %" PRIu64 " memcpys, %"
-               PRIu64 " memsets, %" PRIu64 " API records; dropped %" PRIu64 "%s\n",
+                    " memsets in %.3f ms; recorded %" PRIu64 " kernels, %" PRIu64
+                    " memcpys, %" PRIu64 " memsets, %" PRIu64 " API records; dropped %" PRIu64
+                    "%s\n",
                (long)getpid(), tot.kernels, tot.memcpys, tot.memsets,
                (double)(end_ns - start_ns) / 1e6, st.kernels, st.memcpys, st.memsets,
                st.runtime_api + st.driver_api, st.records_dropped,
@@ -565,8 +584,8 @@ int main(int argc, char **argv)
     free(tot.by_name);
     free(tot.launched_by_name);
     if (opt.linger_ms) {
-        struct timespec ts = { .tv_sec = (time_t)(opt.linger_ms / 1000),
-                               .tv_nsec = (long)(opt.linger_ms % 1000) * 1000000L };
+        struct timespec ts = {.tv_sec = (time_t)(opt.linger_ms / 1000),
+                              .tv_nsec = (long)(opt.linger_ms % 1000) * 1000000L};
 
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;

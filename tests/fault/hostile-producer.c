@@ -43,15 +43,15 @@
 #define MFD_ALLOW_SEALING 0x0002u
 #endif
 #ifndef F_ADD_SEALS
-#define F_ADD_SEALS 1033
-#define F_GET_SEALS 1034
-#define F_SEAL_SEAL 0x0001
+#define F_ADD_SEALS   1033
+#define F_GET_SEALS   1034
+#define F_SEAL_SEAL   0x0001
 #define F_SEAL_SHRINK 0x0002
-#define F_SEAL_GROW 0x0004
+#define F_SEAL_GROW   0x0004
 #endif
 
-#define SLOT 4096u /* the smallest slot the daemon accepts: keeps pools tiny */
-#define NSLOTS 4u
+#define SLOT     4096u /* the smallest slot the daemon accepts: keeps pools tiny */
+#define NSLOTS   4u
 #define REPLY_MS 5000
 
 static const char *opt_socket, *opt_control;
@@ -271,11 +271,10 @@ static int expect_error(struct pconn *c, const char *err, const char *needle)
     struct cuptimon_msg_hdr h;
     char *body = NULL;
     int rc = read_reply(c, &h, &body, REPLY_MS);
-    CHECK(rc == 1, "expected REPLY_ERROR %s, got %s", err,
-          rc == 0 ? "EOF" : strerror(-rc));
+    CHECK(rc == 1, "expected REPLY_ERROR %s, got %s", err, rc == 0 ? "EOF" : strerror(-rc));
     if (h.type != CUPTIMON_MSG_REPLY_ERROR) {
-        rc = fail("expected REPLY_ERROR %s, got %s: %.200s", err, cuptimon__type_name(h.type),
-                  body);
+        rc =
+            fail("expected REPLY_ERROR %s, got %s: %.200s", err, cuptimon__type_name(h.type), body);
         free(body);
         return rc;
     }
@@ -418,8 +417,10 @@ static int expect_release(struct session *s, uint32_t slot, uint64_t seq)
         return rc;
     }
     free(body);
-    CHECK(r.slot == slot && r.seq == seq, "released slot %u seq %" PRIu64 ", expected slot %u "
-          "seq %" PRIu64, r.slot, r.seq, slot, seq);
+    CHECK(r.slot == slot && r.seq == seq,
+          "released slot %u seq %" PRIu64 ", expected slot %u "
+          "seq %" PRIu64,
+          r.slot, r.seq, slot, seq);
     CHECK(r.status == 0, "slot %u released with status %u (%s), expected 0 (archived)", slot,
           r.status, strerror((int)r.status));
     return 0;
@@ -448,8 +449,8 @@ static json_object *status_root(void)
     uint16_t type = 0;
     char *reply = NULL;
     size_t len = 0;
-    int rc = cuptimon__control_call(opt_control, "{\"op\":\"status\"}", REPLY_MS, &type, &reply,
-                                    &len);
+    int rc =
+        cuptimon__control_call(opt_control, "{\"op\":\"status\"}", REPLY_MS, &type, &reply, &len);
     if (rc < 0 || type != CUPTIMON_MSG_REPLY_OK) {
         fprintf(stderr, "hostile-producer: status failed: %s\n", rc < 0 ? strerror(-rc) : reply);
         free(reply);
@@ -538,8 +539,8 @@ static int refused_hello(const char *body, int fd, const char *needle)
     struct pconn c;
     if (pconnect(&c) < 0)
         return fail("connect");
-    int rc = send_msg(&c, CUPTIMON_MSG_HELLO, body, strlen(body), fd >= 0 ? &fd : NULL,
-                      fd >= 0 ? 1 : 0);
+    int rc =
+        send_msg(&c, CUPTIMON_MSG_HELLO, body, strlen(body), fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
     CHECK(rc == 0, "send: %s", strerror(-rc));
     rc = expect_error(&c, "EINVAL", needle);
     pclose_(&c);
@@ -784,9 +785,10 @@ static int case_pool_holes(void)
     long hwm1 = daemon_kb("VmHWM:");
     note("a sparse %u x %" PRIu64 " MiB pool, all announced: daemon peak RSS %ld -> %ld KiB", n,
          size >> 20, hwm0, hwm1);
-    CHECK(hwm0 > 0 && hwm1 - hwm0 < 320 * 1024, "the daemon's peak RSS grew by %ld KiB for a "
-          "sparse pool of %u MiB (it must not grow by the pool's size)", hwm1 - hwm0,
-          (unsigned)((n * size) >> 20));
+    CHECK(hwm0 > 0 && hwm1 - hwm0 < 320 * 1024,
+          "the daemon's peak RSS grew by %ld KiB for a "
+          "sparse pool of %u MiB (it must not grow by the pool's size)",
+          hwm1 - hwm0, (unsigned)((n * size) >> 20));
     close_session(&s);
     return 0;
 }
@@ -800,22 +802,26 @@ static int case_counters_lie(void)
     int rc = open_session(&s);
     if (rc)
         return rc;
-    struct cuptimon_buffer_ready m = {.slot = 0, .valid_size = 16, .seq = 0,
-                                      .records = 1000000000000001ull, .dropped = UINT64_MAX};
+    struct cuptimon_buffer_ready m = {.slot = 0,
+                                      .valid_size = 16,
+                                      .seq = 0,
+                                      .records = 1000000000000001ull,
+                                      .dropped = UINT64_MAX};
     uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
     cuptimon__buffer_ready_encode(body, &m);
     CHECK(send_msg(&s.c, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, NULL, 0) == 0, "send");
     if ((rc = expect_release(&s, 0, 0)))
         return rc;
-    m = (struct cuptimon_buffer_ready){.slot = 1, .valid_size = 16, .seq = 1, .records = 1,
-                                       .dropped = 5};
+    m = (struct cuptimon_buffer_ready){
+        .slot = 1, .valid_size = 16, .seq = 1, .records = 1, .dropped = 5};
     cuptimon__buffer_ready_encode(body, &m);
     CHECK(send_msg(&s.c, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, NULL, 0) == 0, "send");
     if ((rc = expect_release(&s, 1, 1)))
         return rc;
     expect_log("BUFFER_READY records 1000000000000001 is implausible");
     expect_log("BUFFER_READY dropped 18446744073709551615 is implausible");
-    if ((rc = check_counter(s.id, "records", 1)) || (rc = check_counter(s.id, "dropped_records", 5)))
+    if ((rc = check_counter(s.id, "records", 1)) ||
+        (rc = check_counter(s.id, "dropped_records", 5)))
         return rc;
     close_session(&s);
     return 0;
@@ -832,18 +838,23 @@ static int case_pid_lie(void)
     int64_t pid = jint(e, "pid");
     json_object_put(root);
     CHECK(e, "session %" PRId64 " is not in status", s.id);
-    CHECK(pid == getpid(), "status says the session's pid is %" PRId64 ", but the peer is %d "
-          "(the hello claimed 1)", pid, (int)getpid());
+    CHECK(pid == getpid(),
+          "status says the session's pid is %" PRId64 ", but the peer is %d "
+          "(the hello claimed 1)",
+          pid, (int)getpid());
     char path[800];
     snprintf(path, sizeof path, "%s/meta.json", s.archive);
     json_object *meta = json_object_from_file(path);
     CHECK(meta, "cannot read %s", path);
     int64_t mpid = jint(meta, "pid"), rpid = jint(meta, "reported_pid");
     json_object_put(meta);
-    CHECK(mpid == getpid() && rpid == 1, "meta.json has pid %" PRId64 " reported_pid %" PRId64
-          ", expected pid %d reported_pid 1", mpid, rpid, (int)getpid());
-    CHECK(strstr(s.archive, "-1-") == NULL || getpid() == 1, "the archive directory %s is named "
-          "after the claimed pid", s.archive);
+    CHECK(mpid == getpid() && rpid == 1,
+          "meta.json has pid %" PRId64 " reported_pid %" PRId64 ", expected pid %d reported_pid 1",
+          mpid, rpid, (int)getpid());
+    CHECK(strstr(s.archive, "-1-") == NULL || getpid() == 1,
+          "the archive directory %s is named "
+          "after the claimed pid",
+          s.archive);
     note("hello claimed pid 1; status and meta.json say pid %d, reported_pid 1", (int)getpid());
     expect_log("session %" PRId64 ": pid %d uid %u", s.id, (int)getpid(), (unsigned)getuid());
     close_session(&s);
@@ -874,8 +885,10 @@ static int extra_fds_on_hello(int extra)
     struct cuptimon_msg_hdr h;
     char *body = NULL;
     rc = read_reply(&c, &h, &body, REPLY_MS);
-    CHECK(rc == 1 && h.type == CUPTIMON_MSG_HELLO_ACK, "a hello with %d extra fds was not "
-          "accepted: %s", extra, rc == 1 ? body : "no reply");
+    CHECK(rc == 1 && h.type == CUPTIMON_MSG_HELLO_ACK,
+          "a hello with %d extra fds was not "
+          "accepted: %s",
+          extra, rc == 1 ? body : "no reply");
     free(body);
     int open_left = 0;
     for (int i = 0; i < extra; i++) {
@@ -965,7 +978,8 @@ static int case_hello_then_close(void)
         CHECK(root, "the daemon stopped answering after a producer closed right after %s hello",
               round == 0 ? "a refused" : "a good");
         json_object_put(root);
-        note("the daemon survived %s hello whose producer was gone", round == 0 ? "a refused" : "a good");
+        note("the daemon survived %s hello whose producer was gone",
+             round == 0 ? "a refused" : "a good");
     }
     return 0;
 }
@@ -1266,8 +1280,10 @@ static int case_strings_malformed(void)
     long long deadline = now_ms() + 3000;
     while ((stat(path, &st) < 0 || st.st_size != want) && now_ms() < deadline)
         usleep(20000);
-    CHECK(stat(path, &st) == 0 && st.st_size == want, "%s is %lld bytes, expected %lld (only the "
-          "good batch)", path, (long long)st.st_size, (long long)want);
+    CHECK(stat(path, &st) == 0 && st.st_size == want,
+          "%s is %lld bytes, expected %lld (only the "
+          "good batch)",
+          path, (long long)st.st_size, (long long)want);
     note("%d malformed batches refused whole, the good one archived", bad);
     return 0;
 }
@@ -1319,16 +1335,16 @@ static int bad_header(uint32_t magic, uint16_t version, uint16_t type, uint32_t 
 
 static int case_bad_version(void)
 {
-    int rc = bad_header(CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION + 1, CUPTIMON_MSG_HELLO, 64,
-                        0, "EPROTO", "", NULL);
+    int rc = bad_header(CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION + 1, CUPTIMON_MSG_HELLO, 64, 0,
+                        "EPROTO", "", NULL);
     if (rc)
         return rc;
     /* The reply must name both versions. */
     char needle[100];
     snprintf(needle, sizeof needle, "protocol version %u is not supported; this daemon speaks %u",
              65535u, CUPTIMON_PROTO_VERSION);
-    if ((rc = bad_header(CUPTIMON_PROTO_MAGIC, 65535, CUPTIMON_MSG_HELLO, 64, 0, "EPROTO",
-                         needle, NULL)))
+    if ((rc = bad_header(CUPTIMON_PROTO_MAGIC, 65535, CUPTIMON_MSG_HELLO, 64, 0, "EPROTO", needle,
+                         NULL)))
         return rc;
     snprintf(needle, sizeof needle, "protocol version 0 is not supported; this daemon speaks %u",
              CUPTIMON_PROTO_VERSION);
@@ -1378,8 +1394,8 @@ static int case_huge_length(void)
     struct session s;
     if ((rc = open_session(&s)))
         return rc;
-    rc = bad_header(CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION, CUPTIMON_MSG_STRINGS,
-                    0x80000000u, 0, "EMSGSIZE", "bad message header", &s);
+    rc = bad_header(CUPTIMON_PROTO_MAGIC, CUPTIMON_PROTO_VERSION, CUPTIMON_MSG_STRINGS, 0x80000000u,
+                    0, "EMSGSIZE", "bad message header", &s);
     close_session(&s);
     expect_log("pid %d uid %u: Message too long; closing", (int)getpid(), (unsigned)getuid());
     if (rc)
@@ -1494,8 +1510,8 @@ static int case_idle_connections(void)
         else
             refused++;
     }
-    note("%ld idle connections open (%ld refused by the kernel), holding them %ld ms", ok,
-         refused, hold);
+    note("%ld idle connections open (%ld refused by the kernel), holding them %ld ms", ok, refused,
+         hold);
     usleep((useconds_t)hold * 1000);
     /* How many the daemon hung up on meanwhile (a hello timeout). */
     long hung_up = 0;

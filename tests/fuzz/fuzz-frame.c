@@ -112,9 +112,7 @@ static void decode_body(uint16_t type, const uint8_t *body, size_t len)
         }
         break;
     }
-    case CUPTIMON_MSG_STRINGS:
-        walk_strings(body, len);
-        break;
+    case CUPTIMON_MSG_STRINGS: walk_strings(body, len); break;
     default:
         /* JSON bodies are json-c's business; only the name lookup here. */
         CHECK(cuptimon__type_name(type) != NULL);

@@ -38,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cuptimon__range_get(data, i, &r);
             CHECK(r.id != 0 && r.id < CUPTIMON_RANGE_ID_MAX && r.parent < CUPTIMON_RANGE_ID_MAX);
             CHECK(r.what == CUPTIMON_RANGE_BEGIN || r.what == CUPTIMON_RANGE_END);
-            cuptimon__range_encode(re + CUPTIMON_RANGES_HDR_SIZE + (size_t)i * CUPTIMON_RANGE_ENTRY_SIZE,
-                                   &r);
+            cuptimon__range_encode(
+                re + CUPTIMON_RANGES_HDR_SIZE + (size_t)i * CUPTIMON_RANGE_ENTRY_SIZE, &r);
         }
         CHECK(memcmp(re, data, size) == 0);
         free(re);

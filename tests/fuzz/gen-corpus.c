@@ -249,14 +249,23 @@ static void gen_strings(void)
 static void gen_ranges(void)
 {
     uint8_t b[CUPTIMON_RANGES_HDR_SIZE + 3 * CUPTIMON_RANGE_ENTRY_SIZE];
-    const struct cuptimon_ranges_hdr h = {.count = 3, .dropped = 1,
+    const struct cuptimon_ranges_hdr h = {.count = 3,
+                                          .dropped = 1,
                                           .cupti_ts = 1796208557000000000ull,
                                           .realtime_ns = 1796208557000000100ull};
     const struct cuptimon_range_ev r[3] = {
         {.ts = 1796208556000000000ull, .id = 1, .tid = 4242, .what = CUPTIMON_RANGE_BEGIN},
-        {.ts = 1796208556000001000ull, .id = 2, .parent = 1, .tid = 4242, .depth = 1,
+        {.ts = 1796208556000001000ull,
+         .id = 2,
+         .parent = 1,
+         .tid = 4242,
+         .depth = 1,
          .what = CUPTIMON_RANGE_BEGIN},
-        {.ts = 1796208556000002000ull, .id = 2, .parent = 1, .tid = 4242, .depth = 1,
+        {.ts = 1796208556000002000ull,
+         .id = 2,
+         .parent = 1,
+         .tid = 4242,
+         .depth = 1,
          .what = CUPTIMON_RANGE_END},
     };
     cuptimon__ranges_hdr_encode(b, &h);
@@ -274,7 +283,8 @@ static void gen_ranges(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s DIR (with DIR/frame, DIR/strings and DIR/ranges present)\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR (with DIR/frame, DIR/strings and DIR/ranges present)\n",
+                argv[0]);
         return 2;
     }
     outdir = argv[1];

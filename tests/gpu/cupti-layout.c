@@ -11,7 +11,8 @@
 #include <cupti_activity.h>
 #include <cupti_version.h>
 
-#define F(T, f) printf("%s\"%s\": [%zu, %zu]", first++ ? ", " : "", #f, offsetof(T, f), sizeof(((T *)0)->f))
+#define F(T, f)                                                                                    \
+    printf("%s\"%s\": [%zu, %zu]", first++ ? ", " : "", #f, offsetof(T, f), sizeof(((T *)0)->f))
 
 int main(void)
 {
@@ -20,10 +21,9 @@ int main(void)
     printf("  \"sizes\": {\"%d\": %zu, \"%d\": %zu, \"%d\": %zu, \"%d\": %zu, \"%d\": %zu, "
            "\"%d\": %zu, \"%d\": %zu, \"%d\": %zu, \"%d\": %zu, \"%d\": %zu, \"%d\": %zu, "
            "\"%d\": %zu, \"%d\": %zu},\n",
-           CUPTI_ACTIVITY_KIND_MEMCPY, sizeof(CUpti_ActivityMemcpy6),
-           CUPTI_ACTIVITY_KIND_MEMSET, sizeof(CUpti_ActivityMemset4),
-           CUPTI_ACTIVITY_KIND_KERNEL, sizeof(CUpti_ActivityKernel10),
-           CUPTI_ACTIVITY_KIND_DRIVER, sizeof(CUpti_ActivityAPI),
+           CUPTI_ACTIVITY_KIND_MEMCPY, sizeof(CUpti_ActivityMemcpy6), CUPTI_ACTIVITY_KIND_MEMSET,
+           sizeof(CUpti_ActivityMemset4), CUPTI_ACTIVITY_KIND_KERNEL,
+           sizeof(CUpti_ActivityKernel10), CUPTI_ACTIVITY_KIND_DRIVER, sizeof(CUpti_ActivityAPI),
            CUPTI_ACTIVITY_KIND_RUNTIME, sizeof(CUpti_ActivityAPI),
            CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, sizeof(CUpti_ActivityKernel10),
            CUPTI_ACTIVITY_KIND_MARKER, sizeof(CUpti_ActivityMarker2),
@@ -35,37 +35,59 @@ int main(void)
            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, sizeof(CUpti_ActivityExternalCorrelation));
     printf("  \"kernel\": {");
     first = 0;
-    F(CUpti_ActivityKernel10, start); F(CUpti_ActivityKernel10, end);
-    F(CUpti_ActivityKernel10, deviceId); F(CUpti_ActivityKernel10, contextId);
-    F(CUpti_ActivityKernel10, streamId); F(CUpti_ActivityKernel10, correlationId);
-    F(CUpti_ActivityKernel10, name); F(CUpti_ActivityKernel10, graphNodeId);
+    F(CUpti_ActivityKernel10, start);
+    F(CUpti_ActivityKernel10, end);
+    F(CUpti_ActivityKernel10, deviceId);
+    F(CUpti_ActivityKernel10, contextId);
+    F(CUpti_ActivityKernel10, streamId);
+    F(CUpti_ActivityKernel10, correlationId);
+    F(CUpti_ActivityKernel10, name);
+    F(CUpti_ActivityKernel10, graphNodeId);
     F(CUpti_ActivityKernel10, graphId);
     printf("},\n  \"memcpy\": {");
     first = 0;
-    F(CUpti_ActivityMemcpy6, copyKind); F(CUpti_ActivityMemcpy6, bytes);
-    F(CUpti_ActivityMemcpy6, start); F(CUpti_ActivityMemcpy6, end);
-    F(CUpti_ActivityMemcpy6, deviceId); F(CUpti_ActivityMemcpy6, contextId);
-    F(CUpti_ActivityMemcpy6, streamId); F(CUpti_ActivityMemcpy6, correlationId);
-    F(CUpti_ActivityMemcpy6, graphNodeId); F(CUpti_ActivityMemcpy6, graphId);
+    F(CUpti_ActivityMemcpy6, copyKind);
+    F(CUpti_ActivityMemcpy6, bytes);
+    F(CUpti_ActivityMemcpy6, start);
+    F(CUpti_ActivityMemcpy6, end);
+    F(CUpti_ActivityMemcpy6, deviceId);
+    F(CUpti_ActivityMemcpy6, contextId);
+    F(CUpti_ActivityMemcpy6, streamId);
+    F(CUpti_ActivityMemcpy6, correlationId);
+    F(CUpti_ActivityMemcpy6, graphNodeId);
+    F(CUpti_ActivityMemcpy6, graphId);
     printf("},\n  \"memcpy2\": {");
     first = 0;
-    F(CUpti_ActivityMemcpyPtoP4, copyKind); F(CUpti_ActivityMemcpyPtoP4, bytes);
-    F(CUpti_ActivityMemcpyPtoP4, start); F(CUpti_ActivityMemcpyPtoP4, end);
-    F(CUpti_ActivityMemcpyPtoP4, deviceId); F(CUpti_ActivityMemcpyPtoP4, contextId);
-    F(CUpti_ActivityMemcpyPtoP4, streamId); F(CUpti_ActivityMemcpyPtoP4, correlationId);
-    F(CUpti_ActivityMemcpyPtoP4, graphNodeId); F(CUpti_ActivityMemcpyPtoP4, graphId);
-    F(CUpti_ActivityMemcpyPtoP4, srcDeviceId); F(CUpti_ActivityMemcpyPtoP4, dstDeviceId);
+    F(CUpti_ActivityMemcpyPtoP4, copyKind);
+    F(CUpti_ActivityMemcpyPtoP4, bytes);
+    F(CUpti_ActivityMemcpyPtoP4, start);
+    F(CUpti_ActivityMemcpyPtoP4, end);
+    F(CUpti_ActivityMemcpyPtoP4, deviceId);
+    F(CUpti_ActivityMemcpyPtoP4, contextId);
+    F(CUpti_ActivityMemcpyPtoP4, streamId);
+    F(CUpti_ActivityMemcpyPtoP4, correlationId);
+    F(CUpti_ActivityMemcpyPtoP4, graphNodeId);
+    F(CUpti_ActivityMemcpyPtoP4, graphId);
+    F(CUpti_ActivityMemcpyPtoP4, srcDeviceId);
+    F(CUpti_ActivityMemcpyPtoP4, dstDeviceId);
     printf("},\n  \"memset\": {");
     first = 0;
-    F(CUpti_ActivityMemset4, bytes); F(CUpti_ActivityMemset4, start);
-    F(CUpti_ActivityMemset4, end); F(CUpti_ActivityMemset4, deviceId);
-    F(CUpti_ActivityMemset4, contextId); F(CUpti_ActivityMemset4, streamId);
-    F(CUpti_ActivityMemset4, correlationId); F(CUpti_ActivityMemset4, graphNodeId);
+    F(CUpti_ActivityMemset4, bytes);
+    F(CUpti_ActivityMemset4, start);
+    F(CUpti_ActivityMemset4, end);
+    F(CUpti_ActivityMemset4, deviceId);
+    F(CUpti_ActivityMemset4, contextId);
+    F(CUpti_ActivityMemset4, streamId);
+    F(CUpti_ActivityMemset4, correlationId);
+    F(CUpti_ActivityMemset4, graphNodeId);
     F(CUpti_ActivityMemset4, graphId);
     printf("},\n  \"api\": {");
     first = 0;
-    F(CUpti_ActivityAPI, cbid); F(CUpti_ActivityAPI, start); F(CUpti_ActivityAPI, end);
-    F(CUpti_ActivityAPI, processId); F(CUpti_ActivityAPI, threadId);
+    F(CUpti_ActivityAPI, cbid);
+    F(CUpti_ActivityAPI, start);
+    F(CUpti_ActivityAPI, end);
+    F(CUpti_ActivityAPI, processId);
+    F(CUpti_ActivityAPI, threadId);
     F(CUpti_ActivityAPI, correlationId);
     printf("},\n  \"external_correlation\": {");
     first = 0;
@@ -74,8 +96,10 @@ int main(void)
     F(CUpti_ActivityExternalCorrelation, correlationId);
     printf("},\n  \"marker\": {");
     first = 0;
-    F(CUpti_ActivityMarker2, flags); F(CUpti_ActivityMarker2, timestamp);
-    F(CUpti_ActivityMarker2, id); F(CUpti_ActivityMarker2, name);
+    F(CUpti_ActivityMarker2, flags);
+    F(CUpti_ActivityMarker2, timestamp);
+    F(CUpti_ActivityMarker2, id);
+    F(CUpti_ActivityMarker2, name);
     F(CUpti_ActivityMarker2, domain);
     printf("}\n}\n");
     return 0;

@@ -24,7 +24,7 @@
 
 struct rec {
     uint32_t kind;
-    size_t buf;                 /* index of the buffer it came in */
+    size_t buf; /* index of the buffer it came in */
     union {
         CUpti_ActivityKernel10 k;
         CUpti_ActivityMemcpy6 m;
@@ -36,8 +36,8 @@ struct rec {
 
 struct bufinfo {
     size_t size, valid, nrec;
-    int tail_byte;              /* first byte after validSize, -1 if none */
-    int second_pair;            /* completed to the second callback pair */
+    int tail_byte;   /* first byte after validSize, -1 if none */
+    int second_pair; /* completed to the second callback pair */
 };
 
 static struct {
@@ -50,13 +50,13 @@ static struct {
     int completed_on_caller;
     pthread_t caller;
     CUptiResult flush_in_callback;
-} col = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} col = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static size_t rq_size;
 static size_t rq_maxrec;
 static int rq_decline;
 static int rq_dirty;
-static atomic_int dn_flush;     /* call cuptiActivityFlushAll from the completion callback */
+static atomic_int dn_flush; /* call cuptiActivityFlushAll from the completion callback */
 static atomic_int requests;
 
 static void CUPTIAPI rq(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
@@ -109,7 +109,10 @@ static void collect(uint8_t *buffer, size_t size, size_t validSize, int second)
         case CUPTI_ACTIVITY_KIND_RUNTIME:
         case CUPTI_ACTIVITY_KIND_DRIVER: sz = sizeof x->u.a; break;
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: sz = sizeof x->u.e; break;
-        default: sz = 0; col.bad_walk = 1; break;
+        default:
+            sz = 0;
+            col.bad_walk = 1;
+            break;
         }
         memcpy(&x->u, r, sz);
         if ((uint8_t *)r != buffer + sum)
@@ -119,9 +122,11 @@ static void collect(uint8_t *buffer, size_t size, size_t validSize, int second)
     }
     if (st != CUPTI_ERROR_MAX_LIMIT_REACHED || sum != validSize)
         col.bad_walk = 1;
-    col.bufs[bi] = (struct bufinfo){ .size = size, .valid = validSize, .nrec = nrec,
-                                     .tail_byte = validSize < size ? buffer[validSize] : -1,
-                                     .second_pair = second };
+    col.bufs[bi] = (struct bufinfo){.size = size,
+                                    .valid = validSize,
+                                    .nrec = nrec,
+                                    .tail_byte = validSize < size ? buffer[validSize] : -1,
+                                    .second_pair = second};
     col.nbufs++;
     pthread_mutex_unlock(&col.mu);
 }
@@ -224,7 +229,7 @@ static void teardown(void)
 {
     rq_decline = 0;
     atomic_store(&dn_flush, 0);
-    fakecupti_reset();          /* hands every buffer back to dn, which frees it */
+    fakecupti_reset(); /* hands every buffer back to dn, which frees it */
     pthread_mutex_lock(&col.mu);
     free(col.recs);
     free(col.bufs);
@@ -248,7 +253,7 @@ static void enable_all(void)
 }
 
 #define PUSH(k, id) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_##k, id)
-#define POP(k, p) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_##k, p)
+#define POP(k, p)   cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_##k, p)
 
 static const char *const K0 = "_Z5scaleILi2EEvPfi";
 static const char *const K1 = "_ZN2ns7add_oneEPfi";
@@ -331,7 +336,7 @@ START_TEST(test_walk_records)
     t1 = now_ns();
 
     ck_assert_int_eq(col.bad_walk, 0);
-    ck_assert_int_eq(col.completed_on_caller, 0);   /* the double's completion thread */
+    ck_assert_int_eq(col.completed_on_caller, 0); /* the double's completion thread */
     ck_assert_uint_eq(col.nbufs, 1);
     ck_assert_uint_eq(col.n, 13 * 3);
     ck_assert_uint_eq(count_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 10);
@@ -352,7 +357,9 @@ START_TEST(test_walk_records)
         ck_assert_uint_eq(d->kind, CUPTI_ACTIVITY_KIND_DRIVER);
         ck_assert_uint_eq(r->kind, CUPTI_ACTIVITY_KIND_RUNTIME);
         if (g->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-            gs = g->u.k.start; ge = g->u.k.end; gc = g->u.k.correlationId;
+            gs = g->u.k.start;
+            ge = g->u.k.end;
+            gc = g->u.k.correlationId;
             ck_assert_uint_eq(r->u.a.cbid, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
             ck_assert_uint_eq(d->u.a.cbid, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
             ck_assert_uint_eq(g->u.k.completed, ge);
@@ -370,7 +377,9 @@ START_TEST(test_walk_records)
             ck_assert_uint_ge(ge - gs, 1000);
             ck_assert_uint_le(ge - gs, 5000);
         } else if (g->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
-            gs = g->u.m.start; ge = g->u.m.end; gc = g->u.m.correlationId;
+            gs = g->u.m.start;
+            ge = g->u.m.end;
+            gc = g->u.m.correlationId;
             ck_assert_uint_eq(r->u.a.cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
             ck_assert_uint_eq(g->u.m.copyKind, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH);
             ck_assert_uint_eq(g->u.m.srcKind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
@@ -378,7 +387,9 @@ START_TEST(test_walk_records)
             ck_assert_uint_eq(g->u.m.bytes, 4096);
         } else {
             ck_assert_uint_eq(g->kind, CUPTI_ACTIVITY_KIND_MEMSET);
-            gs = g->u.s.start; ge = g->u.s.end; gc = g->u.s.correlationId;
+            gs = g->u.s.start;
+            ge = g->u.s.end;
+            gc = g->u.s.correlationId;
             ck_assert_uint_eq(r->u.a.cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020);
             ck_assert_uint_eq(g->u.s.value, 7);
             ck_assert_uint_eq(g->u.s.bytes, 8192);
@@ -451,17 +462,17 @@ START_TEST(test_drops)
     rq_decline = 1;
     for (int i = 0; i < 5; i++) {
         ck_assert_uint_ne(fakecuda_launch_kernel(K0, 0, 3, 0, 0), 0);
-        ck_assert_uint_eq(fakecuda_last_result(),
-                          (FAKECUDA_REC_GPU | FAKECUDA_REC_RUNTIME) << FAKECUDA_DROPPED_SHIFT);
+        ck_assert_uint_eq(fakecuda_last_result(), (FAKECUDA_REC_GPU | FAKECUDA_REC_RUNTIME)
+                                                      << FAKECUDA_DROPPED_SHIFT);
     }
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.records_dropped, 10);
-    ck_assert_uint_eq(st.requests_declined, 10);     /* one request per record */
+    ck_assert_uint_eq(st.requests_declined, 10); /* one request per record */
     ck_assert_uint_eq(st.kernels, 0);
     ck_assert_int_eq(cuptiActivityGetNumDroppedRecords(NULL, 0, &n), CUPTI_SUCCESS);
     ck_assert_uint_eq(n, 10);
     ck_assert_int_eq(cuptiActivityGetNumDroppedRecords(NULL, 0, &n), CUPTI_SUCCESS);
-    ck_assert_uint_eq(n, 0);                          /* reset by the read */
+    ck_assert_uint_eq(n, 0); /* reset by the read */
     ck_assert_int_eq(cuptiActivityGetNumDroppedRecords(NULL, 0, NULL),
                      CUPTI_ERROR_INVALID_PARAMETER);
 
@@ -471,7 +482,7 @@ START_TEST(test_drops)
     ck_assert_int_eq(cuptiActivityGetNumDroppedRecords(fakecuda_context(1), 3, &n), CUPTI_SUCCESS);
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(cuptiActivityGetNumDroppedRecords(NULL, 0, &n), CUPTI_SUCCESS);
-    ck_assert_uint_eq(n, 1);                          /* the runtime record */
+    ck_assert_uint_eq(n, 1); /* the runtime record */
     unsetenv("FAKECUPTI_DROP_QUEUE");
 
     /* the pool has room again */
@@ -491,12 +502,12 @@ START_TEST(test_flush_partial)
     for (int i = 0; i < 3; i++)
         fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     usleep(20000);
-    ck_assert_uint_eq(nbufs(), 0);                    /* not full: not completed */
+    ck_assert_uint_eq(nbufs(), 0); /* not full: not completed */
     ck_assert_int_eq(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 1);
     ck_assert_uint_eq(col.bufs[0].valid, 3 * 216);
     ck_assert_uint_eq(col.bufs[0].size, 1u << 20);
-    ck_assert_int_eq(col.bufs[0].tail_byte, 0);       /* zeroed by the double */
+    ck_assert_int_eq(col.bufs[0].tail_byte, 0); /* zeroed by the double */
     /* nothing left: flush completes nothing */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 1);
@@ -514,7 +525,7 @@ START_TEST(test_flush_waits_for_slow_completion)
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     t0 = now_ns();
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
-    ck_assert_uint_eq(nbufs(), 1);                    /* the callback has returned */
+    ck_assert_uint_eq(nbufs(), 1); /* the callback has returned */
     ck_assert_uint_ge(now_ns() - t0, 100000000ull);
     unsetenv("FAKECUPTI_COMPLETE_DELAY_US");
 }
@@ -526,10 +537,10 @@ START_TEST(test_full_buffers_complete_async)
 
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
-    rq_size = 4096;                                   /* 18 kernel records */
+    rq_size = 4096; /* 18 kernel records */
     for (int i = 0; i < 100; i++)
         fakecuda_launch_kernel(K0, 0, 1 + i % 4, 0, 0);
-    ck_assert(wait_bufs(5, 5000));                    /* without any flush */
+    ck_assert(wait_bufs(5, 5000)); /* without any flush */
     ck_assert_uint_eq(nbufs(), 5);
     for (size_t i = 0; i < 5; i++)
         ck_assert_uint_eq(col.bufs[i].valid, 18 * 216);
@@ -564,8 +575,9 @@ START_TEST(test_zeroed_out_attribute)
     size_t sz = sizeof one;
     struct fakecupti_stats st;
 
-    ck_assert_int_eq(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                                               &sz, &one), CUPTI_SUCCESS);
+    ck_assert_int_eq(
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one),
+        CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
     rq_dirty = 1;
@@ -573,18 +585,19 @@ START_TEST(test_zeroed_out_attribute)
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.dirty_buffers, 1);
-    ck_assert_int_eq(col.bufs[0].tail_byte, 0xab);    /* the double did not zero it */
+    ck_assert_int_eq(col.bufs[0].tail_byte, 0xab); /* the double did not zero it */
     ck_assert_int_eq(col.bad_walk, 0);
 
-    rq_dirty = 0;                                     /* a clean buffer is fine */
+    rq_dirty = 0; /* a clean buffer is fine */
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.dirty_buffers, 1);
 
-    sz = sizeof zero;                                 /* back to CUPTI zeroing */
-    ck_assert_int_eq(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                                               &sz, &zero), CUPTI_SUCCESS);
+    sz = sizeof zero; /* back to CUPTI zeroing */
+    ck_assert_int_eq(
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &zero),
+        CUPTI_SUCCESS);
     rq_dirty = 1;
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
@@ -611,17 +624,20 @@ START_TEST(test_attributes)
                      CUPTI_SUCCESS);
     ck_assert_uint_eq(v, 8u << 20);
     v = 4;
-    ck_assert_int_eq(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT,
-                                               &sz, &v), CUPTI_SUCCESS);
+    ck_assert_int_eq(
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &v),
+        CUPTI_SUCCESS);
     sz = 4;
     ck_assert_int_eq(cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v),
                      CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT);
     sz = 1;
-    ck_assert_int_eq(cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
-                                               &sz, &b), CUPTI_SUCCESS);
+    ck_assert_int_eq(
+        cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &sz, &b),
+        CUPTI_SUCCESS);
     ck_assert_uint_eq(b, 1);
-    ck_assert_int_eq(cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                                               &sz, &b), CUPTI_SUCCESS);
+    ck_assert_int_eq(
+        cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &b),
+        CUPTI_SUCCESS);
     ck_assert_uint_eq(b, 0);
     ck_assert_int_eq(cuptiActivityGetAttribute((CUpti_ActivityAttribute)77, &sz, &b),
                      CUPTI_ERROR_INVALID_PARAMETER);
@@ -636,12 +652,12 @@ START_TEST(test_replace_callbacks)
 
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
-    fakecuda_launch_kernel(K0, 0, 1, 0, 0);           /* buffer handed out by rq */
+    fakecuda_launch_kernel(K0, 0, 1, 0, 0); /* buffer handed out by rq */
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn2), CUPTI_SUCCESS);
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 1);
-    ck_assert_int_eq(col.bufs[0].second_pair, 1);     /* completed to the new pair */
+    ck_assert_int_eq(col.bufs[0].second_pair, 1); /* completed to the new pair */
     ck_assert_uint_eq(col.bufs[0].nrec, 2);
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.callback_registrations, 2);
@@ -729,7 +745,7 @@ START_TEST(test_timestamp_callback)
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.n, 2);
     n = now_ns() - 1000000000ull;
-    ck_assert_uint_lt(col.recs[0].u.k.end, n);        /* in the callback's timebase */
+    ck_assert_uint_lt(col.recs[0].u.k.end, n); /* in the callback's timebase */
     ck_assert_uint_lt(n - col.recs[0].u.k.start, 100000000ull);
     ck_assert_uint_gt(col.recs[0].u.k.start, col.recs[1].u.a.end);
 }
@@ -739,8 +755,9 @@ START_TEST(test_runtime_api_filter)
 {
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
-    ck_assert_int_eq(cuptiActivityEnableRuntimeApi(
-                         CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 0), CUPTI_SUCCESS);
+    ck_assert_int_eq(
+        cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 0),
+        CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnableDriverApi(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1),
                      CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnableRuntimeApi(0, 1), CUPTI_ERROR_INVALID_PARAMETER);
@@ -756,10 +773,14 @@ END_TEST
 
 START_TEST(test_kernel_kind_and_graphs)
 {
-    struct fakecuda_kernel k = { .name = K1, .stream = 5, .grid = { 7, 2, 1 },
-                                 .block = { 32, 4, 1 }, .dynamic_shared = 1024,
-                                 .graph_id = 3, .graph_node_id = (3ull << 32) + 9,
-                                 .duration_ns = 2500 };
+    struct fakecuda_kernel k = {.name = K1,
+                                .stream = 5,
+                                .grid = {7, 2, 1},
+                                .block = {32, 4, 1},
+                                .dynamic_shared = 1024,
+                                .graph_id = 3,
+                                .graph_node_id = (3ull << 32) + 9,
+                                .duration_ns = 2500};
 
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL), CUPTI_SUCCESS);
@@ -780,7 +801,7 @@ START_TEST(test_kernel_kind_and_graphs)
 }
 END_TEST
 
-#define NTHREADS 4
+#define NTHREADS   4
 #define PER_THREAD 500
 
 static void *launcher(void *arg)
@@ -850,11 +871,12 @@ START_TEST(test_global_buffer)
     uint8_t off = 0;
     size_t sz = sizeof off;
 
-    ck_assert_int_eq(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
-                                               &sz, &off), CUPTI_SUCCESS);
+    ck_assert_int_eq(
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &sz, &off),
+        CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
-    rq_size = 1u << 20;                               /* all fits in one */
+    rq_size = 1u << 20; /* all fits in one */
     run_threads();
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 1);
@@ -896,17 +918,17 @@ START_TEST(test_finalize_returns_buffers)
 
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
-    rq_maxrec = 1;                                    /* completed at once: slot is empty */
+    rq_maxrec = 1; /* completed at once: slot is empty */
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     rq_maxrec = 0;
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
-    fakecuda_launch_kernel(K0, 0, 1, 0, 0);           /* a partial buffer */
+    fakecuda_launch_kernel(K0, 0, 1, 0, 0); /* a partial buffer */
     ck_assert_int_eq(cuptiFinalize(), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 2);
     ck_assert_uint_eq(col.n, 3);
     fakecupti_get_stats(&st);
     ck_assert_int_eq(st.callbacks_registered, 0);
-    ck_assert_uint_eq(fakecuda_launch_kernel(K0, 0, 1, 0, 0), 0);  /* all disabled */
+    ck_assert_uint_eq(fakecuda_launch_kernel(K0, 0, 1, 0, 0), 0); /* all disabled */
 }
 END_TEST
 
@@ -916,7 +938,7 @@ START_TEST(test_init_errors)
     setenv("CUDA_INJECTION64_PATH", "/nonexistent/libnothing.so", 1);
     ck_assert_int_eq(fakecuda_init(), -1);
     unsetenv("CUDA_INJECTION64_PATH");
-    ck_assert_int_eq(fakecuda_init(), -1);            /* the first result sticks */
+    ck_assert_int_eq(fakecuda_init(), -1); /* the first result sticks */
 }
 END_TEST
 

@@ -28,7 +28,7 @@
 #include "tests/unit/testlib.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
-#define S_NS 1000000000ull
+#define S_NS   1000000000ull
 
 static void layout_13(struct cuptimon_layout *l)
 {
@@ -804,10 +804,10 @@ START_TEST(bad_times_and_the_future)
     struct cuptimon_agg_stats st;
 
     layout_13(&l);
-    add_kernel(&b, 0x1, 0, now - 5 * S_NS, now - 5 * S_NS + 1000); /* fine */
+    add_kernel(&b, 0x1, 0, now - 5 * S_NS, now - 5 * S_NS + 1000);       /* fine */
     add_kernel(&b, 0x1, 0, now + 3600 * S_NS, now + 3600 * S_NS + 1000); /* far ahead */
-    add_kernel(&b, 0x1, 0, 2000, 1000); /* ends before it starts */
-    add_kernel(&b, 0x1, 0, 1000, 5000); /* 1970: before the ring */
+    add_kernel(&b, 0x1, 0, 2000, 1000);                                  /* ends before it starts */
+    add_kernel(&b, 0x1, 0, 1000, 5000);                                  /* 1970: before the ring */
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, NULL, b.p, b.len, NULL), 4);
     o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, now / S_NS, 0);
     d = device0(o);
@@ -845,9 +845,8 @@ static void real_names(const uint8_t *buf, size_t len, struct cuptimon_strtab *t
             continue;
         int g = ev.u.kernel.grid_x == 64 ? 0 : ev.u.kernel.grid_x == 32 ? 1 : 2;
         if (cuptimon__strtab_get(t, ev.u.kernel.name_ptr, NULL) == NULL)
-            ck_assert_int_eq(cuptimon__strtab_put(t, ev.u.kernel.name_ptr, mangled[g],
-                                                  strlen(mangled[g])),
-                             0);
+            ck_assert_int_eq(
+                cuptimon__strtab_put(t, ev.u.kernel.name_ptr, mangled[g], strlen(mangled[g])), 0);
     }
 }
 
@@ -1011,8 +1010,8 @@ START_TEST(query_from_json)
     json_object_put(r);
 
     static const char *bad[] = {"{\"by\":\"thread\"}", "{\"sort\":1}", "{\"pid\":-3}",
-                                "{\"pid\":\"12\"}", "{\"n\":0}", "{\"n\":1001}",
-                                "{\"label\":[1]}", "[1]"};
+                                "{\"pid\":\"12\"}",    "{\"n\":0}",    "{\"n\":1001}",
+                                "{\"label\":[1]}",     "[1]"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         r = json_tokener_parse(bad[i]);
         ck_assert_int_eq(cuptimon__agg_query_from_json(r, &q, &err), -EINVAL);
@@ -1415,8 +1414,8 @@ START_TEST(threads_add_while_reading)
                    s0 + (uint64_t)i * 1000, s0 + (uint64_t)i * 1000 + 500);
     for (int i = 0; i < 4; i++) {
         t[i] = names3();
-        x[i] = (struct thr){.a = a, .l = &l, .t = t[i], .b = &b, .session = (uint64_t)i + 1,
-                            .reps = 200};
+        x[i] = (struct thr){
+            .a = a, .l = &l, .t = t[i], .b = &b, .session = (uint64_t)i + 1, .reps = 200};
         ck_assert_int_eq(pthread_create(&th[i], NULL, feeder, &x[i]), 0);
     }
     for (int k = 0; k < 50; k++) {

@@ -56,20 +56,26 @@ END_TEST
 
 START_TEST(chunk_header_layout)
 {
-    struct cuptimon_chunk_hdr h = {.index = 0x0102030405060708ull, .stream_id = 7,
-                                   .codec = CUPTIMON_CODEC_RAW, .context = 0xaabbccddull,
-                                   .cupti_ts = 11, .unix_ns = 12, .raw_size = 4096,
-                                   .stored_size = 4096, .dropped = 3, .records = 99,
+    struct cuptimon_chunk_hdr h = {.index = 0x0102030405060708ull,
+                                   .stream_id = 7,
+                                   .codec = CUPTIMON_CODEC_RAW,
+                                   .context = 0xaabbccddull,
+                                   .cupti_ts = 11,
+                                   .unix_ns = 12,
+                                   .raw_size = 4096,
+                                   .stored_size = 4096,
+                                   .dropped = 3,
+                                   .records = 99,
                                    .payload_crc = 0xdeadbeef};
     uint8_t b[CUPTIMON_CHUNK_HDR_SIZE];
     cuptimon__chunk_hdr_encode(b, &h);
     ck_assert_int_eq(memcmp(b, "CPTMCHNK", 8), 0);
-    ck_assert_uint_eq(b[8], 1);                   /* version */
-    ck_assert_uint_eq(b[12], 96);                 /* header size */
-    ck_assert_uint_eq(b[16], 0x08);               /* index, little-endian */
+    ck_assert_uint_eq(b[8], 1);     /* version */
+    ck_assert_uint_eq(b[12], 96);   /* header size */
+    ck_assert_uint_eq(b[16], 0x08); /* index, little-endian */
     ck_assert_uint_eq(b[23], 0x01);
-    ck_assert_uint_eq(b[24], 7);                  /* stream */
-    ck_assert_uint_eq(b[57], 0x10);               /* raw_size 4096 = 0x1000 */
+    ck_assert_uint_eq(b[24], 7);    /* stream */
+    ck_assert_uint_eq(b[57], 0x10); /* raw_size 4096 = 0x1000 */
     ck_assert_uint_eq(cuptimon__get_u32(b + 88), 0xdeadbeef);
     struct cuptimon_chunk_hdr d;
     ck_assert_int_eq(cuptimon__chunk_hdr_decode(b, &d), 0);
@@ -132,8 +138,8 @@ static uint64_t write_real(const char *dir, int level, uint64_t seg_max)
     for (int i = 0; i < 6; i++) {
         size_t len;
         uint8_t *buf = cuptimon__test_load_real(files[i], &len);
-        struct cuptimon_chunk_hdr h = {.index = (uint64_t)i, .raw_size = len,
-                                       .unix_ns = 1000 + (uint64_t)i, .records = 7};
+        struct cuptimon_chunk_hdr h = {
+            .index = (uint64_t)i, .raw_size = len, .unix_ns = 1000 + (uint64_t)i, .records = 7};
         ck_assert_int_eq(cuptimon__aw_chunk(w, &h, buf), 0);
         if (level > 0)
             ck_assert_uint_eq(h.codec, CUPTIMON_CODEC_ZSTD);
@@ -187,8 +193,10 @@ START_TEST(round_trip_raw_and_zstd)
     check_real(dir, 6);
     /* Compression pays on real buffers: the zstd session is far smaller. */
     char cmd[800];
-    snprintf(cmd, sizeof cmd, "test $(cat %s/archive/zstd/seg-*.cpt | wc -c) -lt "
-                              "$(($(cat %s/archive/raw/seg-*.cpt | wc -c) / 5))", tmpdir, tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "test $(cat %s/archive/zstd/seg-*.cpt | wc -c) -lt "
+             "$(($(cat %s/archive/raw/seg-*.cpt | wc -c) / 5))",
+             tmpdir, tmpdir);
     ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
@@ -511,8 +519,8 @@ START_TEST(sparse_segment_costs_what_it_holds)
     ck_assert_uint_eq(st.skipped_bytes, 1ull << 30);
     /* A forged header (its own CRC good) claiming 200 MiB of payload over a
      * hole: refused by a streamed CRC, without a 200 MiB buffer. */
-    struct cuptimon_chunk_hdr fh = {.index = 99, .raw_size = 200u << 20,
-                                    .stored_size = 200u << 20, .payload_crc = 0x12345678};
+    struct cuptimon_chunk_hdr fh = {
+        .index = 99, .raw_size = 200u << 20, .stored_size = 200u << 20, .payload_crc = 0x12345678};
     uint8_t hb[CUPTIMON_CHUNK_HDR_SIZE];
     cuptimon__chunk_hdr_encode(hb, &fh);
     off_t end = (off_t)file_size(seg);
@@ -656,8 +664,8 @@ START_TEST(session_without_meta_is_found_and_read)
      * session without its meta.json is still decoded. */
     session_dir(dir, sizeof dir, "20261203T124540Z-25339-1");
     struct cuptimon_archive_writer *w;
-    ck_assert_int_eq(cuptimon__aw_open(dir, "{\"pid\":1,\"cupti_version\":130001}", 1u << 20, 0,
-                                       &w, NULL), 0);
+    ck_assert_int_eq(
+        cuptimon__aw_open(dir, "{\"pid\":1,\"cupti_version\":130001}", 1u << 20, 0, &w, NULL), 0);
     cuptimon__aw_close(w);
     snprintf(p, sizeof p, "%s/meta.json", dir);
     ck_assert_int_eq(unlink(p), 0);

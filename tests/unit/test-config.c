@@ -135,8 +135,8 @@ START_TEST(aggregate_values)
     static const struct {
         const char *json;
         int want;
-    } ok[] = {{"true", 1}, {"false", 0}, {"\"yes\"", 1}, {"\"no\"", 0},
-              {"\"true\"", 1}, {"\"false\"", 0}};
+    } ok[] = {{"true", 1},   {"false", 0},    {"\"yes\"", 1},
+              {"\"no\"", 0}, {"\"true\"", 1}, {"\"false\"", 0}};
     struct cuptimon_config c;
     char text[128], *err;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -179,7 +179,8 @@ static const struct {
     {"socket", "\"relative.sock\"", "\"relative.sock\"", "absolute path"},
     {"socket", "5", "5", "absolute path"},
     {"socket",
-     "\"/run/cuptimon/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "\"/run/cuptimon/"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock\"",
      "\"/run/cuptimon/aaaa", "at most 107 bytes"},
     {"control_socket", "true", "true", "absolute path"},
@@ -323,11 +324,24 @@ START_TEST(unknown_key)
     ck_assert_msg(strstr(err, "unknown key \"flush_period\""), "%s", err);
     ck_assert_msg(strstr(err, "did you mean flush_period_s?"), "%s", err);
     /* It lists every known key. */
-    static const char *const known[] = {
-        "socket", "control_socket", "output_dir", "flush_period_s", "flush_timeout_s",
-        "segment_size", "compress_level", "archive_max_bytes", "archive_max_age_s",
-        "retention_period_s", "window_max_events", "control_group", "log_level",
-        "shim_pool_slots", "shim_slot_size", "aggregate", "metrics_file", "metrics_interval_s"};
+    static const char *const known[] = {"socket",
+                                        "control_socket",
+                                        "output_dir",
+                                        "flush_period_s",
+                                        "flush_timeout_s",
+                                        "segment_size",
+                                        "compress_level",
+                                        "archive_max_bytes",
+                                        "archive_max_age_s",
+                                        "retention_period_s",
+                                        "window_max_events",
+                                        "control_group",
+                                        "log_level",
+                                        "shim_pool_slots",
+                                        "shim_slot_size",
+                                        "aggregate",
+                                        "metrics_file",
+                                        "metrics_interval_s"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ck_assert_msg(strstr(err, known[i]), "'%s' does not list %s", err, known[i]);
     free(err);
@@ -342,9 +356,8 @@ START_TEST(syntax_errors)
     struct cuptimon_config c;
     char *err;
     /* A missing ':' on line 3. */
-    ck_assert_int_eq(load_text("{\n  \"flush_period_s\": 1,\n  \"log_level\" \"info\"\n}\n", &c,
-                               &err),
-                     -EINVAL);
+    ck_assert_int_eq(
+        load_text("{\n  \"flush_period_s\": 1,\n  \"log_level\" \"info\"\n}\n", &c, &err), -EINVAL);
     char want[400];
     snprintf(want, sizeof want, "%s:3:", path);
     ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
@@ -387,10 +400,10 @@ START_TEST(sizes_with_suffixes)
         const char *json;
         uint64_t bytes;
     } ok[] = {
-        {"1048576", 1ull << 20},     {"\"1048576\"", 1ull << 20},  {"\"1024K\"", 1ull << 20},
-        {"\"1024k\"", 1ull << 20},   {"\"64M\"", 64ull << 20},     {"\"64MiB\"", 64ull << 20},
-        {"\"64MB\"", 64ull << 20},   {"\"3G\"", 3ull << 30},       {"\"1g\"", 1ull << 30},
-        {"\"64G\"", 64ull << 30},    {"2097152.0", 2ull << 20},    {"\"2097152B\"", 2ull << 20},
+        {"1048576", 1ull << 20},   {"\"1048576\"", 1ull << 20}, {"\"1024K\"", 1ull << 20},
+        {"\"1024k\"", 1ull << 20}, {"\"64M\"", 64ull << 20},    {"\"64MiB\"", 64ull << 20},
+        {"\"64MB\"", 64ull << 20}, {"\"3G\"", 3ull << 30},      {"\"1g\"", 1ull << 30},
+        {"\"64G\"", 64ull << 30},  {"2097152.0", 2ull << 20},   {"\"2097152B\"", 2ull << 20},
     };
     struct cuptimon_config c;
     char text[200], *err;
@@ -405,8 +418,9 @@ START_TEST(sizes_with_suffixes)
     ck_assert_uint_eq(c.archive_max_bytes, 2ull << 40);
     ck_assert_int_eq(load_text("{\"archive_max_bytes\": 0}", &c, &err), 0);
     ck_assert_uint_eq(c.archive_max_bytes, 0);
-    static const char *const no[] = {"\"64 M\"", "\"M\"", "\"64MX\"", "\"0x100000\"", "\"\"",
-                                     "\"64Mi\"", "\"1e6\"", "null", "{}"};
+    static const char *const no[] = {"\"64 M\"",     "\"M\"", "\"64MX\"",
+                                     "\"0x100000\"", "\"\"",  "\"64Mi\"",
+                                     "\"1e6\"",      "null",  "{}"};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         snprintf(text, sizeof text, "{\"segment_size\": %s}", no[i]);
         ck_assert_msg(load_text(text, &c, &err) == -EINVAL, "%s was accepted", no[i]);
@@ -421,9 +435,9 @@ START_TEST(durations)
     static const struct {
         const char *json;
         uint64_t s;
-    } ok[] = {{"0", 0},         {"3600", 3600},       {"\"90s\"", 90},     {"\"5m\"", 300},
-              {"\"5min\"", 300}, {"\"12h\"", 43200},  {"\"7d\"", 604800},  {"\"2w\"", 1209600},
-              {"\"1.5h\"", 5400}};
+    } ok[] = {{"0", 0},           {"3600", 3600},      {"\"90s\"", 90},
+              {"\"5m\"", 300},    {"\"5min\"", 300},   {"\"12h\"", 43200},
+              {"\"7d\"", 604800}, {"\"2w\"", 1209600}, {"\"1.5h\"", 5400}};
     struct cuptimon_config c;
     char text[200], *err;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -447,16 +461,15 @@ START_TEST(cap_must_hold_a_segment)
 {
     struct cuptimon_config c;
     char *err;
-    ck_assert_int_eq(load_text("{\"segment_size\": \"64M\", \"archive_max_bytes\": \"32M\"}", &c,
-                               &err),
-                     -EINVAL);
+    ck_assert_int_eq(
+        load_text("{\"segment_size\": \"64M\", \"archive_max_bytes\": \"32M\"}", &c, &err),
+        -EINVAL);
     ck_assert_msg(strstr(err, "archive_max_bytes: 33554432 is smaller than segment_size "
                               "(67108864)"),
                   "%s", err);
     free(err);
-    ck_assert_int_eq(load_text("{\"segment_size\": \"16M\", \"archive_max_bytes\": \"16M\"}", &c,
-                               &err),
-                     0);
+    ck_assert_int_eq(
+        load_text("{\"segment_size\": \"16M\", \"archive_max_bytes\": \"16M\"}", &c, &err), 0);
 }
 END_TEST
 
@@ -516,9 +529,10 @@ START_TEST(set_from_command_line)
     ck_assert(c.metrics_interval_s == 30.0);
     before = c;
     ck_assert_int_eq(cuptimon__config_set(&c, "metrics_interval_s", "0.5", &err), -EINVAL);
-    ck_assert_msg(strncmp(err, "metrics_interval_s: '0.5' is not a number of seconds in 1..3600",
-                          strlen("metrics_interval_s: '0.5' is not a number of seconds in 1..3600")) == 0,
-                  "%s", err);
+    ck_assert_msg(
+        strncmp(err, "metrics_interval_s: '0.5' is not a number of seconds in 1..3600",
+                strlen("metrics_interval_s: '0.5' is not a number of seconds in 1..3600")) == 0,
+        "%s", err);
     free(err);
     ck_assert_int_eq(cuptimon__config_set(&c, "aggregate", "off", &err), -EINVAL);
     ck_assert_str_eq(err, "aggregate: 'off' is not a yes or no: use true or false (or the strings "

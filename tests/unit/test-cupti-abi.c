@@ -70,11 +70,13 @@ struct entry {
 #define ENTRY(name, value) {#name, (long long)(value), (long long)(name)},
 static const struct entry entries[] = {
     CUPTIMON_CUPTI_RESULT_VALUES(ENTRY) CUPTIMON_CUPTI_ACTIVITY_KIND_VALUES(ENTRY)
-    CUPTIMON_CUPTI_ACTIVITY_OBJECT_KIND_VALUES(ENTRY) CUPTIMON_CUPTI_ACTIVITY_FLAG_VALUES(ENTRY)
-    CUPTIMON_CUPTI_EXTERNAL_CORRELATION_KIND_VALUES(ENTRY)
-    CUPTIMON_CUPTI_ACTIVITY_ATTRIBUTE_VALUES(ENTRY) CUPTIMON_CUPTI_THREAD_ID_TYPE_VALUES(ENTRY)
-    CUPTIMON_CUPTI_RUNTIME_CBID_VALUES(ENTRY) CUPTIMON_CUPTI_DRIVER_CBID_VALUES(ENTRY)
-    CUPTIMON_CUPTI_MACRO_VALUES(ENTRY)};
+        CUPTIMON_CUPTI_ACTIVITY_OBJECT_KIND_VALUES(ENTRY) CUPTIMON_CUPTI_ACTIVITY_FLAG_VALUES(ENTRY)
+            CUPTIMON_CUPTI_EXTERNAL_CORRELATION_KIND_VALUES(ENTRY)
+                CUPTIMON_CUPTI_ACTIVITY_ATTRIBUTE_VALUES(ENTRY)
+                    CUPTIMON_CUPTI_THREAD_ID_TYPE_VALUES(ENTRY)
+                        CUPTIMON_CUPTI_RUNTIME_CBID_VALUES(ENTRY)
+                            CUPTIMON_CUPTI_DRIVER_CBID_VALUES(ENTRY)
+                                CUPTIMON_CUPTI_MACRO_VALUES(ENTRY)};
 
 #define NAME(ret, name, params) #name,
 static const char *const functions[] = {CUPTIMON_CUPTI_FUNCTIONS(NAME)};
@@ -97,14 +99,23 @@ START_TEST(entry_points_declared)
     /* Every prototype above compiled against CUPTI's; list them, and check
      * that the shim's dlsym names are among them (a name it resolves but
      * the list lacks would be called through an unchecked type). */
-    static const char *const resolved[] = {
-        "cuptiGetVersion", "cuptiGetResultString", "cuptiActivityRegisterCallbacks",
-        "cuptiActivityEnable", "cuptiActivityDisable", "cuptiActivityFlushAll",
-        "cuptiActivityGetNextRecord", "cuptiActivityGetNumDroppedRecords",
-        "cuptiActivitySetAttribute", "cuptiGetTimestamp", "cuptiActivityPushExternalCorrelationId",
-        "cuptiActivityPopExternalCorrelationId", "cuptiActivityEnableRuntimeApi",
-        "cuptiActivityEnableDriverApi", "cuptiSetThreadIdType",
-        "cuptiActivityRegisterTimestampCallback", "cuptiFinalize"};
+    static const char *const resolved[] = {"cuptiGetVersion",
+                                           "cuptiGetResultString",
+                                           "cuptiActivityRegisterCallbacks",
+                                           "cuptiActivityEnable",
+                                           "cuptiActivityDisable",
+                                           "cuptiActivityFlushAll",
+                                           "cuptiActivityGetNextRecord",
+                                           "cuptiActivityGetNumDroppedRecords",
+                                           "cuptiActivitySetAttribute",
+                                           "cuptiGetTimestamp",
+                                           "cuptiActivityPushExternalCorrelationId",
+                                           "cuptiActivityPopExternalCorrelationId",
+                                           "cuptiActivityEnableRuntimeApi",
+                                           "cuptiActivityEnableDriverApi",
+                                           "cuptiSetThreadIdType",
+                                           "cuptiActivityRegisterTimestampCallback",
+                                           "cuptiFinalize"};
     for (size_t i = 0; i < sizeof resolved / sizeof resolved[0]; i++) {
         int found = 0;
         for (size_t j = 0; j < sizeof functions / sizeof functions[0]; j++)

@@ -80,36 +80,39 @@ struct expect {
 };
 
 #define AT(P, T, m) [CUPTIMON_##P##_##m] = {offsetof(T, m), sizeof(((T *)0)->m)},
-#define EXPECT(table_name, P, T, HAS)                                                          \
-    {                                                                                           \
-        table_name, sizeof(T), { HAS(AT_##P##_##T) }                                            \
+#define EXPECT(table_name, P, T, HAS)                                                              \
+    {                                                                                              \
+        table_name, sizeof(T),                                                                     \
+        {                                                                                          \
+            HAS(AT_##P##_##T)                                                                      \
+        }                                                                                          \
     }
 
 /* One AT_ wrapper per (prefix, struct) pair, since an X-list passes one
  * argument. */
-#define DEF_AT(P, T) /* see uses below */
-#define AT_FK_CUpti_ActivityKernel9(m) AT(FK, CUpti_ActivityKernel9, m)
-#define AT_FK_CUpti_ActivityKernel10(m) AT(FK, CUpti_ActivityKernel10, m)
-#define AT_FK_fc_ActivityKernel11(m) AT(FK, fc_ActivityKernel11, m)
-#define AT_FK_fc_ActivityKernel12(m) AT(FK, fc_ActivityKernel12, m)
-#define AT_FK_fc_ActivityKernel13(m) AT(FK, fc_ActivityKernel13, m)
-#define AT_FMC_CUpti_ActivityMemcpy5(m) AT(FMC, CUpti_ActivityMemcpy5, m)
-#define AT_FMC_CUpti_ActivityMemcpy6(m) AT(FMC, CUpti_ActivityMemcpy6, m)
-#define AT_FMC_fc_ActivityMemcpy7(m) AT(FMC, fc_ActivityMemcpy7, m)
-#define AT_FP2P_CUpti_ActivityMemcpyPtoP4(m) AT(FP2P, CUpti_ActivityMemcpyPtoP4, m)
-#define AT_FMS_CUpti_ActivityMemset4(m) AT(FMS, CUpti_ActivityMemset4, m)
-#define AT_FMS_fc_ActivityMemset5(m) AT(FMS, fc_ActivityMemset5, m)
-#define AT_FAPI_CUpti_ActivityAPI(m) AT(FAPI, CUpti_ActivityAPI, m)
+#define DEF_AT(P, T)                                 /* see uses below */
+#define AT_FK_CUpti_ActivityKernel9(m)               AT(FK, CUpti_ActivityKernel9, m)
+#define AT_FK_CUpti_ActivityKernel10(m)              AT(FK, CUpti_ActivityKernel10, m)
+#define AT_FK_fc_ActivityKernel11(m)                 AT(FK, fc_ActivityKernel11, m)
+#define AT_FK_fc_ActivityKernel12(m)                 AT(FK, fc_ActivityKernel12, m)
+#define AT_FK_fc_ActivityKernel13(m)                 AT(FK, fc_ActivityKernel13, m)
+#define AT_FMC_CUpti_ActivityMemcpy5(m)              AT(FMC, CUpti_ActivityMemcpy5, m)
+#define AT_FMC_CUpti_ActivityMemcpy6(m)              AT(FMC, CUpti_ActivityMemcpy6, m)
+#define AT_FMC_fc_ActivityMemcpy7(m)                 AT(FMC, fc_ActivityMemcpy7, m)
+#define AT_FP2P_CUpti_ActivityMemcpyPtoP4(m)         AT(FP2P, CUpti_ActivityMemcpyPtoP4, m)
+#define AT_FMS_CUpti_ActivityMemset4(m)              AT(FMS, CUpti_ActivityMemset4, m)
+#define AT_FMS_fc_ActivityMemset5(m)                 AT(FMS, fc_ActivityMemset5, m)
+#define AT_FAPI_CUpti_ActivityAPI(m)                 AT(FAPI, CUpti_ActivityAPI, m)
 #define AT_FEXT_CUpti_ActivityExternalCorrelation(m) AT(FEXT, CUpti_ActivityExternalCorrelation, m)
-#define AT_FOVH_CUpti_ActivityOverhead2(m) AT(FOVH, CUpti_ActivityOverhead2, m)
-#define AT_FOVH_CUpti_ActivityOverhead3(m) AT(FOVH, CUpti_ActivityOverhead3, m)
-#define AT_FEV_CUpti_ActivityCudaEvent(m) AT(FEV, CUpti_ActivityCudaEvent, m)
-#define AT_FEV_CUpti_ActivityCudaEvent2(m) AT(FEV, CUpti_ActivityCudaEvent2, m)
-#define AT_FSYNC_CUpti_ActivitySynchronization(m) AT(FSYNC, CUpti_ActivitySynchronization, m)
-#define AT_FSYNC_CUpti_ActivitySynchronization2(m) AT(FSYNC, CUpti_ActivitySynchronization2, m)
-#define AT_FMK_CUpti_ActivityMarker2(m) AT(FMK, CUpti_ActivityMarker2, m)
-#define AT_FMD_CUpti_ActivityMarkerData(m) AT(FMD, CUpti_ActivityMarkerData, m)
-#define AT_FMD_CUpti_ActivityMarkerData2(m) AT(FMD, CUpti_ActivityMarkerData2, m)
+#define AT_FOVH_CUpti_ActivityOverhead2(m)           AT(FOVH, CUpti_ActivityOverhead2, m)
+#define AT_FOVH_CUpti_ActivityOverhead3(m)           AT(FOVH, CUpti_ActivityOverhead3, m)
+#define AT_FEV_CUpti_ActivityCudaEvent(m)            AT(FEV, CUpti_ActivityCudaEvent, m)
+#define AT_FEV_CUpti_ActivityCudaEvent2(m)           AT(FEV, CUpti_ActivityCudaEvent2, m)
+#define AT_FSYNC_CUpti_ActivitySynchronization(m)    AT(FSYNC, CUpti_ActivitySynchronization, m)
+#define AT_FSYNC_CUpti_ActivitySynchronization2(m)   AT(FSYNC, CUpti_ActivitySynchronization2, m)
+#define AT_FMK_CUpti_ActivityMarker2(m)              AT(FMK, CUpti_ActivityMarker2, m)
+#define AT_FMD_CUpti_ActivityMarkerData(m)           AT(FMD, CUpti_ActivityMarkerData, m)
+#define AT_FMD_CUpti_ActivityMarkerData2(m)          AT(FMD, CUpti_ActivityMarkerData2, m)
 
 static const struct expect expected[] = {
     EXPECT("CUpti_ActivityKernel9", FK, CUpti_ActivityKernel9, HAS_KERNEL9),
@@ -217,7 +220,7 @@ START_TEST(releases_use_the_documented_structs)
 
     /* Versions no release claims. */
     ck_assert_ptr_null(cuptimon__cupti_release(0));
-    ck_assert_ptr_null(cuptimon__cupti_release(18));   /* CUDA 11.8 */
+    ck_assert_ptr_null(cuptimon__cupti_release(18)); /* CUDA 11.8 */
     ck_assert_ptr_null(cuptimon__cupti_release(29));
     ck_assert_ptr_null(cuptimon__cupti_release(120800)); /* not how 12.8 numbers itself */
     ck_assert_ptr_null(cuptimon__cupti_release(130600));
@@ -237,7 +240,8 @@ START_TEST(releases_are_ordered_and_disjoint)
         ck_assert_ptr_eq(cuptimon__cupti_release(r[i].version_min), &r[i]);
         ck_assert_ptr_eq(cuptimon__cupti_release(r[i].version_max), &r[i]);
         /* KERNEL and CONCURRENT_KERNEL share one struct; so do the APIs. */
-        ck_assert_ptr_eq(r[i].kinds[CUPTIMON_KIND_KERNEL], r[i].kinds[CUPTIMON_KIND_CONCURRENT_KERNEL]);
+        ck_assert_ptr_eq(r[i].kinds[CUPTIMON_KIND_KERNEL],
+                         r[i].kinds[CUPTIMON_KIND_CONCURRENT_KERNEL]);
         ck_assert_ptr_eq(r[i].kinds[CUPTIMON_KIND_RUNTIME], r[i].kinds[CUPTIMON_KIND_DRIVER]);
     }
     ck_assert_ptr_nonnull(strstr(cuptimon__cupti_supported(), "12.0"));
@@ -274,38 +278,38 @@ static void decode_as(uint32_t version, const uint8_t *rec, size_t size, struct 
 
 /* The kernel fields every version has, and the ones added later, read
  * back from where the struct T puts them. */
-#define CHECK_KERNEL(T, version)                                                                \
-    do {                                                                                        \
-        uint8_t rec[sizeof(T)];                                                                 \
-        struct cuptimon_ev ev;                                                                  \
-        pattern(rec, sizeof rec, CUPTIMON_KIND_CONCURRENT_KERNEL);                              \
-        decode_as(version, rec, sizeof rec, &ev);                                               \
-        ck_assert_uint_eq(ev.type, CUPTIMON_EV_KERNEL);                                         \
-        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                      \
-        ck_assert_uint_eq(ev.end, AT_OF(rec, T, end));                                          \
-        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                     \
-        ck_assert_uint_eq(ev.device_id, AT_OF(rec, T, deviceId));                               \
-        ck_assert_uint_eq(ev.context_id, AT_OF(rec, T, contextId));                             \
-        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                               \
-        ck_assert_uint_eq(ev.graph_id, AT_OF(rec, T, graphId));                                 \
-        ck_assert_uint_eq(ev.graph_node_id, AT_OF(rec, T, graphNodeId));                        \
-        ck_assert_uint_eq(ev.u.kernel.name_ptr, AT_OF(rec, T, name));                           \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_x, AT_OF(rec, T, gridX));                  \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_y, AT_OF(rec, T, gridY));                  \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_z, AT_OF(rec, T, gridZ));                  \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_x, AT_OF(rec, T, blockX));                \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_y, AT_OF(rec, T, blockY));                \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_z, AT_OF(rec, T, blockZ));                \
-        ck_assert_uint_eq(ev.u.kernel.registers_per_thread, AT_OF(rec, T, registersPerThread)); \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.dynamic_shared_memory,                          \
-                          AT_OF(rec, T, dynamicSharedMemory));                                  \
-        ck_assert_uint_eq((uint32_t)ev.u.kernel.static_shared_memory,                           \
-                          AT_OF(rec, T, staticSharedMemory));                                   \
-        ck_assert_uint_eq(ev.u.kernel.channel_id, AT_OF(rec, T, channelID));                    \
-        ck_assert_uint_eq(ev.u.kernel.cluster_z, AT_OF(rec, T, clusterZ));                      \
-        ck_assert_uint_eq(ev.u.kernel.max_active_clusters, AT_OF(rec, T, maxActiveClusters));   \
-        ck_assert_uint_eq(ev.u.kernel.local_memory_total_v2, AT_OF(rec, T, localMemoryTotal_v2)); \
-        ck_assert_uint_eq((uint64_t)ev.u.kernel.grid_id, AT_OF(rec, T, gridId));                \
+#define CHECK_KERNEL(T, version)                                                                   \
+    do {                                                                                           \
+        uint8_t rec[sizeof(T)];                                                                    \
+        struct cuptimon_ev ev;                                                                     \
+        pattern(rec, sizeof rec, CUPTIMON_KIND_CONCURRENT_KERNEL);                                 \
+        decode_as(version, rec, sizeof rec, &ev);                                                  \
+        ck_assert_uint_eq(ev.type, CUPTIMON_EV_KERNEL);                                            \
+        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                         \
+        ck_assert_uint_eq(ev.end, AT_OF(rec, T, end));                                             \
+        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                        \
+        ck_assert_uint_eq(ev.device_id, AT_OF(rec, T, deviceId));                                  \
+        ck_assert_uint_eq(ev.context_id, AT_OF(rec, T, contextId));                                \
+        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                                  \
+        ck_assert_uint_eq(ev.graph_id, AT_OF(rec, T, graphId));                                    \
+        ck_assert_uint_eq(ev.graph_node_id, AT_OF(rec, T, graphNodeId));                           \
+        ck_assert_uint_eq(ev.u.kernel.name_ptr, AT_OF(rec, T, name));                              \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_x, AT_OF(rec, T, gridX));                     \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_y, AT_OF(rec, T, gridY));                     \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.grid_z, AT_OF(rec, T, gridZ));                     \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_x, AT_OF(rec, T, blockX));                   \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_y, AT_OF(rec, T, blockY));                   \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.block_z, AT_OF(rec, T, blockZ));                   \
+        ck_assert_uint_eq(ev.u.kernel.registers_per_thread, AT_OF(rec, T, registersPerThread));    \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.dynamic_shared_memory,                             \
+                          AT_OF(rec, T, dynamicSharedMemory));                                     \
+        ck_assert_uint_eq((uint32_t)ev.u.kernel.static_shared_memory,                              \
+                          AT_OF(rec, T, staticSharedMemory));                                      \
+        ck_assert_uint_eq(ev.u.kernel.channel_id, AT_OF(rec, T, channelID));                       \
+        ck_assert_uint_eq(ev.u.kernel.cluster_z, AT_OF(rec, T, clusterZ));                         \
+        ck_assert_uint_eq(ev.u.kernel.max_active_clusters, AT_OF(rec, T, maxActiveClusters));      \
+        ck_assert_uint_eq(ev.u.kernel.local_memory_total_v2, AT_OF(rec, T, localMemoryTotal_v2));  \
+        ck_assert_uint_eq((uint64_t)ev.u.kernel.grid_id, AT_OF(rec, T, gridId));                   \
     } while (0)
 
 START_TEST(kernel_records_of_every_version)
@@ -338,39 +342,39 @@ START_TEST(kernel_records_of_every_version)
 }
 END_TEST
 
-#define CHECK_MEMCPY(T, version)                                                                \
-    do {                                                                                        \
-        uint8_t rec[sizeof(T)];                                                                 \
-        struct cuptimon_ev ev;                                                                  \
-        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMCPY);                                         \
-        decode_as(version, rec, sizeof rec, &ev);                                               \
-        ck_assert_uint_eq(ev.type, CUPTIMON_EV_MEMCPY);                                         \
-        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                      \
-        ck_assert_uint_eq(ev.end, AT_OF(rec, T, end));                                          \
-        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                     \
-        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                               \
-        ck_assert_uint_eq(ev.u.memcpy.bytes, AT_OF(rec, T, bytes));                             \
-        ck_assert_uint_eq(ev.u.memcpy.copy_kind, AT_OF(rec, T, copyKind));                      \
-        ck_assert_uint_eq(ev.u.memcpy.src_kind, AT_OF(rec, T, srcKind));                        \
-        ck_assert_uint_eq(ev.u.memcpy.dst_kind, AT_OF(rec, T, dstKind));                        \
-        ck_assert_uint_eq(ev.u.memcpy.flags, AT_OF(rec, T, flags));                             \
-        ck_assert_uint_eq(ev.u.memcpy.channel_type, AT_OF(rec, T, channelType));                \
+#define CHECK_MEMCPY(T, version)                                                                   \
+    do {                                                                                           \
+        uint8_t rec[sizeof(T)];                                                                    \
+        struct cuptimon_ev ev;                                                                     \
+        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMCPY);                                            \
+        decode_as(version, rec, sizeof rec, &ev);                                                  \
+        ck_assert_uint_eq(ev.type, CUPTIMON_EV_MEMCPY);                                            \
+        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                         \
+        ck_assert_uint_eq(ev.end, AT_OF(rec, T, end));                                             \
+        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                        \
+        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                                  \
+        ck_assert_uint_eq(ev.u.memcpy.bytes, AT_OF(rec, T, bytes));                                \
+        ck_assert_uint_eq(ev.u.memcpy.copy_kind, AT_OF(rec, T, copyKind));                         \
+        ck_assert_uint_eq(ev.u.memcpy.src_kind, AT_OF(rec, T, srcKind));                           \
+        ck_assert_uint_eq(ev.u.memcpy.dst_kind, AT_OF(rec, T, dstKind));                           \
+        ck_assert_uint_eq(ev.u.memcpy.flags, AT_OF(rec, T, flags));                                \
+        ck_assert_uint_eq(ev.u.memcpy.channel_type, AT_OF(rec, T, channelType));                   \
     } while (0)
 
-#define CHECK_MEMSET(T, version)                                                                \
-    do {                                                                                        \
-        uint8_t rec[sizeof(T)];                                                                 \
-        struct cuptimon_ev ev;                                                                  \
-        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMSET);                                         \
-        decode_as(version, rec, sizeof rec, &ev);                                               \
-        ck_assert_uint_eq(ev.type, CUPTIMON_EV_MEMSET);                                         \
-        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                      \
-        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                     \
-        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                               \
-        ck_assert_uint_eq(ev.u.memset.bytes, AT_OF(rec, T, bytes));                             \
-        ck_assert_uint_eq(ev.u.memset.value, AT_OF(rec, T, value));                             \
-        ck_assert_uint_eq(ev.u.memset.memory_kind, AT_OF(rec, T, memoryKind));                  \
-        ck_assert_uint_eq(ev.u.memset.channel_id, AT_OF(rec, T, channelID));                    \
+#define CHECK_MEMSET(T, version)                                                                   \
+    do {                                                                                           \
+        uint8_t rec[sizeof(T)];                                                                    \
+        struct cuptimon_ev ev;                                                                     \
+        pattern(rec, sizeof rec, CUPTIMON_KIND_MEMSET);                                            \
+        decode_as(version, rec, sizeof rec, &ev);                                                  \
+        ck_assert_uint_eq(ev.type, CUPTIMON_EV_MEMSET);                                            \
+        ck_assert_uint_eq(ev.start, AT_OF(rec, T, start));                                         \
+        ck_assert_uint_eq(ev.correlation_id, AT_OF(rec, T, correlationId));                        \
+        ck_assert_uint_eq(ev.stream_id, AT_OF(rec, T, streamId));                                  \
+        ck_assert_uint_eq(ev.u.memset.bytes, AT_OF(rec, T, bytes));                                \
+        ck_assert_uint_eq(ev.u.memset.value, AT_OF(rec, T, value));                                \
+        ck_assert_uint_eq(ev.u.memset.memory_kind, AT_OF(rec, T, memoryKind));                     \
+        ck_assert_uint_eq(ev.u.memset.channel_id, AT_OF(rec, T, channelID));                       \
     } while (0)
 
 START_TEST(copy_and_memset_records_of_every_version)
@@ -445,7 +449,8 @@ START_TEST(sizes_of_another_release_are_refused)
 
     pattern(rec, sizeof rec, CUPTIMON_KIND_KERNEL);
     ck_assert_int_eq(cuptimon__layout_init(&l, 26, NULL), 0);
-    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(CUpti_ActivityKernel10), &ev), -EINVAL);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(CUpti_ActivityKernel10), &ev),
+                     -EINVAL);
     ck_assert_int_eq(cuptimon__layout_init(&l, 130400, NULL), 0);
     ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(fc_ActivityKernel12), &ev), -EINVAL);
     ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), 0);

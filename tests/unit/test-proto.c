@@ -350,8 +350,8 @@ START_TEST(test_frame_append)
 {
     struct cuptimon_buf b = {0};
     ck_assert_int_eq(cuptimon__frame_append(&b, CUPTIMON_MSG_FLUSH, "abc", 3), 0);
-    static const uint8_t want[] = {'C', 'P', 'T', 'M', 1, 0, 0x01, 0x03, 3, 0, 0, 0,
-                                   0,   0,   0,   0,   'a', 'b', 'c'};
+    static const uint8_t want[] = {'C', 'P', 'T', 'M', 1, 0, 0x01, 0x03, 3,  0,
+                                   0,   0,   0,   0,   0, 0, 'a',  'b',  'c'};
     ck_assert_uint_eq(b.len, sizeof want);
     ck_assert_mem_eq(b.data, want, sizeof want);
 
@@ -432,12 +432,11 @@ START_TEST(test_type_names)
         uint16_t type;
         const char *name;
     } known[] = {
-        {0x0101, "HELLO"},          {0x0102, "HELLO_ACK"},      {0x0103, "BYE"},
-        {0x0201, "BUFFER_READY"},   {0x0202, "BUFFER_RELEASE"}, {0x0203, "STRINGS"},
-        {0x0204, "FLUSH_DONE"},     {0x0205, "RANGES"},
-        {0x0301, "FLUSH"},          {0x0302, "ENABLE"},
-        {0x0303, "DISABLE"},        {0x0304, "CONFIG"},         {0x0401, "CONTROL"},
-        {0x0501, "REPLY_OK"},       {0x0502, "REPLY_ERROR"},
+        {0x0101, "HELLO"},        {0x0102, "HELLO_ACK"},      {0x0103, "BYE"},
+        {0x0201, "BUFFER_READY"}, {0x0202, "BUFFER_RELEASE"}, {0x0203, "STRINGS"},
+        {0x0204, "FLUSH_DONE"},   {0x0205, "RANGES"},         {0x0301, "FLUSH"},
+        {0x0302, "ENABLE"},       {0x0303, "DISABLE"},        {0x0304, "CONFIG"},
+        {0x0401, "CONTROL"},      {0x0501, "REPLY_OK"},       {0x0502, "REPLY_ERROR"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         ck_assert_msg(cuptimon__type_known(known[i].type), "type 0x%04x", known[i].type);
@@ -459,11 +458,17 @@ START_TEST(test_ranges_body)
 {
     uint8_t b[CUPTIMON_RANGES_HDR_SIZE + 2 * CUPTIMON_RANGE_ENTRY_SIZE];
     struct cuptimon_ranges_hdr h = {.count = 2, .dropped = 7, .cupti_ts = 11, .realtime_ns = 22}, g;
-    struct cuptimon_range_ev r[2] = {
-        {.ts = 100, .id = 1, .tid = 4242, .what = CUPTIMON_RANGE_BEGIN},
-        {.ts = 200, .id = CUPTIMON_RANGE_ID_MAX - 1, .parent = 1, .tid = 4242, .depth = 1,
-         .what = CUPTIMON_RANGE_END},
-    }, x;
+    struct cuptimon_range_ev r[2] =
+        {
+            {.ts = 100, .id = 1, .tid = 4242, .what = CUPTIMON_RANGE_BEGIN},
+            {.ts = 200,
+             .id = CUPTIMON_RANGE_ID_MAX - 1,
+             .parent = 1,
+             .tid = 4242,
+             .depth = 1,
+             .what = CUPTIMON_RANGE_END},
+        },
+                             x;
     cuptimon__ranges_hdr_encode(b, &h);
     for (int i = 0; i < 2; i++)
         cuptimon__range_encode(b + CUPTIMON_RANGES_HDR_SIZE + i * CUPTIMON_RANGE_ENTRY_SIZE, &r[i]);
@@ -915,8 +920,8 @@ START_TEST(test_strings_count_too_large)
 {
     int last;
     /* One 15-byte entry ("ab"); a count of 2 needs at least 26 bytes. */
-    static const uint8_t two[] = {2, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0,
-                                  'a', 'b', 0};
+    static const uint8_t two[] = {2, 0, 0, 0, 0, 0, 0, 0, 9,   0,   0, 0,
+                                  0, 0, 0, 0, 2, 0, 0, 0, 'a', 'b', 0};
     ck_assert_int_eq(walk(two, sizeof two, &last), -1);
     ck_assert_int_eq(last, -EBADMSG);
 
@@ -931,10 +936,9 @@ START_TEST(test_strings_count_too_large)
 
     /* Enough bytes for the minimum per entry, but the first entry is long,
      * so the second runs out of body. */
-    static const uint8_t lie[] = {2,   0,   0,   0,   0,   0,   0,   0,   7,   0,   0,
-                                  0,   0,   0,   0,   0,   14,  0,   0,   0,   'a', 'b',
-                                  'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm',
-                                  'n', 0};
+    static const uint8_t lie[] = {2,   0,   0,   0,   0,   0,   0,   0,   7,   0,   0,   0,
+                                  0,   0,   0,   0,   14,  0,   0,   0,   'a', 'b', 'c', 'd',
+                                  'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 0};
     ck_assert_int_eq(walk(lie, sizeof lie, &last), 1);
     ck_assert_int_eq(last, -EBADMSG);
 }
@@ -944,20 +948,20 @@ START_TEST(test_strings_bad_entries)
 {
     int last;
     /* Missing terminator: the byte after "abc" is not NUL. */
-    static const uint8_t noterm[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                     3, 0, 0, 0, 'a', 'b', 'c', 'd'};
+    static const uint8_t noterm[] = {1, 0, 0, 0, 0, 0, 0, 0, 1,   0,   0,   0,
+                                     0, 0, 0, 0, 3, 0, 0, 0, 'a', 'b', 'c', 'd'};
     ck_assert_int_eq(walk(noterm, sizeof noterm, &last), 0);
     ck_assert_int_eq(last, -EBADMSG);
 
     /* Embedded NUL inside the counted bytes. */
-    static const uint8_t emb[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                  3, 0, 0, 0, 'a', 0, 'c', 0};
+    static const uint8_t emb[] = {1, 0, 0, 0, 0, 0, 0, 0, 1,   0, 0,   0,
+                                  0, 0, 0, 0, 3, 0, 0, 0, 'a', 0, 'c', 0};
     ck_assert_int_eq(walk(emb, sizeof emb, &last), 0);
     ck_assert_int_eq(last, -EBADMSG);
 
     /* Trailing garbage after the last entry. */
-    static const uint8_t trail[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                    2, 0, 0, 0, 'a', 'b', 0, 'X'};
+    static const uint8_t trail[] = {1, 0, 0, 0, 0, 0, 0, 0, 1,   0,   0, 0,
+                                    0, 0, 0, 0, 2, 0, 0, 0, 'a', 'b', 0, 'X'};
     ck_assert_int_eq(walk(trail, sizeof trail, &last), 1);
     ck_assert_int_eq(last, -EBADMSG);
     /* Without the extra byte the same batch is fine. */
@@ -970,29 +974,29 @@ START_TEST(test_strings_bad_entries)
     ck_assert_int_eq(last, -EBADMSG);
 
     /* Truncated entry: len says 10, only 5 bytes follow. */
-    static const uint8_t trunc[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                    10, 0, 0, 0, 'a', 'b', 'c', 'd', 'e'};
+    static const uint8_t trunc[] = {1, 0, 0, 0,  0, 0, 0, 0,   1,   0,   0,   0,  0,
+                                    0, 0, 0, 10, 0, 0, 0, 'a', 'b', 'c', 'd', 'e'};
     ck_assert_int_eq(walk(trunc, sizeof trunc, &last), 0);
     ck_assert_int_eq(last, -EBADMSG);
     /* The bytes are there but the terminator would lie past the end. */
-    static const uint8_t off1[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                   2, 0, 0, 0, 'a', 'b'};
+    static const uint8_t off1[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0,   0,
+                                   0, 0, 0, 0, 0, 2, 0, 0, 0, 'a', 'b'};
     ck_assert_int_eq(walk(off1, sizeof off1, &last), 0);
     ck_assert_int_eq(last, -EBADMSG);
-    static const uint8_t off2[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                   2, 0, 0, 0, 'a', 0};
+    static const uint8_t off2[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0,   0,
+                                   0, 0, 0, 0, 0, 2, 0, 0, 0, 'a', 0};
     ck_assert_int_eq(walk(off2, sizeof off2, &last), 0);
     ck_assert_int_eq(last, -EBADMSG);
     /* A string length near UINT32_MAX must not wrap the bounds check. */
-    static const uint8_t wrap[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                   0xff, 0xff, 0xff, 0xff, 'a', 0};
+    static const uint8_t wrap[] = {1, 0, 0, 0, 0, 0,    0,    0,    1,    0,   0,
+                                   0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 'a', 0};
     ck_assert_int_eq(walk(wrap, sizeof wrap, &last), 0);
     ck_assert_int_eq(last, -EBADMSG);
 
     /* Truncated entry header after a good entry. */
-    static const uint8_t trunch[] = {2,   0,   0,   0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0,
-                                     0,   0,   13,  0, 0, 0, 'a', 'b', 'c', 'd', 'e', 'f',
-                                     'g', 'h', 'i', 'j', 'k', 'l', 'm', 0, 2, 0, 0, 0, 0};
+    static const uint8_t trunch[] = {
+        2,   0,   0,   0,   0,   0,   0,   0,   1,   0,   0,   0,   0,   0, 0, 0, 13, 0, 0, 0,
+        'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 0, 2, 0, 0,  0, 0};
     ck_assert_int_eq(walk(trunch, sizeof trunch, &last), 1);
     ck_assert_int_eq(last, -EBADMSG);
 }
@@ -1434,11 +1438,8 @@ static void *srv_main(void *arg)
          * rather than racing an EOF. */
         srv_wait(s, s->stop[0]);
         break;
-    case SRV_SILENT:
-        srv_wait(s, s->stop[0]);
-        break;
-    case SRV_CLOSE:
-        break;
+    case SRV_SILENT: srv_wait(s, s->stop[0]); break;
+    case SRV_CLOSE: break;
     }
     close(c);
     return NULL;

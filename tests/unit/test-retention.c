@@ -254,8 +254,8 @@ END_TEST
 
 START_TEST(sessions_without_segments)
 {
-    make_session("ended-empty");          /* meta and strings only, not live */
-    make_session("starting");             /* live, its first segment not made yet */
+    make_session("ended-empty"); /* meta and strings only, not live */
+    make_session("starting");    /* live, its first segment not made yet */
     make_session("ended-full");
     make_seg("ended-full", 0, MB, 100);
     make_file_at(root, "stray-file", 50 * MB, 100); /* not a session: not counted */
@@ -349,8 +349,7 @@ START_TEST(total_ends_under_cap)
         struct cuptimon_retention_stats st;
         char *err = NULL;
         int rc = cuptimon__retention_sweep(root, cap, 0, test_is_live, &l, &st, &err);
-        ck_assert_msg(rc == 0, "cap %llu: rc %d: %s", (unsigned long long)cap, rc,
-                      err ? err : "");
+        ck_assert_msg(rc == 0, "cap %llu: rc %d: %s", (unsigned long long)cap, rc, err ? err : "");
         ck_assert_uint_le(disk_total(), cap);
         ck_assert_uint_eq(st.bytes_after, disk_total());
         ck_assert(seg_exists("20260100T000000Z-100-0", 8));
@@ -467,9 +466,9 @@ START_TEST(missing_root)
 {
     struct cuptimon_retention_stats st;
     char *err = NULL;
-    ck_assert_int_eq(cuptimon__retention_sweep("/nonexistent/cuptimon/archive", 1, 1, NULL, NULL,
-                                               &st, &err),
-                     -ENOENT);
+    ck_assert_int_eq(
+        cuptimon__retention_sweep("/nonexistent/cuptimon/archive", 1, 1, NULL, NULL, &st, &err),
+        -ENOENT);
     ck_assert_ptr_nonnull(err);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/cuptimon/archive"));
     free(err);
@@ -501,9 +500,8 @@ START_TEST(live_set)
     make_session("z");
     make_seg("z", 0, MB, 100);
     struct cuptimon_retention_stats st;
-    ck_assert_int_eq(cuptimon__retention_sweep(root, 1, 0, cuptimon__live_set_is_live, &ls, &st,
-                                               NULL),
-                     -ENOSPC);
+    ck_assert_int_eq(
+        cuptimon__retention_sweep(root, 1, 0, cuptimon__live_set_is_live, &ls, &st, NULL), -ENOSPC);
     ck_assert(!seg_exists("m", 0) && seg_exists("m", 1) && !exists("z", NULL));
     cuptimon__live_set_destroy(&ls);
 }

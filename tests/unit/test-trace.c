@@ -30,7 +30,7 @@
 #include "tests/unit/testlib.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
-#define BASE 1796208557000000000ull
+#define BASE   1796208557000000000ull
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -560,7 +560,8 @@ static void build_golden_input(struct recbuf *b)
     add(b, &k, sizeof(k));
 }
 
-#define GOLDEN_DEV0 "0 150109880320 9 0 1024 2048 65536 32 49152 132 65536 232448 233472 NVIDIA H200"
+#define GOLDEN_DEV0                                                                                \
+    "0 150109880320 9 0 1024 2048 65536 32 49152 132 65536 232448 233472 NVIDIA H200"
 #define GOLDEN_DEV1 "1 150109880320 9 0 1024 2048 65536 32 49152 1000000 65536 232448 233472 Big"
 
 /* The expected trace for build_golden_input(), byte for byte. */
@@ -568,39 +569,106 @@ static const char golden[] =
     "{\"schemaVersion\": 1,\n"
     "\"baseTimeNanoseconds\": 1796208557000000000,\n"
     "\"traceEvents\":[\n"
-    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":455,\"tid\":0,\"args\":{\"name\":\"python3.12 rank 1 (train \\\"A\\\")\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":455,\"tid\":0,\"args\":{\"labels\":\"CPU, host node01, rank 1/8, local rank 1, job 1234, train \\\"A\\\", CUPTI 130001\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":455,\"tid\":0,\"args\":{\"sort_index\":1}},\n"
-    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":455,\"tid\":3847278592,\"ts\":1.000,\"dur\":4.000,\"args\":{\"cbid\":211,\"correlation\":10,\"return value\":0,\"External id\":77,\"external kind\":\"custom0\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2147483761,\"args\":{\"name\":\"GPU 0 stream 7\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2147483761,\"args\":{\"sort_index\":100007}},\n"
-    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void scale<2>(float*, int)\",\"pid\":455,\"tid\":2147483761,\"ts\":6.000,\"dur\":1.024,\"args\":{\"device\":0,\"context\":1,\"stream\":7,\"correlation\":10,\"graph id\":3,\"graph node id\":44,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0,\"External id\":77,\"external kind\":\"custom0\"}},\n"
-    "{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":10,\"pid\":455,\"tid\":3847278592,\"ts\":1.000},\n"
-    "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":10,\"pid\":455,\"tid\":2147483761,\"ts\":6.000},\n"
-    "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> Pinned)\",\"pid\":455,\"tid\":2147483761,\"ts\":8.000,\"dur\":1.500,\"args\":{\"device\":0,\"context\":1,\"stream\":7,\"correlation\":11,\"graph id\":0,\"graph node id\":0,\"bytes\":4096,\"memory bandwidth (GB/s)\":2.730,\"copy kind\":2,\"src kind\":3,\"dst kind\":2,\"flags\":1,\"runtime correlation\":0}},\n"
-    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2147483857,\"args\":{\"name\":\"GPU 0 stream 13\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2147483857,\"args\":{\"sort_index\":100013}},\n"
-    "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\",\"pid\":455,\"tid\":2147483857,\"ts\":11.000,\"dur\":0.100,\"args\":{\"device\":0,\"context\":1,\"stream\":13,\"correlation\":12,\"graph id\":0,\"graph node id\":0,\"bytes\":4096,\"memory bandwidth (GB/s)\":40.960,\"value\":0,\"memory kind\":3,\"flags\":0}},\n"
-    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"<unknown kernel 0xdead0>\",\"pid\":455,\"tid\":2147483857,\"ts\":12.000,\"dur\":0.000,\"args\":{\"device\":0,\"context\":1,\"stream\":13,\"correlation\":0,\"graph id\":0,\"graph node id\":0,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0}},\n"
-    "{\"ph\":\"X\",\"cat\":\"overhead\",\"name\":\"Buffer Flush\",\"pid\":455,\"tid\":3847278592,\"ts\":13.000,\"dur\":1.000,\"args\":{\"overhead kind\":65536,\"object kind\":2,\"process id\":455,\"thread id\":3847278592,\"correlation\":0}},\n"
-    "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cuda_event\",\"name\":\"cuda_event\",\"pid\":455,\"tid\":2147483761,\"ts\":15.000,\"args\":{\"device\":0,\"context\":1,\"stream\":7,\"event id\":3,\"correlation\":13,\"cuda event sync id\":99}},\n"
-    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2281701491,\"args\":{\"name\":\"CUDA sync ctx 1 stream 7\"}},\n"
-    "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2281701491,\"args\":{\"sort_index\":20100000}},\n"
-    "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Stream Sync\",\"pid\":455,\"tid\":2281701491,\"ts\":16.000,\"dur\":1.000,\"args\":{\"sync type\":3,\"correlation\":14,\"context\":1,\"stream\":7,\"event id\":0,\"cuda event sync id\":0,\"return value\":0}},\n"
-    "{\"ph\":\"b\",\"cat\":\"nvtx\",\"name\":\"step 1\",\"id2\":{\"local\":\"0x5\"},\"pid\":455,\"tid\":3847278592,\"ts\":18.000,\"args\":{\"id\":5,\"flags\":2,\"process id\":455,\"thread id\":3847278592,\"domain\":\"app\",\"color\":4278255360,\"category\":2,\"payload kind\":1,\"payload\":42,\"cupti domain id\":0}},\n"
-    "{\"ph\":\"e\",\"cat\":\"nvtx\",\"name\":\"step 1\",\"id2\":{\"local\":\"0x5\"},\"pid\":455,\"tid\":3847278592,\"ts\":19.000,\"args\":{\"id\":5,\"flags\":4,\"process id\":455,\"thread id\":3847278592,\"domain\":\"app\"}},\n"
-    "{\"ph\":\"i\",\"cat\":\"nvtx\",\"name\":\"step 1\",\"s\":\"t\",\"pid\":455,\"tid\":3847278592,\"ts\":19.500,\"args\":{\"id\":6,\"flags\":1,\"process id\":455,\"thread id\":3847278592}},\n"
-    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void scale<2>(float*, int)\",\"pid\":455,\"tid\":2147483761,\"ts\":-1.500,\"dur\":1.000,\"args\":{\"device\":0,\"context\":1,\"stream\":7,\"correlation\":0,\"graph id\":0,\"graph node id\":0,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0}},\n"
-    "{\"ph\":\"X\",\"cat\":\"cuda_driver\",\"name\":\"cuLaunchKernel\",\"pid\":455,\"tid\":3847278592,\"ts\":10.000,\"dur\":0.500,\"args\":{\"cbid\":307,\"correlation\":12,\"return value\":1}},\n"
-    "{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":12,\"pid\":455,\"tid\":3847278592,\"ts\":10.000},\n"
-    "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":12,\"pid\":455,\"tid\":2147483857,\"ts\":11.000}\n"
+    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":455,\"tid\":0,\"args\":{\"name\":\"python3.12 "
+    "rank 1 (train \\\"A\\\")\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":455,\"tid\":0,\"args\":{\"labels\":\"CPU, "
+    "host node01, rank 1/8, local rank 1, job 1234, train \\\"A\\\", CUPTI 130001\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":455,\"tid\":0,\"args\":{\"sort_index\":"
+    "1}},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":455,\"tid\":"
+    "3847278592,\"ts\":1.000,\"dur\":4.000,\"args\":{\"cbid\":211,\"correlation\":10,\"return "
+    "value\":0,\"External id\":77,\"external kind\":\"custom0\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2147483761,\"args\":{\"name\":"
+    "\"GPU 0 stream 7\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2147483761,\"args\":{\"sort_"
+    "index\":100007}},\n"
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void scale<2>(float*, "
+    "int)\",\"pid\":455,\"tid\":2147483761,\"ts\":6.000,\"dur\":1.024,\"args\":{\"device\":0,"
+    "\"context\":1,\"stream\":7,\"correlation\":10,\"graph id\":3,\"graph node "
+    "id\":44,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared "
+    "memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0,\"External "
+    "id\":77,\"external kind\":\"custom0\"}},\n"
+    "{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":10,\"pid\":455,\"tid\":3847278592,"
+    "\"ts\":1.000},\n"
+    "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":10,\"pid\":455,\"tid\":"
+    "2147483761,\"ts\":6.000},\n"
+    "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> "
+    "Pinned)\",\"pid\":455,\"tid\":2147483761,\"ts\":8.000,\"dur\":1.500,\"args\":{\"device\":0,"
+    "\"context\":1,\"stream\":7,\"correlation\":11,\"graph id\":0,\"graph node "
+    "id\":0,\"bytes\":4096,\"memory bandwidth (GB/s)\":2.730,\"copy kind\":2,\"src kind\":3,\"dst "
+    "kind\":2,\"flags\":1,\"runtime correlation\":0}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2147483857,\"args\":{\"name\":"
+    "\"GPU 0 stream 13\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2147483857,\"args\":{\"sort_"
+    "index\":100013}},\n"
+    "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset "
+    "(Device)\",\"pid\":455,\"tid\":2147483857,\"ts\":11.000,\"dur\":0.100,\"args\":{\"device\":0,"
+    "\"context\":1,\"stream\":13,\"correlation\":12,\"graph id\":0,\"graph node "
+    "id\":0,\"bytes\":4096,\"memory bandwidth (GB/s)\":40.960,\"value\":0,\"memory "
+    "kind\":3,\"flags\":0}},\n"
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"<unknown kernel "
+    "0xdead0>\",\"pid\":455,\"tid\":2147483857,\"ts\":12.000,\"dur\":0.000,\"args\":{\"device\":0,"
+    "\"context\":1,\"stream\":13,\"correlation\":0,\"graph id\":0,\"graph node "
+    "id\":0,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared "
+    "memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0}},\n"
+    "{\"ph\":\"X\",\"cat\":\"overhead\",\"name\":\"Buffer "
+    "Flush\",\"pid\":455,\"tid\":3847278592,\"ts\":13.000,\"dur\":1.000,\"args\":{\"overhead "
+    "kind\":65536,\"object kind\":2,\"process id\":455,\"thread "
+    "id\":3847278592,\"correlation\":0}},\n"
+    "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cuda_event\",\"name\":\"cuda_event\",\"pid\":455,\"tid\":"
+    "2147483761,\"ts\":15.000,\"args\":{\"device\":0,\"context\":1,\"stream\":7,\"event "
+    "id\":3,\"correlation\":13,\"cuda event sync id\":99}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":455,\"tid\":2281701491,\"args\":{\"name\":"
+    "\"CUDA sync ctx 1 stream 7\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":455,\"tid\":2281701491,\"args\":{\"sort_"
+    "index\":20100000}},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Stream "
+    "Sync\",\"pid\":455,\"tid\":2281701491,\"ts\":16.000,\"dur\":1.000,\"args\":{\"sync "
+    "type\":3,\"correlation\":14,\"context\":1,\"stream\":7,\"event id\":0,\"cuda event sync "
+    "id\":0,\"return value\":0}},\n"
+    "{\"ph\":\"b\",\"cat\":\"nvtx\",\"name\":\"step "
+    "1\",\"id2\":{\"local\":\"0x5\"},\"pid\":455,\"tid\":3847278592,\"ts\":18.000,\"args\":{\"id\":"
+    "5,\"flags\":2,\"process id\":455,\"thread "
+    "id\":3847278592,\"domain\":\"app\",\"color\":4278255360,\"category\":2,\"payload "
+    "kind\":1,\"payload\":42,\"cupti domain id\":0}},\n"
+    "{\"ph\":\"e\",\"cat\":\"nvtx\",\"name\":\"step "
+    "1\",\"id2\":{\"local\":\"0x5\"},\"pid\":455,\"tid\":3847278592,\"ts\":19.000,\"args\":{\"id\":"
+    "5,\"flags\":4,\"process id\":455,\"thread id\":3847278592,\"domain\":\"app\"}},\n"
+    "{\"ph\":\"i\",\"cat\":\"nvtx\",\"name\":\"step "
+    "1\",\"s\":\"t\",\"pid\":455,\"tid\":3847278592,\"ts\":19.500,\"args\":{\"id\":6,\"flags\":1,"
+    "\"process id\":455,\"thread id\":3847278592}},\n"
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void scale<2>(float*, "
+    "int)\",\"pid\":455,\"tid\":2147483761,\"ts\":-1.500,\"dur\":1.000,\"args\":{\"device\":0,"
+    "\"context\":1,\"stream\":7,\"correlation\":0,\"graph id\":0,\"graph node "
+    "id\":0,\"grid\":[64,1,1],\"block\":[256,1,1],\"registers per thread\":16,\"shared "
+    "memory\":128,\"dynamic shared memory\":0,\"local memory per thread\":0}},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_driver\",\"name\":\"cuLaunchKernel\",\"pid\":455,\"tid\":"
+    "3847278592,\"ts\":10.000,\"dur\":0.500,\"args\":{\"cbid\":307,\"correlation\":12,\"return "
+    "value\":1}},\n"
+    "{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":12,\"pid\":455,\"tid\":3847278592,"
+    "\"ts\":10.000},\n"
+    "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":12,\"pid\":455,\"tid\":"
+    "2147483857,\"ts\":11.000}\n"
     "],\n"
     "\"displayTimeUnit\": \"ms\",\n"
     "\"deviceProperties\": [\n"
-    "  {\"id\": 0, \"name\": \"NVIDIA H200\", \"totalGlobalMem\": 150109880320, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}\n"
+    "  {\"id\": 0, \"name\": \"NVIDIA H200\", \"totalGlobalMem\": 150109880320, \"computeMajor\": "
+    "9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, "
+    "\"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, "
+    "\"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, "
+    "\"sharedMemPerMultiprocessor\": 233472}\n"
     "],\n"
     "\"distributedInfo\": { \"rank\": 1, \"world_size\": 8 },\n"
-    "\"otherData\":{\"producer\":\"cuptimon 0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\",\"ts_unit\":\"microseconds since base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\",\"label\":\"train \\\"A\\\"\",\"job_id\":\"1234\",\"exe\":\"/usr/bin/python3.12\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1,\"device_properties_refused\":1},\"test\":1}}\n";
+    "\"otherData\":{\"producer\":\"cuptimon "
+    "0.1.0\",\"base_unix_ns\":1796208557000000000,\"base_utc\":\"2026-12-02T10:49:17.000000000Z\","
+    "\"ts_unit\":\"microseconds since "
+    "base_unix_ns\",\"processes\":[{\"pid\":455,\"trace_pid\":455,\"hostname\":\"node01\","
+    "\"label\":\"train "
+    "\\\"A\\\"\",\"job_id\":\"1234\",\"exe\":\"/usr/bin/"
+    "python3.12\",\"rank\":1,\"local_rank\":1,\"world_size\":8,\"cupti_version\":130001}],"
+    "\"writer\":{\"events\":26,\"flows\":2,\"untimed_records\":0,\"marker_data_orphans\":0,"
+    "\"unknown_kernel_names\":1,\"driver_calls_not_shown\":1,\"nested_driver_launches\":1,\"device_"
+    "properties_refused\":1},\"test\":1}}\n";
 
 static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
 {
@@ -632,12 +700,10 @@ static void write_golden(struct membuf *mb, struct cuptimon_trace_stats *ts)
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x3000, "app", 3), 0);
     /* The shim's device strings: device 0 is the reference trace's H200;
      * device 1 claims a million SMs and is refused. */
-    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0,
-                                          strlen(GOLDEN_DEV0)),
-                     0);
-    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(1), GOLDEN_DEV1,
-                                          strlen(GOLDEN_DEV1)),
-                     0);
+    ck_assert_int_eq(
+        cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0, strlen(GOLDEN_DEV0)), 0);
+    ck_assert_int_eq(
+        cuptimon__strtab_put(st, CUPTIMON_DEVICE_KEY(1), GOLDEN_DEV1, strlen(GOLDEN_DEV1)), 0);
     ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
     ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, dm), 0);
     memset(&ds, 0, sizeof(ds));
@@ -703,8 +769,9 @@ START_TEST(golden_trace_schema)
     ck_assert_int_eq(json_object_get_int(get(e, "pid")), 455);
     ck_assert_int_eq(json_object_get_int(get(e, "tid")), 0);
     e = find_ev(root, "M", "process_labels");
-    ck_assert_str_eq(gets(get(e, "args"), "labels"),
-                     "CPU, host node01, rank 1/8, local rank 1, job 1234, train \"A\", CUPTI 130001");
+    ck_assert_str_eq(
+        gets(get(e, "args"), "labels"),
+        "CPU, host node01, rank 1/8, local rank 1, job 1234, train \"A\", CUPTI 130001");
     e = find_ev(root, "M", "process_sort_index");
     ck_assert_int_eq(json_object_get_int(get(get(e, "args"), "sort_index")), 1);
 
@@ -773,8 +840,9 @@ START_TEST(golden_trace_schema)
         for (size_t i = 0; i < json_object_array_length(evs2); i++) {
             json_object *x = json_object_array_get_idx(evs2, i);
             const char *nm = gets(x, "name");
-            launches += nm && (strcmp(nm, "cuLaunchKernel") == 0 || strcmp(nm, "cudaLaunchKernel") == 0) &&
-                        arg_int(x, "correlation") == 10;
+            launches +=
+                nm && (strcmp(nm, "cuLaunchKernel") == 0 || strcmp(nm, "cudaLaunchKernel") == 0) &&
+                arg_int(x, "correlation") == 10;
         }
         ck_assert_uint_eq(launches, 1);
     }
@@ -1091,22 +1159,34 @@ END_TEST
 START_TEST(device_properties_hostile)
 {
     static const char *const bad[] = {
-        "2 1 9 0 1 1 1 32 1 1 1 1 1 wrong-id",  /* key 1: id must be 1 */
-        "1 1 9 0 1 1 1 32 1 1 1 1 1 ",          /* empty name */
-        "1 1 9 0 1 1 1 32 1 1 1 1 1",           /* no name */
-        "1 -1 9 0 1 1 1 32 1 1 1 1 1 neg",      /* a sign */
+        "2 1 9 0 1 1 1 32 1 1 1 1 1 wrong-id",                  /* key 1: id must be 1 */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 ",                          /* empty name */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1",                           /* no name */
+        "1 -1 9 0 1 1 1 32 1 1 1 1 1 neg",                      /* a sign */
         "1 99999999999999999999999 9 0 1 1 1 32 1 1 1 1 1 big", /* past 2^64 */
         "1 1125899906842625 9 0 1 1 1 32 1 1 1 1 1 mem",        /* past 2^50 bytes */
-        "1 1 100 0 1 1 1 32 1 1 1 1 1 cc",      /* compute capability 100 */
-        "1 1 9 0 1 1 1 32 1 1 1 1 1 a\nb",      /* a control character */
-        "1 1 9 0 1 1 1 32 1 1 1 1 NAME",        /* 12 numbers */
-        "1  1 9 0 1 1 1 32 1 1 1 1 1 two",      /* two spaces */
-        "1 1 9 0 1 1 1 32 1 1 1 1 1 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "1 1 100 0 1 1 1 32 1 1 1 1 1 cc",                      /* compute capability 100 */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 a\nb",                      /* a control character */
+        "1 1 9 0 1 1 1 32 1 1 1 1 NAME",                        /* 12 numbers */
+        "1  1 9 0 1 1 1 32 1 1 1 1 1 two",                      /* two spaces */
+        "1 1 9 0 1 1 1 32 1 1 1 1 1 "
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        "xxxxxx",
     };
-    static const char *const keys[] = {
-        "id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "maxThreadsPerBlock",
-        "maxThreadsPerMultiprocessor", "regsPerBlock", "warpSize", "sharedMemPerBlock", "numSms",
-        "regsPerMultiprocessor", "sharedMemPerBlockOptin", "sharedMemPerMultiprocessor"};
+    static const char *const keys[] = {"id",
+                                       "name",
+                                       "totalGlobalMem",
+                                       "computeMajor",
+                                       "computeMinor",
+                                       "maxThreadsPerBlock",
+                                       "maxThreadsPerMultiprocessor",
+                                       "regsPerBlock",
+                                       "warpSize",
+                                       "sharedMemPerBlock",
+                                       "numSms",
+                                       "regsPerMultiprocessor",
+                                       "sharedMemPerBlockOptin",
+                                       "sharedMemPerMultiprocessor"};
     const char *ok = "3 80000000000 8 6 1024 1536 65536 32 49152 84 65536 101376 102400 "
                      "NVIDIA \"A10\" \xff";
     struct cuptimon_trace_opts o = {.base_ns = BASE};
@@ -1119,7 +1199,8 @@ START_TEST(device_properties_hostile)
 
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_int_eq(cuptimon__strtab_new(NULL, &st[0]), 0);
-        ck_assert_int_eq(cuptimon__strtab_put(st[0], CUPTIMON_DEVICE_KEY(1), bad[i], strlen(bad[i])), 0);
+        ck_assert_int_eq(
+            cuptimon__strtab_put(st[0], CUPTIMON_DEVICE_KEY(1), bad[i], strlen(bad[i])), 0);
         mb.len = 0;
         ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
         ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[0], NULL), 0);
@@ -1138,9 +1219,8 @@ START_TEST(device_properties_hostile)
         ck_assert_int_eq(cuptimon__strtab_new(NULL, &st[k]), 0);
         ck_assert_int_eq(cuptimon__strtab_put(st[k], CUPTIMON_DEVICE_KEY(3), ok, strlen(ok)), 0);
     }
-    ck_assert_int_eq(cuptimon__strtab_put(st[1], CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0,
-                                          strlen(GOLDEN_DEV0)),
-                     0);
+    ck_assert_int_eq(
+        cuptimon__strtab_put(st[1], CUPTIMON_DEVICE_KEY(0), GOLDEN_DEV0, strlen(GOLDEN_DEV0)), 0);
     mb.len = 0;
     ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, &mb, &t), 0);
     ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st[0], NULL), 0);
@@ -1629,8 +1709,8 @@ START_TEST(parse_time_forms)
 END_TEST
 
 #define META_FMT                                                                                   \
-    "{\"pid\": %u, \"hostname\": \"node01\", \"exe\": \"/opt/app/bin/train\", "                   \
-    "\"cupti_version\": %u, "                                                                        \
+    "{\"pid\": %u, \"hostname\": \"node01\", \"exe\": \"/opt/app/bin/train\", "                    \
+    "\"cupti_version\": %u, "                                                                      \
     "\"record_sizes\": {\"1\": 96, \"2\": 88, \"3\": 216, \"4\": 40, \"5\": 40, \"10\": 216},"     \
     "\"job\": {\"rank\": \"%d\", \"local_rank\": \"0\", \"world_size\": \"2\", "                   \
     "\"slurm_job_id\": \"777\", \"label\": \"lbl%d\"}}"
@@ -1884,10 +1964,12 @@ static void put_range(struct cuptimon_strtab *st, uint64_t id, const char *name,
                       uint32_t tid, uint32_t depth, uint64_t parent, uint64_t end)
 {
     char text[CUPTIMON_RANGE_TEXT_MAX];
-    struct cuptimon_range_begin b = {.unix_ns = begin, .tid = tid, .depth = depth, .parent = parent};
+    struct cuptimon_range_begin b = {
+        .unix_ns = begin, .tid = tid, .depth = depth, .parent = parent};
     size_t n;
     if (name)
-        ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_ANNOTATION_KEY(id), name, strlen(name)), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_ANNOTATION_KEY(id), name, strlen(name)),
+                         0);
     n = cuptimon__range_begin_format(text, &b);
     ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_RANGE_BEGIN_KEY(id), text, n), 0);
     if (end) {
@@ -1907,7 +1989,8 @@ static void ext_rec(struct recbuf *b, uint32_t corr, uint64_t id)
     add(b, &x, sizeof(x));
 }
 
-static void kernel_rec(struct recbuf *b, uint32_t corr, uint32_t stream, uint64_t start, uint64_t end)
+static void kernel_rec(struct recbuf *b, uint32_t corr, uint32_t stream, uint64_t start,
+                       uint64_t end)
 {
     CUpti_ActivityKernel10 k;
     memset(&k, 0, sizeof(k));
@@ -1930,8 +2013,8 @@ static json_object *range_trace(uint64_t from, uint64_t to, struct membuf *mb)
     struct cuptimon_trace *t;
     struct cuptimon_decode_stats ds;
     struct cuptimon_trace_opts o = {.base_ns = BASE, .range_from_ns = from, .range_to_ns = to};
-    struct cuptimon_proc_info p = {.pid = 455, .rank = -1, .local_rank = -1, .world_size = -1,
-                                   .cupti_version = 130001};
+    struct cuptimon_proc_info p = {
+        .pid = 455, .rank = -1, .local_rank = -1, .world_size = -1, .cupti_version = 130001};
     struct cuptimon_clock clk = {BASE, BASE};
     CUpti_ActivityMemcpy6 m;
 
@@ -1986,7 +2069,7 @@ static json_object *range_trace(uint64_t from, uint64_t to, struct membuf *mb)
 
 /* The event of category cat named name (on track tid when tid != 0), or NULL. */
 static json_object *find_slice(json_object *root, const char *cat, const char *name, uint32_t tid,
-                            int *count)
+                               int *count)
 {
     json_object *evs = get(root, "traceEvents"), *hit = NULL;
     *count = 0;
@@ -2097,9 +2180,18 @@ START_TEST(range_text_forms)
               b.parent == CUPTIMON_RANGE_ID_MAX - 1);
     ck_assert_int_eq(cuptimon__range_begin_parse("1 2 3 4", 7, &b), 0);
     ck_assert(b.unix_ns == 1 && b.tid == 2 && b.depth == 3 && b.parent == 4);
-    static const char *bad[] = {"", "1 2 3", "1 2 3 4 ", " 1 2 3 4", "1  2 3 4", "01 2 3 4",
-                                "1 4294967296 3 4", "1 2 65536 4", "1 2 3 1152921504606846976",
-                                "18446744073709551616 2 3 4", "1 2 3 -4", "1 2 3 4x"};
+    static const char *bad[] = {"",
+                                "1 2 3",
+                                "1 2 3 4 ",
+                                " 1 2 3 4",
+                                "1  2 3 4",
+                                "01 2 3 4",
+                                "1 4294967296 3 4",
+                                "1 2 65536 4",
+                                "1 2 3 1152921504606846976",
+                                "18446744073709551616 2 3 4",
+                                "1 2 3 -4",
+                                "1 2 3 4x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(cuptimon__range_begin_parse(bad[i], strlen(bad[i]), &b) == -EBADMSG, "%s",
                       bad[i]);
