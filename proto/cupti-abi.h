@@ -32,11 +32,14 @@
 #include <stdint.h>
 
 /* Enumerators, per CUPTI enum type: X(name, value). */
+/* clang-format off */
 #define CUPTIMON_CUPTI_RESULT_VALUES(X)                                                            \
     X(CUPTI_SUCCESS, 0)                                                                            \
     X(CUPTI_ERROR_INVALID_PARAMETER, 1)                                                            \
     X(CUPTI_ERROR_NOT_INITIALIZED, 15)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_ACTIVITY_KIND_VALUES(X)                                                     \
     X(CUPTI_ACTIVITY_KIND_INVALID, 0)                                                              \
     X(CUPTI_ACTIVITY_KIND_MEMCPY, 1)                                                               \
@@ -52,27 +55,39 @@
     X(CUPTI_ACTIVITY_KIND_CUDA_EVENT, 36)                                                          \
     X(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 38)                                                     \
     X(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, 39)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_ACTIVITY_OBJECT_KIND_VALUES(X)                                              \
     X(CUPTI_ACTIVITY_OBJECT_PROCESS, 1)                                                            \
     X(CUPTI_ACTIVITY_OBJECT_THREAD, 2)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_ACTIVITY_FLAG_VALUES(X)                                                     \
     X(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, 1)                                                         \
     X(CUPTI_ACTIVITY_FLAG_MARKER_START, 2)                                                         \
     X(CUPTI_ACTIVITY_FLAG_MARKER_END, 4)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_EXTERNAL_CORRELATION_KIND_VALUES(X)                                         \
     X(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, 4)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_ACTIVITY_ATTRIBUTE_VALUES(X)                                                \
     X(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, 5)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_THREAD_ID_TYPE_VALUES(X) X(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, 1)
+/* clang-format on */
 
 /* Callback ids the shim turns off in the runtime and driver API kinds (the
  * calls frameworks make thousands of times a step).  Ids are appended to,
  * never renumbered, in cupti_runtime_cbid.h and cupti_driver_cbid.h. */
+/* clang-format off */
 #define CUPTIMON_CUPTI_RUNTIME_CBID_VALUES(X)                                                      \
     X(CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, 10)                                         \
     X(CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020, 16)                                            \
@@ -80,17 +95,23 @@
     X(CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020, 133)                                         \
     X(CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020, 134)                                \
     X(CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020, 136)
+/* clang-format on */
 
+/* clang-format off */
 #define CUPTIMON_CUPTI_DRIVER_CBID_VALUES(X)                                                       \
     X(CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 304)                                                \
     X(CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState, 392)                                     \
     X(CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute, 686)
+/* clang-format on */
 
 /* Macros (not enumerators) CUPTI defines: X(name, value). */
+/* clang-format off */
 #define CUPTIMON_CUPTI_MACRO_VALUES(X) X(CUPTI_TIMESTAMP_UNKNOWN, 0)
+/* clang-format on */
 
 /* Enum types, all int-sized (each CUPTI enum ends in a FORCE_INT member of
  * 0x7fffffff): X(type). */
+/* clang-format off */
 #define CUPTIMON_CUPTI_ENUM_TYPES(X)                                                               \
     X(CUptiResult)                                                                                 \
     X(CUpti_ActivityKind)                                                                          \
@@ -99,6 +120,7 @@
     X(CUpti_ExternalCorrelationKind)                                                               \
     X(CUpti_ActivityAttribute)                                                                     \
     X(CUpti_ActivityThreadIdType)
+/* clang-format on */
 
 /* The record header every activity record starts with: S(type, size,
  * alignment), F(type, member, offset, size). */
@@ -107,19 +129,22 @@
     F(CUpti_Activity, kind, 0, 4)
 
 /* Callback types: X(return type, name, parameter list). */
+/* clang-format off */
 #define CUPTIMON_CUPTI_CALLBACK_TYPES(X)                                                           \
     X(void, CUpti_BuffersCallbackRequestFunc,                                                      \
-      (uint8_t * *buffer, size_t * size, size_t * maxNumRecords))                                  \
+      (uint8_t **buffer, size_t *size, size_t *maxNumRecords))                                  \
     X(void, CUpti_BuffersCallbackCompleteFunc,                                                     \
-      (CUcontext context, uint32_t streamId, uint8_t * buffer, size_t size, size_t validSize))     \
+      (CUcontext context, uint32_t streamId, uint8_t *buffer, size_t size, size_t validSize))     \
     X(uint64_t, CUpti_TimestampCallbackFunc, (void))
+/* clang-format on */
 
 /* The entry points the shim resolves in the process's libcupti (dlsym) or
  * interposes (client-lib/mux.c): X(return type, name, parameter list). */
+/* clang-format off */
 #define CUPTIMON_CUPTI_FUNCTIONS(X)                                                                \
-    X(CUptiResult, cuptiGetVersion, (uint32_t * version))                                          \
+    X(CUptiResult, cuptiGetVersion, (uint32_t *version))                                          \
     X(CUptiResult, cuptiGetResultString, (CUptiResult result, const char **str))                   \
-    X(CUptiResult, cuptiGetTimestamp, (uint64_t * timestamp))                                      \
+    X(CUptiResult, cuptiGetTimestamp, (uint64_t *timestamp))                                      \
     X(CUptiResult, cuptiFinalize, (void))                                                          \
     X(CUptiResult, cuptiSetThreadIdType, (CUpti_ActivityThreadIdType type))                        \
     X(CUptiResult, cuptiActivityRegisterCallbacks,                                                 \
@@ -131,17 +156,18 @@
     X(CUptiResult, cuptiActivityDisable, (CUpti_ActivityKind kind))                                \
     X(CUptiResult, cuptiActivityFlushAll, (uint32_t flag))                                         \
     X(CUptiResult, cuptiActivityGetNextRecord,                                                     \
-      (uint8_t * buffer, size_t validBufferSizeBytes, CUpti_Activity * *record))                   \
+      (uint8_t *buffer, size_t validBufferSizeBytes, CUpti_Activity **record))                   \
     X(CUptiResult, cuptiActivityGetNumDroppedRecords,                                              \
-      (CUcontext context, uint32_t streamId, size_t * dropped))                                    \
+      (CUcontext context, uint32_t streamId, size_t *dropped))                                    \
     X(CUptiResult, cuptiActivitySetAttribute,                                                      \
-      (CUpti_ActivityAttribute attr, size_t * valueSize, void *value))                             \
+      (CUpti_ActivityAttribute attr, size_t *valueSize, void *value))                             \
     X(CUptiResult, cuptiActivityPushExternalCorrelationId,                                         \
       (CUpti_ExternalCorrelationKind kind, uint64_t id))                                           \
     X(CUptiResult, cuptiActivityPopExternalCorrelationId,                                          \
-      (CUpti_ExternalCorrelationKind kind, uint64_t * lastId))                                     \
+      (CUpti_ExternalCorrelationKind kind, uint64_t *lastId))                                     \
     X(CUptiResult, cuptiActivityEnableRuntimeApi, (CUpti_CallbackId cbid, uint8_t enable))         \
     X(CUptiResult, cuptiActivityEnableDriverApi, (CUpti_CallbackId cbid, uint8_t enable))
+/* clang-format on */
 
 #ifndef CUPTIMON_CUPTI_ABI_LISTS_ONLY
 

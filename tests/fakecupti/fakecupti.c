@@ -1562,39 +1562,32 @@ __attribute__((destructor)) static void fc_unload(void)
 
 /* ---------------------------------------------------------------- CUPTI API */
 
-#define RESULTS(X)                                                                                          \
-    X(CUPTI_SUCCESS)                                                                                        \
-    X(CUPTI_ERROR_INVALID_PARAMETER) X(CUPTI_ERROR_INVALID_DEVICE) X(CUPTI_ERROR_INVALID_CONTEXT) X(        \
-        CUPTI_ERROR_INVALID_EVENT_DOMAIN_ID) X(CUPTI_ERROR_INVALID_EVENT_ID)                                \
-        X(CUPTI_ERROR_INVALID_EVENT_NAME) X(CUPTI_ERROR_INVALID_OPERATION) X(                               \
-            CUPTI_ERROR_OUT_OF_MEMORY) X(CUPTI_ERROR_HARDWARE) X(CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT) \
-            X(CUPTI_ERROR_API_NOT_IMPLEMENTED) X(CUPTI_ERROR_MAX_LIMIT_REACHED) X(                          \
-                CUPTI_ERROR_NOT_READY) X(CUPTI_ERROR_NOT_COMPATIBLE) X(CUPTI_ERROR_NOT_INITIALIZED)         \
-                X(CUPTI_ERROR_INVALID_METRIC_ID) X(CUPTI_ERROR_INVALID_METRIC_NAME) X(                      \
-                    CUPTI_ERROR_QUEUE_EMPTY) X(CUPTI_ERROR_INVALID_HANDLE) X(CUPTI_ERROR_INVALID_STREAM)    \
-                    X(CUPTI_ERROR_INVALID_KIND) X(CUPTI_ERROR_INVALID_EVENT_VALUE) X(                       \
-                        CUPTI_ERROR_DISABLED) X(CUPTI_ERROR_INVALID_MODULE)                                 \
-                        X(CUPTI_ERROR_INVALID_METRIC_VALUE) X(CUPTI_ERROR_HARDWARE_BUSY) X(                 \
-                            CUPTI_ERROR_NOT_SUPPORTED) X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED)            \
-                            X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE) X(                          \
-                                CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_NON_P2P_DEVICES)                  \
-                                X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS) X(                       \
-                                    CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED)                                  \
-                                    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED) X(                      \
-                                        CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE)                           \
-                                        X(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) X(                           \
-                                            CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED)                       \
-                                            X(CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE) X(                     \
-                                                CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED)                  \
-                                                X(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) X(        \
-                                                    CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) \
-                                                    X(CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED)     \
-                                                        X(CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED) X(          \
-                                                            CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED)           \
-                                                            X(CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED)         \
-                                                                X(CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED)     \
-                                                                    X(CUPTI_ERROR_INVALID_CHIP_NAME)        \
-                                                                        X(CUPTI_ERROR_UNKNOWN)
+/* clang-format off */
+#define RESULTS(X) \
+    X(CUPTI_SUCCESS) X(CUPTI_ERROR_INVALID_PARAMETER) X(CUPTI_ERROR_INVALID_DEVICE) \
+    X(CUPTI_ERROR_INVALID_CONTEXT) X(CUPTI_ERROR_INVALID_EVENT_DOMAIN_ID) \
+    X(CUPTI_ERROR_INVALID_EVENT_ID) X(CUPTI_ERROR_INVALID_EVENT_NAME) \
+    X(CUPTI_ERROR_INVALID_OPERATION) X(CUPTI_ERROR_OUT_OF_MEMORY) X(CUPTI_ERROR_HARDWARE) \
+    X(CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT) X(CUPTI_ERROR_API_NOT_IMPLEMENTED) \
+    X(CUPTI_ERROR_MAX_LIMIT_REACHED) X(CUPTI_ERROR_NOT_READY) X(CUPTI_ERROR_NOT_COMPATIBLE) \
+    X(CUPTI_ERROR_NOT_INITIALIZED) X(CUPTI_ERROR_INVALID_METRIC_ID) \
+    X(CUPTI_ERROR_INVALID_METRIC_NAME) X(CUPTI_ERROR_QUEUE_EMPTY) X(CUPTI_ERROR_INVALID_HANDLE) \
+    X(CUPTI_ERROR_INVALID_STREAM) X(CUPTI_ERROR_INVALID_KIND) X(CUPTI_ERROR_INVALID_EVENT_VALUE) \
+    X(CUPTI_ERROR_DISABLED) X(CUPTI_ERROR_INVALID_MODULE) X(CUPTI_ERROR_INVALID_METRIC_VALUE) \
+    X(CUPTI_ERROR_HARDWARE_BUSY) X(CUPTI_ERROR_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED) X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE) \
+    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_NON_P2P_DEVICES) \
+    X(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS) X(CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE) \
+    X(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) X(CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED) \
+    X(CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE) X(CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) \
+    X(CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED) X(CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED) \
+    X(CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED) X(CUPTI_ERROR_INVALID_CHIP_NAME) \
+    X(CUPTI_ERROR_UNKNOWN)
+/* clang-format on */
 
 CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str)
 {
