@@ -232,8 +232,10 @@ static void rd_objid(const struct cuptimon_rec_layout *L, const uint8_t *r, unsi
     o->c = cuptimon__rec_word(L, r, f, 2);
 }
 
-static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r,
-                       struct cuptimon_ev *ev)
+/* The brief decode of a kernel (cuptimon__walk_begin_brief); the full one
+ * goes on from it. */
+static void dec_kernel_brief(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                             struct cuptimon_ev *ev)
 {
     ev->type = CUPTIMON_EV_KERNEL;
     ev->correlation_id = (uint32_t)G(FK, correlationId);
@@ -245,6 +247,12 @@ static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r,
     ev->graph_id = (uint32_t)G(FK, graphId);
     ev->graph_node_id = G(FK, graphNodeId);
     ev->u.kernel.name_ptr = G(FK, name);
+}
+
+static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                       struct cuptimon_ev *ev)
+{
+    dec_kernel_brief(L, r, ev);
     ev->u.kernel.grid_id = (int64_t)G(FK, gridId);
     ev->u.kernel.completed = G(FK, completed);
     ev->u.kernel.queued = G(FK, queued);
@@ -499,22 +507,6 @@ void cuptimon__walk_begin_brief(struct cuptimon_walk *w, const struct cuptimon_l
 {
     cuptimon__walk_begin(w, l, buf, len, st);
     w->brief = 1;
-}
-
-/* The brief decode of a kernel (cuptimon__walk_begin_brief). */
-static void dec_kernel_brief(const struct cuptimon_rec_layout *L, const uint8_t *r,
-                             struct cuptimon_ev *ev)
-{
-    ev->type = CUPTIMON_EV_KERNEL;
-    ev->correlation_id = (uint32_t)G(FK, correlationId);
-    ev->start = G(FK, start);
-    ev->end = G(FK, end);
-    ev->device_id = (uint32_t)G(FK, deviceId);
-    ev->context_id = (uint32_t)G(FK, contextId);
-    ev->stream_id = (uint32_t)G(FK, streamId);
-    ev->graph_id = (uint32_t)G(FK, graphId);
-    ev->graph_node_id = G(FK, graphNodeId);
-    ev->u.kernel.name_ptr = G(FK, name);
 }
 
 /* Ends the walk, counting what is left as undecodable. */

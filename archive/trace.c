@@ -561,6 +561,7 @@ static void proc_free(struct tproc *P)
     free(P->gpu_tab);
     free(P->ext_tab);
     free(P->mark_tab);
+    free(P->ua); /* a process whose end was never written (a trace freed unfinished) */
     free(P->devs);
     free((char *)P->info.hostname);
     free((char *)P->info.label);
@@ -1267,8 +1268,11 @@ static void ua_gpu(struct tproc *P, uint32_t corr, uint32_t tid, int64_t ts, int
 {
     uint64_t id = ua_of(P, corr);
     struct uaspan *u;
+    int64_t end; /* hostile times can overflow: saturate */
     if (id == 0)
         return;
+    if (__builtin_add_overflow(ts, dur, &end))
+        end = INT64_MAX;
     if (P->ua_n + 1 > P->ua_cap / 4 * 3) {
         size_t cap = P->ua_cap ? P->ua_cap * 2 : 256;
         struct uaspan *n;
@@ -1300,15 +1304,15 @@ probe:
             u->id = id;
             u->tid = tid;
             u->first = ts;
-            u->last = ts + dur;
+            u->last = end;
             P->ua_n++;
             return;
         }
     }
     if (ts < u->first)
         u->first = ts;
-    if (ts + dur > u->last)
-        u->last = ts + dur;
+    if (end > u->last)
+        u->last = end;
 }
 
 struct urange {
@@ -1905,8 +1909,11 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
     ts = rel(t, clk, ev->start);
     if (ev->end >= ev->start)
         dur = (int64_t)(ev->end - ev->start);
-    if (!P->has_last || ts + dur > P->last_ts) {
-        P->last_ts = ts + dur;
+    int64_t last; /* hostile times can overflow: saturate */
+    if (__builtin_add_overflow(ts, dur, &last))
+        last = INT64_MAX;
+    if (!P->has_last || last > P->last_ts) {
+        P->last_ts = last;
         P->has_last = 1;
     }
 

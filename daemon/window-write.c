@@ -337,9 +337,11 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
             rc = p.tproc < 0 ? p.tproc : p.sproc;
             goto out;
         }
-        /* The process's own trace, written beside in the same pass. */
+        /* The process's own trace, written beside in the same pass.  Its
+         * path lives as long as the trace (which keeps it as trace_name)
+         * and the outpath, to their finish below. */
+        char path[1024];
         if (w->per_process) {
-            char path[1024];
             if ((rc = process_path(w, &s->as.info, path, sizeof path)) < 0)
                 goto out;
             struct cuptimon_trace_opts po = {

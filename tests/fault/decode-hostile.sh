@@ -18,7 +18,10 @@
 . "$top_srcdir/tests/fault/fault-lib.sh"
 
 start_daemon --segment-size 1M --compress-level 0
-CUPTIMON_SLOT_SIZE=64K workload --kernels 20000 --quiet --report "$T/w.json" ||
+# A pool deep enough, and a rate, that a slow (sanitized, loaded) daemon
+# drops nothing: every case counts on about five segments.
+CUPTIMON_SLOT_SIZE=64K CUPTIMON_POOL_SLOTS=256 workload --kernels 20000 --rate 40000 --quiet \
+    --report "$T/w.json" ||
     fail "the workload failed"
 stop_daemon
 SRC=$(ls -d "$T"/out/archive/*/)
