@@ -525,11 +525,20 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);
 }
 
-static void on_enable(struct io *io, const uint8_t *body, size_t len, int on)
+/* A daemon message's JSON body, or NULL when it is not JSON (or out of
+ * memory); the caller puts it. */
+static json_object *parse_body(const uint8_t *body, size_t len)
 {
     json_tokener *tok = json_tokener_new();
-    json_object *o = json_tokener_parse_ex(tok, (const char *)body, (int)len), *kinds;
-    json_tokener_free(tok);
+    json_object *o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL;
+    if (tok)
+        json_tokener_free(tok);
+    return o;
+}
+
+static void on_enable(struct io *io, const uint8_t *body, size_t len, int on)
+{
+    json_object *o = parse_body(body, len), *kinds;
     if (o && json_object_object_get_ex(o, "kinds", &kinds) &&
         json_object_is_type(kinds, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(kinds); i++) {
@@ -545,10 +554,7 @@ static void on_enable(struct io *io, const uint8_t *body, size_t len, int on)
  * when the hello came (EMFILE), which passes in moments. */
 static int refusal_is_transient(const uint8_t *body, size_t len)
 {
-    json_tokener *tok = json_tokener_new();
-    json_object *o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL, *e;
-    if (tok)
-        json_tokener_free(tok);
+    json_object *o = parse_body(body, len), *e;
     int transient = o && json_object_object_get_ex(o, "error", &e) &&
                     json_object_is_type(e, json_type_string) &&
                     strcmp(json_object_get_string(e), "EMFILE") == 0;
@@ -608,13 +614,10 @@ static void read_input(struct io *io)
 
 static int ack_says_ranges(const uint8_t *body, size_t len)
 {
-    json_tokener *tok = json_tokener_new();
-    json_object *o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL, *v;
+    json_object *o = parse_body(body, len), *v;
     int yes = o && json_object_object_get_ex(o, "ranges", &v) &&
               json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
     json_object_put(o);
-    if (tok)
-        json_tokener_free(tok);
     return yes;
 }
 
