@@ -298,6 +298,19 @@ def pop_annotation() -> bool:
     return True
 
 
+def _call_int(name: str) -> Optional[int]:
+    """The shim's C entry point ``name()`` (no arguments, an int back), or
+    None when no shim, or one without it, is loaded.  Never raises."""
+    lib = find()
+    f = getattr(lib, name, None) if lib is not None else None
+    if f is None:
+        return None
+    try:
+        return int(f())
+    except Exception:
+        return None
+
+
 def step() -> Optional[int]:
     """cuptimon_step(): ends the calling thread's previous step and begins
     annotation ``ProfilerStep#N``, which traces show as torch.profiler's
@@ -305,27 +318,13 @@ def step() -> Optional[int]:
     negative errno (-16 EBUSY: annotations pushed since the previous step
     are still open), or None when no shim (or an older one) is loaded.
     Never raises."""
-    lib = find()
-    f = getattr(lib, "cuptimon_step", None) if lib is not None else None
-    if f is None:
-        return None
-    try:
-        return int(f())
-    except Exception:
-        return None
+    return _call_int("cuptimon_step")
 
 
 def step_end() -> Optional[int]:
     """cuptimon_step_end(): ends the calling thread's open step (the last
     one of a loop).  Returns 0, -16 (EBUSY) or None without a shim."""
-    lib = find()
-    f = getattr(lib, "cuptimon_step_end", None) if lib is not None else None
-    if f is None:
-        return None
-    try:
-        return int(f())
-    except Exception:
-        return None
+    return _call_int("cuptimon_step_end")
 
 
 # ---- annotation ranges ---------------------------------------------------
