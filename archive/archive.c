@@ -238,11 +238,26 @@ static uint32_t meta_cupti_version(const char *meta_json)
     return v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
 }
 
+/* What a failed aw_open made, taken away again: the files it creates and
+ * the directory (one it created), removed only if nothing else is in it.  A
+ * session that is refused (out of descriptors, say) and tries again then
+ * leaves no empty session behind for decode and retention to find. */
+static void remove_partial(const char *dir)
+{
+    static const char *const names[] = {".meta.json.tmp", "meta.json", "strings.bin",
+                                        "seg-000000.cpt"};
+    char path[600];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) < (int)sizeof path)
+            unlink(path);
+    rmdir(dir);
+}
+
 int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, int level,
                       struct cuptimon_archive_writer **out, char **err)
 {
     struct cuptimon_archive_writer *w = calloc(1, sizeof *w);
-    int rc;
+    int rc, created = 0;
     if (!w)
         return -ENOMEM;
     w->seg_fd = w->str_fd = -1;
@@ -252,6 +267,8 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
         rc = -ENAMETOOLONG;
         goto fail;
     }
+    struct stat st;
+    created = stat(dir, &st) < 0 && errno == ENOENT;
     if ((rc = cuptimon__mkdir_p(dir, 0750)) < 0)
         goto fail;
     if ((rc = cuptimon__aw_meta(w, meta_json)) < 0)
@@ -281,6 +298,8 @@ fail:
     if (err && asprintf(err, "archive: cannot create %s: %s", dir, strerror(-rc)) < 0)
         *err = NULL;
     cuptimon__aw_close(w);
+    if (created)
+        remove_partial(dir);
     return rc;
 }
 

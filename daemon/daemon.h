@@ -173,6 +173,11 @@ struct daemon {
     uint64_t next_window_id;
     uv_timer_t stop_timer, watchdog, accept_timer;
     int accept_paused; /* 1 producer, 2 control listener paused (EMFILE) */
+    /* Producers may use descriptors below fd_limit - fd_reserve; the rest
+     * is kept for the control socket and the daemon's own files (segment
+     * rotation, retention, window traces).  fd_limit is INT_MAX when there
+     * is no limit. */
+    int fd_limit, fd_reserve;
     int activated;
     char archive_root[600];
     uint64_t refused_producers, refused_controls;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -236,10 +237,19 @@ static void on_listen(uv_poll_t *p, int status, int events)
             }
             return;
         }
-        if (is_control)
+        if (is_control) {
             control_accept(d, fd);
-        else
-            session_accept(d, fd);
+            continue;
+        }
+        session_accept(d, fd);
+        /* Into the reserve: this one is served (its hello is refused, to
+         * try again), and the next wait a moment in the listen queue. */
+        if (fd >= d->fd_limit - d->fd_reserve) {
+            uv_poll_stop(p);
+            d->accept_paused |= 1;
+            uv_timer_start(&d->accept_timer, on_accept_resume, 200, 0);
+            return;
+        }
     }
 }
 
@@ -874,19 +884,32 @@ static int start_loop(struct daemon *d)
  * hundred processes would run out: the soft limit goes up to the hard one
  * (systemd's default hard limit is 524288), as systemd itself advises for
  * services that need many.  A failure only costs headroom. */
-static void raise_fd_limit(void)
+static void raise_fd_limit(struct daemon *d)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+    d->fd_limit = INT_MAX;
+    d->fd_reserve = 0;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
         return;
-    rlim_t old = rl.rlim_cur;
-    rl.rlim_cur = rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-        log_warn("main", "cannot raise the descriptor limit from %llu to %llu: %s",
-                 (unsigned long long)old, (unsigned long long)rl.rlim_max, strerror(errno));
-    else
-        log_info("main", "descriptor limit raised from %llu to %llu", (unsigned long long)old,
-                 (unsigned long long)rl.rlim_cur);
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            log_warn("main", "cannot raise the descriptor limit from %llu to %llu: %s",
+                     (unsigned long long)old, (unsigned long long)rl.rlim_max, strerror(errno));
+            rl.rlim_cur = old;
+        } else {
+            log_info("main", "descriptor limit raised from %llu to %llu", (unsigned long long)old,
+                     (unsigned long long)rl.rlim_cur);
+        }
+    }
+    /* An eighth of the table, 8 to 64, stays out of the producers' reach,
+     * so that the operator's status and the daemon's own files still get a
+     * descriptor when jobs have taken all the others. */
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)INT_MAX) {
+        d->fd_limit = (int)rl.rlim_cur;
+        d->fd_reserve = d->fd_limit / 8 < 8 ? 8 : d->fd_limit / 8 > 64 ? 64 : d->fd_limit / 8;
+    }
 }
 
 /* Everything the daemon needs before the loop runs, in order; READY=1 is
@@ -895,7 +918,7 @@ static void raise_fd_limit(void)
 static int daemon_init(struct daemon *d)
 {
     int rc;
-    raise_fd_limit();
+    raise_fd_limit(d);
     if ((rc = resolve_paths(d)) < 0 || (rc = make_archive_dir(d)) < 0 ||
         (rc = open_listeners(d)) < 0 || (rc = start_loop(d)) < 0 || (rc = lossreport_start(d)) < 0)
         return rc;

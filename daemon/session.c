@@ -500,6 +500,18 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         snprintf(why, sizeof why, "the hello carried no pool fd");
         goto refuse;
     }
+    /* Descriptors come lowest first, so a pool fd this high means that
+     * fewer than fd_reserve are left: they are not for producers. */
+    if (fd >= d->fd_limit - d->fd_reserve) {
+        snprintf(why, sizeof why,
+                 "the daemon is out of file descriptors for producers (it keeps the "
+                 "last %d of %d for the operator and its own files); the shim tries again",
+                 d->fd_reserve, d->fd_limit);
+        refusal = "EMFILE";
+        for (int i = 0; i < 8 && session_evict_silent_except(d, s); i++)
+            ;
+        goto refuse;
+    }
     if (!json_object_object_get_ex(o, "pool", &pool)) {
         snprintf(why, sizeof why, "the hello has no \"pool\"");
         goto refuse;
@@ -542,6 +554,49 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     }
     if (json_object_object_get_ex(o, "job", &job))
         snprintf(s->label, sizeof s->label, "%s", cuptimon__json_str(job, "label", ""));
+    /* The archive is opened before anything else counts the session, so
+     * that a daemon out of descriptors can still send the producer away
+     * to try again (as for the pool fd) rather than serve it unarchived. */
+    struct tm tm;
+    time_t secs = (time_t)(s->connected_unix_ns / 1000000000);
+    gmtime_r(&secs, &tm);
+    if (snprintf(s->archive_dir, sizeof s->archive_dir, "%s/%04d%02d%02dT%02d%02d%02dZ-%d-%" PRIu64,
+                 d->archive_root, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec, (int)s->peer.pid, s->id) >= (int)sizeof s->archive_dir)
+        s->archive_dir[0] = '\0'; /* cannot happen: the root is bounded at startup */
+    char *meta = meta_json(s), *err = NULL;
+    /* Retention never touches a live session's newest segment. */
+    cuptimon__live_set_add(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
+    int arc = cuptimon__aw_open(s->archive_dir, meta, d->cfg.segment_bytes, d->cfg.compress_level,
+                                &s->aw, &err);
+    free(meta);
+    if (arc == -EMFILE || arc == -ENFILE) {
+        snprintf(why, sizeof why,
+                 "the daemon is out of file descriptors and could not create the "
+                 "session's archive (%s); the shim tries again",
+                 arc == -EMFILE ? "EMFILE" : "ENFILE");
+        free(err);
+        s->aw = NULL;
+        cuptimon__live_set_remove(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
+        s->archive_dir[0] = '\0';
+        close(s->pool_fd);
+        s->pool_fd = -1;
+        free(s->slot_held);
+        s->slot_held = NULL;
+        s->hello = NULL; /* o is put at refuse */
+        refusal = "EMFILE";
+        for (int i = 0; i < 8 && session_evict_silent_except(d, s); i++)
+            ;
+        goto refuse;
+    }
+    if (arc < 0) {
+        /* Keep the session (the producer must still get its slots back),
+         * but say loudly that it is not being archived. */
+        log_err("archive", "%s; session %" PRIu64 " (pid %d) is not archived",
+                err ? err : "cannot open the archive", s->id, (int)s->peer.pid);
+        free(err);
+        s->aw = NULL;
+    }
     /* The layout is usable whatever the version: unknown kinds are only
      * counted.  The table is NULL only without memory (pointers shown). */
     cuptimon__agg_layout_from_hello(o, &s->layout);
@@ -556,27 +611,6 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                      "sessions (it is archived as usual)",
                      s->id, (int)s->peer.pid);
     }
-
-    struct tm tm;
-    time_t secs = (time_t)(s->connected_unix_ns / 1000000000);
-    gmtime_r(&secs, &tm);
-    if (snprintf(s->archive_dir, sizeof s->archive_dir, "%s/%04d%02d%02dT%02d%02d%02dZ-%d-%" PRIu64,
-                 d->archive_root, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, (int)s->peer.pid, s->id) >= (int)sizeof s->archive_dir)
-        s->archive_dir[0] = '\0'; /* cannot happen: the root is bounded at startup */
-    char *meta = meta_json(s), *err = NULL;
-    /* Retention never touches a live session's newest segment. */
-    cuptimon__live_set_add(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
-    if (cuptimon__aw_open(s->archive_dir, meta, d->cfg.segment_bytes, d->cfg.compress_level, &s->aw,
-                          &err) < 0) {
-        /* Keep the session (the producer must still get its slots back),
-         * but say loudly that it is not being archived. */
-        log_err("archive", "%s; session %" PRIu64 " (pid %d) is not archived",
-                err ? err : "cannot open the archive", s->id, (int)s->peer.pid);
-        free(err);
-        s->aw = NULL;
-    }
-    free(meta);
 
     json_object *ack = json_object_new_object();
     json_object_object_add(ack, "session", json_object_new_int64((int64_t)s->id));

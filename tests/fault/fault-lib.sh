@@ -93,9 +93,10 @@ report_field() {
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
 }
 
-# meta_of PID: the meta.json of PID's session in the archive under $T/out.
+# meta_of PID [DIR]: the meta.json of PID's session in the archive under DIR
+# (the daemon's output directory, $T/out unless given).
 meta_of() {
-    python3 - "$T/out" "$1" <<'PY'
+    python3 - "${2:-$T/out}" "$1" <<'PY'
 import glob, json, sys
 for m in sorted(glob.glob(sys.argv[1] + "/archive/*/meta.json")):
     if json.load(open(m))["pid"] == int(sys.argv[2]):
