@@ -22,6 +22,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,8 @@ static void usage(FILE *f)
         "                         number, the correlation id of the launch before a pop)\n"
         "      --log FILE         write one line per kernel launch: correlation id and\n"
         "                         CLOCK_REALTIME ns before and after the launch call\n"
-        "  -l, --linger-ms MS     sleep MS ms before exiting (default 0)\n"
+        "  -l, --linger-ms MS     sleep MS ms before exiting (default 0); SIGUSR1 ends the\n"
+        "                         sleep at once (a normal exit)\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
         "  -q, --quiet            no summary line on stdout\n"
         "  -h, --help             this help\n"
@@ -359,6 +361,16 @@ static int write_report(const char *path, const struct worker *tot, uint64_t sta
     return 0;
 }
 
+/* SIGUSR1 during --linger-ms: exit now, normally (a test's way to end a
+ * process it kept alive without killing it). */
+static volatile sig_atomic_t linger_over;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    linger_over = 1;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -384,6 +396,9 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    struct sigaction sa = {.sa_handler = on_usr1, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
     struct worker *ws, tot;
     uint64_t v, start_ns, end_ns;
     int c, rc = 0;
@@ -587,7 +602,7 @@ int main(int argc, char **argv)
         struct timespec ts = {.tv_sec = (time_t)(opt.linger_ms / 1000),
                               .tv_nsec = (long)(opt.linger_ms % 1000) * 1000000L};
 
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        while (!linger_over && nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
     }
     return rc;

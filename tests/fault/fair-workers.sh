@@ -5,10 +5,18 @@
 # one work item at a time, of at most 32 MiB of buffers, queued behind the
 # others': before, a sparse session's item covered its whole queue (up to
 # 1 GiB) and four of them held the four workers, and the honest producer
-# (4 slots, 200k records/s) dropped 24% of its records.  The producers are
+# (4 slots, 200k records/s) dropped 24% of its records.  The honest
+# producer here runs at 100k records/s, and the test runs alone (no other
+# integration test beside it): at 200k/s beside other tests on a 2-core
+# machine it measured the CPU share left to the daemon (65% dropped in one
+# CI run), not the pool's fairness.  With items unbounded (the old code)
+# it still drops 11% at 100k/s here; with fair turns, none.  The producers are
 # bench/replay-producer (a real H200 buffer over the shim's protocol).
 # It runs no workload through the libcupti test double.
 CUPTIMON_TEST_NO_DOUBLE=1
+# Its verdict depends on the CPU it gets: it runs with no other
+# integration test beside it (tests/integration/lib.sh).
+CUPTIMON_TEST_ALONE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
 RP=$top_builddir/bench/replay-producer
 BUF=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst
@@ -23,7 +31,7 @@ done
 flooding() { [ "$(status_py "sum(1 for s in st['sessions'] if s['connected'])")" = 4 ]; }
 wait_for 100 flooding || fail "the four sparse producers did not connect"
 sleep 0.5
-"$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --slots 4 --rate 200000 --records 800000 \
+"$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --slots 4 --rate 100000 --records 500000 \
     --report "$T/honest.json" || fail "the honest producer failed"
 python3 - "$T/honest.json" <<'PY' || fail "the honest producer beside the sparse ones dropped records"
 import json, sys

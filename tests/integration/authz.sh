@@ -9,11 +9,13 @@ need_nobody
 start_daemon
 # Root's process has a label and a kernel name of its own: neither may reach
 # nobody through any listing.
+# Both stay connected (--linger-ms) until SIGUSR1 ends them, however slowly
+# the checks below run (ASan, a loaded machine).
 CUPTIMON_LABEL=rootjob spawn_workload --kernels 60000 --rate 20000 --names _Z10rootsecretPfi \
-    --report "$T/root.json"
+    --linger-ms 300000 --report "$T/root.json"
 rootpid=$SPAWNED
 setpriv --reuid=65534 --regid=65534 --clear-groups env CUPTIMON_SOCKET="$CUPTIMON_SOCKET" \
-    CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" --kernels 60000 --rate 20000 &
+    CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" --kernels 60000 --rate 20000 --linger-ms 300000 &
 nobodypid=$!
 two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = 2 ]; }
 wait_for 100 two || fail "both workloads did not connect"
@@ -85,7 +87,9 @@ set -e
 [ $rc -eq 1 ] && echo "$out" | grep -q "no window $rid of yours" || fail "nobody could end root's window: $rc $out"
 nctl end-window --json > "$T/nend.json" || fail "nobody cannot end its own window"
 ctl end-window "$rid" --json > /dev/null || fail "root cannot end its window"
-wait "$nobodypid"; wait "$rootpid"
+kill -USR1 "$nobodypid" "$rootpid"
+wait "$nobodypid" || fail "nobody's workload failed"
+wait "$rootpid" || fail "root's workload failed"
 # top and metrics: nobody sees the aggregates of its own process only (the
 # sessions that ended stay in them for a minute).  Root's label, pid and
 # kernel name appear nowhere, and nobody's totals are its own.

@@ -24,8 +24,37 @@ DPID=
 # preloaded into a program that was not built with it.
 ASAN_RT=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
 
+# Tests whose verdict depends on the CPU they get (drops at a rate, time
+# to be served) set CUPTIMON_TEST_ALONE=1 before sourcing this: they hold
+# the build tree's test lock exclusively, every other integration test holds
+# it shared, so under make check -jN they never share the machine with
+# another integration test.  The lock is held by a flock(1) process of the
+# test's own (not by an fd that the daemons and workloads it starts would
+# inherit and keep after the test).
+TEST_LOCK_PID=
+take_test_lock() {
+    local mode=-s
+    [ "${CUPTIMON_TEST_ALONE:-0}" = 1 ] && mode=-x
+    command -v flock >/dev/null || return 0
+    flock "$mode" -o "$top_builddir/.test-alone.lock" \
+        sh -c 'echo $$ >"$1"; exec sleep 86400' sh "$T/.lock-held" &
+    TEST_LOCK_PID=$!
+    while [ ! -s "$T/.lock-held" ]; do
+        kill -0 "$TEST_LOCK_PID" 2>/dev/null || { TEST_LOCK_PID=; return 0; }
+        sleep 0.05
+    done
+}
+drop_test_lock() {
+    [ -n "$TEST_LOCK_PID" ] || return 0
+    if [ -s "$T/.lock-held" ]; then kill "$(cat "$T/.lock-held")" 2>/dev/null || true; fi
+    kill "$TEST_LOCK_PID" 2>/dev/null || true
+    wait "$TEST_LOCK_PID" 2>/dev/null || true
+    TEST_LOCK_PID=
+}
+
 cleanup() {
     local rc=$?
+    drop_test_lock
     if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
         kill -KILL "$DPID" 2>/dev/null || true
     fi
@@ -37,6 +66,7 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
+take_test_lock
 
 fail() {
     echo "FAIL: $*" >&2
