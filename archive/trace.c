@@ -58,7 +58,9 @@ struct nent {     /* resolved kernel name */
 struct flowent {
     uint32_t corr; /* 0: empty */
     uint32_t tid;
-    int64_t ts; /* ns relative to base */
+    int64_t ts;    /* ns relative to base */
+    int64_t dur;   /* GPU side: the work's duration */
+    uint32_t pend; /* GPU side: its annotation is still to be found (ua_gpu) */
 };
 
 struct extent {
@@ -70,7 +72,20 @@ struct extent {
 struct uaspan {
     uint64_t id; /* 0: empty */
     uint32_t tid;
+    uint32_t by_time;    /* some of its work was launched on another thread */
     int64_t first, last; /* ns relative to base: first start, last end */
+};
+
+/* A range for attributing work by launch time (xr_*): relative ns, sorted
+ * by thread, begin and depth; parent is an index into the same array. */
+struct xrange {
+    int64_t b, e; /* e: INT64_MAX while open */
+    uint64_t id;
+    uint32_t tid, parent; /* parent: XR_NONE at a thread's top */
+};
+struct xthread {
+    uint32_t tid;
+    uint32_t lo, hi; /* its ranges: [lo, hi) */
 };
 
 struct markent {
@@ -126,6 +141,12 @@ struct tproc {
     size_t ua_cap, ua_n;
     int64_t last_ts;
     int has_last;
+    /* The ranges again, indexed for work launched on a thread with no
+     * annotation of its own (xr_build): built at the first such launch. */
+    struct xrange *xr;
+    struct xthread *xt;
+    uint32_t nxr, nxt;
+    int xr_built;
 
     int ended;   /* cuptimon__trace_end_process was called */
     int pending; /* a marker held back for the marker data that may follow */
@@ -562,6 +583,8 @@ static void proc_free(struct tproc *P)
     free(P->ext_tab);
     free(P->mark_tab);
     free(P->ua); /* a process whose end was never written (a trace freed unfinished) */
+    free(P->xr);
+    free(P->xt);
     free(P->devs);
     free((char *)P->info.hostname);
     free((char *)P->info.label);
@@ -1163,22 +1186,31 @@ static void flow_pair(struct cuptimon_trace *t, struct tproc *P, uint32_t corr,
     t->st.flows++;
 }
 
+static void ua_late(struct cuptimon_trace *t, struct tproc *P, const struct flowent *g,
+                    const struct flowent *api);
+
+/* GPU work corr on track tid: its flow from the launch, now if the launch
+ * was seen, else when it is (flow_api).  pend: its annotation is still to
+ * be found then (ua_gpu could not tell yet). */
 static void flow_gpu(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, uint32_t tid,
-                     int64_t ts)
+                     int64_t ts, int64_t dur, int pend)
 {
     struct flowent *a, *g;
 
-    if (corr == 0 || t->o.no_flows || P->api_tab == NULL)
+    if (corr == 0 || P->api_tab == NULL || (t->o.no_flows && !pend))
         return;
     a = &P->api_tab[corr & (FLOW_SLOTS - 1)];
     if (a->corr == corr) {
-        flow_pair(t, P, corr, a, tid, ts);
+        if (!t->o.no_flows)
+            flow_pair(t, P, corr, a, tid, ts);
         return;
     }
     g = &P->gpu_tab[corr & (FLOW_SLOTS - 1)];
     g->corr = corr;
     g->tid = tid;
     g->ts = ts;
+    g->dur = dur;
+    g->pend = (uint32_t)pend;
 }
 
 static void flow_api(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, uint32_t tid,
@@ -1186,15 +1218,19 @@ static void flow_api(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, u
 {
     struct flowent *a, *g;
 
-    if (corr == 0 || t->o.no_flows || P->api_tab == NULL)
+    if (corr == 0 || P->api_tab == NULL)
         return;
+    /* Kept without flows too: ua_gpu finds a launch's thread and time here. */
     a = &P->api_tab[corr & (FLOW_SLOTS - 1)];
     a->corr = corr;
     a->tid = tid;
     a->ts = ts;
     g = &P->gpu_tab[corr & (FLOW_SLOTS - 1)];
     if (g->corr == corr) {
-        flow_pair(t, P, corr, a, g->tid, g->ts);
+        if (!t->o.no_flows)
+            flow_pair(t, P, corr, a, g->tid, g->ts);
+        if (g->pend)
+            ua_late(t, P, g, a);
         g->corr = 0;
     }
 }
@@ -1257,20 +1293,18 @@ static inline size_t ua_hash(uint64_t id, uint32_t tid, size_t cap)
     return (size_t)(h >> 20) & (cap - 1);
 }
 
-/* Widens the GPU span of the annotation that GPU work corr was launched
- * in, on track tid: Kineto's gpu_user_annotation, from the first start to
- * the last end of the work of one annotation on one stream.  Like
- * Kineto's, it is the innermost annotation's (CUPTI's external
- * correlation tags a launch with the top of its thread's stack).  Bounded:
- * past UA_SPANS_MAX spans, new ones are not drawn. */
+/* Widens the GPU span of annotation id on track tid by [ts, ts + dur]:
+ * Kineto's gpu_user_annotation, from the first start to the last end of
+ * the work of one annotation on one stream.  by_time: the work was
+ * attributed by its launch's thread and time (xr_find), not by CUPTI's
+ * external correlation.  Bounded: past UA_SPANS_MAX spans, new ones are
+ * not drawn. */
 #define UA_SPANS_MAX (1u << 20)
-static void ua_gpu(struct tproc *P, uint32_t corr, uint32_t tid, int64_t ts, int64_t dur)
+static void ua_widen(struct tproc *P, uint64_t id, uint32_t tid, int64_t ts, int64_t dur,
+                     int by_time)
 {
-    uint64_t id = ua_of(P, corr);
     struct uaspan *u;
     int64_t end; /* hostile times can overflow: saturate */
-    if (id == 0)
-        return;
     if (__builtin_add_overflow(ts, dur, &end))
         end = INT64_MAX;
     if (P->ua_n + 1 > P->ua_cap / 4 * 3) {
@@ -1303,6 +1337,7 @@ probe:
                 return;
             u->id = id;
             u->tid = tid;
+            u->by_time = (uint32_t)by_time;
             u->first = ts;
             u->last = end;
             P->ua_n++;
@@ -1313,6 +1348,135 @@ probe:
         u->first = ts;
     if (end > u->last)
         u->last = end;
+    u->by_time |= (uint32_t)by_time;
+}
+
+/* ---- work launched on a thread with no annotation of its own ---------- */
+
+/* CUPTI tags a launch with the top of its own thread's annotation stack.
+ * Work that a thread with none open launches while another thread has one
+ * open (autograd's engine thread runs a backward pass while the main
+ * thread waits inside its "backward" annotation) would belong to no
+ * gpu_user_annotation.  It is attributed by the launch's time instead: to
+ * the innermost range open at the launch on the launching thread itself
+ * (its external correlation was not recorded); if that thread has no
+ * range at all (a helper thread that never annotates), to the innermost
+ * range open then on the one other thread of the process that has one;
+ * with several such threads it is ambiguous and left out (counted).  A
+ * thread with ranges of its own that launched outside them keeps its work
+ * unannotated.  The launch's thread and time come from its runtime (or
+ * driver) record; without one nothing is attributed. */
+#define XR_NONE UINT32_MAX
+
+static int xr_cmp(const void *a, const void *b)
+{
+    const struct xrange *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->b != y->b)
+        return x->b < y->b ? -1 : 1;
+    return x->parent < y->parent ? -1 : x->parent > y->parent; /* depth, while sorting */
+}
+
+struct xid {
+    uint64_t id;
+    uint32_t idx;
+};
+
+static int xid_cmp(const void *a, const void *b)
+{
+    const struct xid *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The innermost range of thread seg open at ts, or XR_NONE.  Ranges of a
+ * thread nest: the latest begun at or before ts is open then, or one of
+ * its ancestors is, or none is. */
+static uint32_t xr_open_at(const struct tproc *P, const struct xthread *seg, int64_t ts)
+{
+    uint32_t lo = seg->lo, hi = seg->hi;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (P->xr[mid].b <= ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == seg->lo)
+        return XR_NONE;
+    for (uint32_t k = lo - 1, hops = 0; k != XR_NONE && hops < 4096; k = P->xr[k].parent, hops++)
+        if (P->xr[k].e >= ts)
+            return k;
+    return XR_NONE;
+}
+
+static void xr_build(struct cuptimon_trace *t, struct tproc *P);
+
+/* The annotation that work launched on thread tid at ts is attributed to
+ * by time, or 0. */
+static uint64_t xr_find(struct cuptimon_trace *t, struct tproc *P, uint32_t tid, int64_t ts)
+{
+    uint32_t hit = XR_NONE;
+    if (!P->xr_built)
+        xr_build(t, P);
+    for (uint32_t i = 0; i < P->nxt; i++) {
+        if (P->xt[i].tid != tid)
+            continue;
+        if ((hit = xr_open_at(P, &P->xt[i], ts)) == XR_NONE)
+            return 0;       /* a thread with ranges of its own launched outside them */
+        t->st.ua_by_time++; /* its own: the external correlation is missing */
+        return P->xr[hit].id;
+    }
+    for (uint32_t i = 0; i < P->nxt; i++) {
+        uint32_t k;
+        if (P->xt[i].tid == tid || (k = xr_open_at(P, &P->xt[i], ts)) == XR_NONE)
+            continue;
+        if (hit != XR_NONE) {
+            t->st.ua_ambiguous++;
+            return 0;
+        }
+        hit = k;
+    }
+    if (hit == XR_NONE)
+        return 0;
+    t->st.ua_by_time++;
+    return P->xr[hit].id;
+}
+
+/* GPU work corr on track tid: widens the span of its annotation.
+ * Returns 0 when that is still unknown: no external correlation names
+ * one and its launch is not seen yet (CUPTI 13.0 completes a kernel's
+ * record before its runtime record); flow_api then calls ua_late. */
+static int ua_gpu(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, uint32_t tid,
+                  int64_t ts, int64_t dur)
+{
+    uint64_t id = ua_of(P, corr);
+    const struct flowent *a;
+    if (id != 0) {
+        ua_widen(P, id, tid, ts, dur, 0);
+        return 1;
+    }
+    if (corr == 0 || P->api_tab == NULL)
+        return 1;
+    a = &P->api_tab[corr & (FLOW_SLOTS - 1)];
+    if (a->corr != corr)
+        return 0;
+    if ((id = xr_find(t, P, a->tid, a->ts)) != 0)
+        ua_widen(P, id, tid, ts, dur, 1);
+    return 1;
+}
+
+/* The launch of GPU work g, whose annotation was unknown, is seen (api):
+ * its external correlation, recorded with the launch, or its thread and
+ * time now tell. */
+static void ua_late(struct cuptimon_trace *t, struct tproc *P, const struct flowent *g,
+                    const struct flowent *api)
+{
+    uint64_t id = ua_of(P, g->corr);
+    if (id != 0)
+        ua_widen(P, id, g->tid, g->ts, g->dur, 0);
+    else if ((id = xr_find(t, P, api->tid, api->ts)) != 0)
+        ua_widen(P, id, g->tid, g->ts, g->dur, 1);
 }
 
 struct urange {
@@ -1365,6 +1529,70 @@ static int ua_cmp(const void *a, const void *b)
     if (x->depth != y->depth)
         return x->depth < y->depth ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Indexes the process's ranges for xr_find, once: the string table holds
+ * every range when events are written (the archive's strings are read
+ * first).  Out of memory: no range, nothing attributed by time. */
+static void xr_build(struct cuptimon_trace *t, struct tproc *P)
+{
+    struct ucollect c = {.names = P->names};
+    struct xid *ids = NULL;
+    uint32_t n = 0;
+    P->xr_built = 1;
+    if (P->names == NULL || cuptimon__strtab_each(P->names, ua_collect, &c) < 0 || c.n == 0 ||
+        c.n >= XR_NONE)
+        goto out;
+    P->xr = malloc(c.n * sizeof *P->xr);
+    ids = malloc(c.n * sizeof *ids);
+    if (P->xr == NULL || ids == NULL)
+        goto fail;
+    for (size_t i = 0; i < c.n; i++) {
+        const struct urange *r = &c.v[i];
+        P->xr[n++] = (struct xrange){
+            .b = (int64_t)(r->begin - t->o.base_ns),
+            .e = r->end ? (int64_t)(r->end - t->o.base_ns) : INT64_MAX,
+            .id = r->id,
+            .tid = r->tid,
+            .parent = r->depth, /* sort key until the parents are found */
+        };
+    }
+    qsort(P->xr, n, sizeof *P->xr, xr_cmp);
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = (struct xid){P->xr[i].id, i};
+    qsort(ids, n, sizeof *ids, xid_cmp);
+    /* Parents by id, from the ranges' begin entries (kept in c, by id). */
+    for (size_t i = 0; i < c.n; i++) {
+        struct xid key = {c.v[i].id, 0}, *self = bsearch(&key, ids, n, sizeof *ids, xid_cmp), *par;
+        if (self == NULL)
+            continue;
+        key.id = c.v[i].parent;
+        par = c.v[i].parent ? bsearch(&key, ids, n, sizeof *ids, xid_cmp) : NULL;
+        /* A parent on another thread, or one begun later, is no parent. */
+        P->xr[self->idx].parent =
+            par && P->xr[par->idx].tid == P->xr[self->idx].tid && par->idx < self->idx ? par->idx
+                                                                                       : XR_NONE;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (i == 0 || P->xr[i].tid != P->xr[i - 1].tid)
+            P->nxt++;
+    if ((P->xt = calloc(P->nxt, sizeof *P->xt)) == NULL)
+        goto fail;
+    P->nxt = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i == 0 || P->xr[i].tid != P->xr[i - 1].tid)
+            P->xt[P->nxt++] = (struct xthread){.tid = P->xr[i].tid, .lo = i};
+        P->xt[P->nxt - 1].hi = i + 1;
+    }
+    P->nxr = n;
+    goto out;
+fail:
+    free(P->xr);
+    P->xr = NULL;
+    P->nxt = 0;
+out:
+    free(ids);
+    free(c.v);
 }
 
 static size_t ua_name(const struct tproc *P, uint64_t id, char *out)
@@ -1444,6 +1672,8 @@ static void ua_write(struct cuptimon_trace *t, struct tproc *P)
         p = ptsd(p, P->pid, u->tid, u->first, u->last - u->first);
         p = LIT(p, ",\"args\":{\"External id\":");
         p = u64d(p, u->id);
+        if (u->by_time)
+            p = LIT(p, ",\"attributed by launch time\":true");
         p = LIT(p, "}}");
         commit(t, p);
     }
@@ -1455,7 +1685,7 @@ static void w_kernel(struct cuptimon_trace *t, struct tproc *P, const struct cup
     /* The track first: naming a new track uses t->tmp, which may hold the
      * kernel's name. */
     uint32_t tid = gpu_track(t, P, ev->device_id, ev->stream_id);
-    ua_gpu(P, ev->correlation_id, tid, ts, dur);
+    int ua_known = ua_gpu(t, P, ev->correlation_id, tid, ts, dur);
     struct name_ref nm = kernel_name(t, P, ev->u.kernel.name_ptr);
     char *p = ev_open(t, EVENT_FIXED_MAX + nm.len);
 
@@ -1502,7 +1732,7 @@ static void w_kernel(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
-    flow_gpu(t, P, ev->correlation_id, tid, ts);
+    flow_gpu(t, P, ev->correlation_id, tid, ts, dur, !ua_known);
 }
 
 static char *kind_str(char *p, const char *s, unsigned v)
@@ -1532,7 +1762,7 @@ static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cup
                      int64_t ts, int64_t dur)
 {
     uint32_t tid = gpu_track(t, P, ev->device_id, ev->stream_id);
-    ua_gpu(P, ev->correlation_id, tid, ts, dur);
+    int ua_known = ua_gpu(t, P, ev->correlation_id, tid, ts, dur);
     char *p = ev_open(t, EVENT_FIXED_MAX);
     int p2p = ev->type == CUPTIMON_EV_MEMCPY_P2P;
 
@@ -1565,14 +1795,14 @@ static void w_memcpy(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
-    flow_gpu(t, P, ev->correlation_id, tid, ts);
+    flow_gpu(t, P, ev->correlation_id, tid, ts, dur, !ua_known);
 }
 
 static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
                      int64_t ts, int64_t dur)
 {
     uint32_t tid = gpu_track(t, P, ev->device_id, ev->stream_id);
-    ua_gpu(P, ev->correlation_id, tid, ts, dur);
+    int ua_known = ua_gpu(t, P, ev->correlation_id, tid, ts, dur);
     char *p = ev_open(t, EVENT_FIXED_MAX);
 
     p = LIT(p, "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (");
@@ -1588,7 +1818,7 @@ static void w_memset(struct cuptimon_trace *t, struct tproc *P, const struct cup
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
-    flow_gpu(t, P, ev->correlation_id, tid, ts);
+    flow_gpu(t, P, ev->correlation_id, tid, ts, dur, !ua_known);
 }
 
 static void api_write(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
@@ -1963,6 +2193,11 @@ int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc)
     free(P->ua);
     P->ua = NULL;
     P->ua_cap = P->ua_n = 0;
+    free(P->xr);
+    free(P->xt);
+    P->xr = NULL;
+    P->xt = NULL;
+    P->nxr = P->nxt = 0;
     P->nc = NULL;
     P->nc_cap = P->nc_n = 0;
     P->nc_last = NULL;

@@ -104,6 +104,8 @@ struct cuptimon_trace_stats {
     uint64_t driver_hidden;       /* driver calls that launch nothing, not written (Kineto's way) */
     uint64_t driver_nested;       /* driver launches inside a runtime call, not written */
     uint64_t devices_refused; /* device property strings that did not parse or were out of range */
+    uint64_t ua_by_time;      /* GPU work given to an annotation by its launch's thread and time */
+    uint64_t ua_ambiguous;    /* ... left out: ranges of several other threads were open then */
     uint64_t bytes;           /* bytes handed to the sink */
 };
 

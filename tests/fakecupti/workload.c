@@ -41,6 +41,7 @@ static struct {
     const char *report;
     const char *log;
     uint64_t annotate; /* wrap every N launches in a cuptimon annotation */
+    uint64_t bare;     /* --bare-threads: the last K threads never annotate */
     int (*push)(const char *);
     int (*pop)(void);
     int64_t (*step)(void);
@@ -108,6 +109,8 @@ static void usage(FILE *f)
         "  -o, --report FILE      write a JSON report to FILE at the end\n"
         "      --annotate N       wrap every N launches in a cuptimon annotation \"step K\"\n"
         "                         (through the injected shim's cuptimon_push_annotation)\n"
+        "      --bare-threads K   the last K of the --threads never annotate (with\n"
+        "                         --annotate/--nest: a helper thread, as autograd's)\n"
         "      --steps            with --annotate: cuptimon_step() every N launches instead\n"
         "                         (annotations \"ProfilerStep#K\")\n"
         "      --nest             wrap each launch in an annotation \"inner\" (with --annotate:\n"
@@ -213,6 +216,7 @@ static void note_corr(struct worker *w, uint32_t corr)
 static void *run_worker(void *arg)
 {
     struct worker *w = arg;
+    int bare = w->index + opt.bare >= (uint64_t)opt.threads;
 
     for (uint64_t i = w->index; i < opt.kernels; i += opt.threads) {
         size_t ni = (size_t)(i % opt.nnames);
@@ -227,7 +231,7 @@ static void *run_worker(void *arg)
             k.graph_id = opt.graph_id;
             k.graph_node_id = (opt.graph_id << 32) + 1 + ni;
         }
-        if (opt.annotate && opt.push && i % opt.annotate == 0) {
+        if (!bare && opt.annotate && opt.push && i % opt.annotate == 0) {
             char an[64];
             uint64_t t0 = realtime_ns();
             if (opt.steps) {
@@ -244,7 +248,7 @@ static void *run_worker(void *arg)
             }
         }
         pace(i);
-        if (opt.nest) {
+        if (opt.nest && !bare) {
             uint64_t t0 = realtime_ns();
             opt.push("inner");
             if (w->rlogf)
@@ -255,7 +259,7 @@ static void *run_worker(void *arg)
         corr = fakecuda_launch_kernel_ex(&k);
         if (w->logf)
             fprintf(w->logf, "%" PRIu32 " %" PRIu64 " %" PRIu64 "\n", corr, before, realtime_ns());
-        if (opt.nest) {
+        if (opt.nest && !bare) {
             uint64_t t0 = realtime_ns();
             opt.pop();
             if (w->rlogf)
@@ -387,6 +391,7 @@ int main(int argc, char **argv)
         {"report", required_argument, NULL, 'o'},
         {"log", required_argument, NULL, 'G'},
         {"annotate", required_argument, NULL, 'A'},
+        {"bare-threads", required_argument, NULL, 'B'},
         {"steps", no_argument, NULL, 'S'},
         {"nest", no_argument, NULL, 'E'},
         {"range-log", required_argument, NULL, 'R'},
@@ -441,6 +446,7 @@ int main(int argc, char **argv)
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
         case 'A': bad = parse_u64(optarg, 1000000000, &opt.annotate); break;
+        case 'B': bad = parse_u64(optarg, 1024, &opt.bare); break;
         case 'S': opt.steps = 1; break;
         case 'E': opt.nest = 1; break;
         case 'R': opt.range_log = optarg; break;

@@ -19,7 +19,12 @@ Per rank:
   one torch.profiler shows (with as many of each), and every one of those
   names that torch's gpu_user_annotation slices carry is on cuptimon's too
   (torch's own, such as Optimizer.step#AdamW.step, are not the job's);
-- named threads: every thread with runtime calls has a thread_name.
+- named threads: every thread with runtime calls has a thread_name;
+- the backward pass: every kernel launched on another thread (autograd's
+  engine thread) while the job's "backward" annotation was open lies in a
+  gpu_user_annotation "backward" slice of its stream that says it was
+  attributed by launch time, and there is at least one such kernel (the
+  figures of torch.profiler's "backward" GPU slices are printed beside).
 
 usage: ranks-check.py TORCH_FMT CUPTIMON_FMT WORLD_SIZE START_NS
 (FMT: a path with "{rank}"; files may be .gz).  Prints one line per check
@@ -57,6 +62,26 @@ def diff(a, b):
     d = [f"{k[:60]!s}: torch {a.get(k, 0)} cuptimon {b.get(k, 0)}" for k in keys
          if a.get(k, 0) != b.get(k, 0)]
     return "; ".join(d[:4]) + (f"; and {len(d) - 4} more" if len(d) > 4 else "")
+
+
+def backward_work(tr):
+    """The "backward" user_annotation slices of trace tr, the kernels
+    launched inside one of them on another thread than its own, and the
+    "backward" gpu_user_annotation slices."""
+    ev = tr["traceEvents"]
+    bw = [e for e in ev if e.get("cat") == "user_annotation" and e.get("name") == "backward"]
+    launch = {(e["pid"], e["args"].get("correlation")): e for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e}
+    kernels = []
+    for k in ev:
+        if k.get("cat") != "kernel":
+            continue
+        a = launch.get((k["pid"], k.get("args", {}).get("correlation")))
+        if a and any(b["pid"] == a["pid"] and b["tid"] != a["tid"] and
+                     b["ts"] <= a["ts"] <= b["ts"] + b["dur"] for b in bw):
+            kernels.append(k)
+    slices = [e for e in ev if e.get("cat") == "gpu_user_annotation" and e.get("name") == "backward"]
+    return bw, kernels, slices
 
 
 def main(argv):
@@ -123,6 +148,19 @@ def main(argv):
         b = set(counts(c, "gpu_user_annotation", lambda n: not STEP.fullmatch(n)))
         check(a <= b, f"rank {r}: every gpu_user_annotation name of torch.profiler's "
               f"({', '.join(sorted(a))})", f"cuptimon lacks {sorted(a - b)}")
+        bw, kernels, slices = backward_work(c)
+        covered = [k for k in kernels if any(
+            s["tid"] == k["tid"] and s["ts"] - 0.001 <= k["ts"] and
+            k["ts"] + k["dur"] <= s["ts"] + s["dur"] + 0.001 and
+            s["args"].get("attributed by launch time") for s in slices)]
+        tb = [e for e in t["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+              and e.get("name") == "backward"]
+        check(kernels and len(covered) == len(kernels),
+              f"rank {r}: the backward pass's kernels launched on other threads lie in "
+              f"\"backward\" GPU slices ({len(covered)} of {len(kernels)}, from {len(bw)} "
+              f"backward ranges; cuptimon's slices span {sum(s['dur'] for s in slices):.0f} us, "
+              f"torch.profiler's {sum(e['dur'] for e in tb):.0f} us)",
+              f"uncovered {[(k['name'][:40], k['ts']) for k in kernels if k not in covered][:3]}")
         named = {(e["pid"], e["tid"]) for e in c["traceEvents"]
                  if e.get("ph") == "M" and e.get("name") == "thread_name"}
         callers = {(e["pid"], e["tid"]) for e in c["traceEvents"]

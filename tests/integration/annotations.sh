@@ -9,7 +9,9 @@
 # parent's External id), ProfilerStep#N for the steps, and a
 # gpu_user_annotation slice per annotation and GPU track spanning exactly
 # the GPU work it launched; ranges crossing the window's edges clipped to
-# them.
+# them.  A second process has a helper thread that never annotates (as
+# autograd's engine thread): its work goes to the range open on the other
+# thread when it was launched ("attributed by launch time").
 . "$top_srcdir/tests/integration/lib.sh"
 # Times are compared with a tolerance of SLACK ns: the shim maps CUPTI's
 # clock (the double's is CLOCK_REALTIME) to Unix time with a pair of clock
@@ -20,8 +22,11 @@ start_daemon --flush-period 0.3
 CUPTIMON_LABEL=annot workload --kernels 6000 --rate 4000 --threads 2 --annotate 100 --steps --nest \
     --memcpy-every 7 --memset-every 11 --range-log "$T/ranges.log" --report "$T/r.json" --linger-ms 2000 --quiet &
 wp=$!
-one() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 1 ]; }
-wait_for 100 one || fail "the workload did not connect"
+CUPTIMON_LABEL=annot workload --kernels 4000 --rate 3000 --threads 2 --bare-threads 1 --annotate 100 --steps \
+    --memcpy-every 7 --range-log "$T/ranges2.log" --report "$T/r2.json" --linger-ms 2000 --quiet &
+wp2=$!
+two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
+wait_for 100 two || fail "the workloads did not connect"
 sleep 0.2
 ctl begin-window --label annot --activities kernel,memcpy,memset,runtime,external_correlation \
     --json >"$T/begin.json" || fail "begin-window failed"
@@ -29,6 +34,8 @@ sleep 0.8
 ctl end-window --json >"$T/end.json" || fail "end-window failed"
 ctl status --json >"$T/status.json" || fail "status failed"
 wait "$wp" || fail "the workload failed"
+wait "$wp2" || fail "the workload with a helper thread failed"
+cat "$T/ranges2.log" >>"$T/ranges.log"
 stop_daemon
 trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
 "$CTL" decode "$T/out" -o "$T/all.json" 2>"$T/decode.err" || fail "decode failed: $(cat "$T/decode.err")"
@@ -70,7 +77,7 @@ for line in open(log):
     elif kind == "pop":
         open_inner.pop(tid).update(e0=t0, e1=t1, corr=int(f[4]))
 tids = {r["tid"] for r in ranges}
-assert len(tids) == 2, tids
+assert len(tids) == 3, tids     # 2 + 1: the helper thread annotates nothing
 
 def slices(path):
     t = json.load(open(path))
@@ -85,7 +92,8 @@ def slices(path):
 def check(path, win):
     t, ev, ua, ga, ns = slices(path)
     assert ua, "no user_annotation slices in " + path
-    by_id = {e["args"]["External id"]: e for e in ua}
+    # Annotation ids are per process: keys are (pid, id).
+    by_id = {(e["pid"], e["args"]["External id"]): e for e in ua}
     assert len(by_id) == len(ua), "two slices for one annotation"
     # Every slice is one of the workload's ranges: its thread, name and
     # nesting, beginning inside the push's bracket and ending inside the
@@ -128,7 +136,7 @@ def check(path, win):
             assert win and b == win[0] and r["b0"] < win[0], (e, win)
         if want == 1:
             # Nested in the thread's step, which encloses it.
-            p = by_id.get(a.get("parent external id"))
+            p = by_id.get((e["pid"], a.get("parent external id")))
             assert p is not None and p["name"].startswith("ProfilerStep#") and p["tid"] == e["tid"], (e, p)
             assert p["ts"] <= e["ts"] and e["ts"] + e["dur"] <= p["ts"] + p["dur"] + 0.002, (e, p)
         else:
@@ -154,27 +162,65 @@ def check(path, win):
     work = {}
     for e in ev:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "External id" in e.get("args", {}):
-            k = (e["args"]["External id"], e["tid"])
+            k = (e["pid"], e["args"]["External id"], e["tid"])
             lo_, hi_ = work.get(k, (None, None))
             s0, s1 = round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
             work[k] = (s0 if lo_ is None else min(lo_, s0), s1 if hi_ is None else max(hi_, s1))
+    # Work with no annotation of its own goes by its launch's thread and
+    # time: to the innermost range of the launching thread open then; from
+    # a thread with no range at all, to the one other thread's innermost
+    # open range (with several, to none).  Its slice says so.
+    launch = {}
+    for e in ev:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launch[(e["pid"], e["args"]["correlation"])] = (e["tid"], round(e["ts"] * 1000))
+    open_on = {}
+    for e in ua:
+        open_on.setdefault((e["pid"], e["tid"]), []).append(
+            (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000), e["args"]["depth"],
+             e["args"]["External id"]))
+    def innermost(key, at):
+        c = [r for r in open_on.get(key, ()) if r[0] <= at <= r[1]]
+        return max(c, key=lambda r: (r[0], r[2]))[3] if c else None
+    timed = set()
+    for e in ev:
+        a = e.get("args", {})
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or "External id" in a:
+            continue
+        launched = launch.get((e["pid"], a.get("correlation")))
+        if launched is None:
+            continue
+        ext = innermost((e["pid"], launched[0]), launched[1])
+        if ext is None and (e["pid"], launched[0]) not in open_on:
+            others = [innermost(k, launched[1]) for k in open_on if k[0] == e["pid"] and k[1] != launched[0]]
+            others = [x for x in others if x is not None]
+            ext = others[0] if len(others) == 1 else None
+        if ext is None:
+            continue
+        k = (e["pid"], ext, e["tid"])
+        lo_, hi_ = work.get(k, (None, None))
+        s0, s1 = round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
+        work[k] = (s0 if lo_ is None else min(lo_, s0), s1 if hi_ is None else max(hi_, s1))
+        timed.add(k)
     assert ga, "no gpu_user_annotation slices in " + path
     gk = {}
     for e in ga:
-        k = (e["args"]["External id"], e["tid"])
+        k = (e["pid"], e["args"]["External id"], e["tid"])
         assert k not in gk, ("two GPU slices for one annotation and track", e)
         gk[k] = e
         assert k in work, ("a GPU slice over no work", e)
+        assert bool(e["args"].get("attributed by launch time")) == (k in timed), ("attributed by launch time", e)
         s0, s1 = work[k]
         assert (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) == (s0, s1), (e, work[k])
-        assert e["pid"] == by_id[k[0]]["pid"] if k[0] in by_id else True
-        name = by_id[k[0]]["name"] if k[0] in by_id else None
+        name = by_id[k[:2]]["name"] if k[:2] in by_id else None
         assert name is None or e["name"] == name, (e, name)
     assert set(work) == set(gk), ("GPU work of an annotation without its slice", set(work) - set(gk))
     inner_gpu = sum(1 for e in ga if e["name"] == "inner")
     assert inner_gpu > 100, inner_gpu
     # A copy follows every 7th launch inside the same inner range: its
     # GPU slice spans kernel and copy, so some are wider than one kernel.
+    print("annotations: %d GPU slice(s) with work attributed by launch time in %s" % (len(timed), os.path.basename(path)))
+    assert timed, "no work of the helper thread was attributed by its launch time"
     return len(ua), len(ga), len(steps)
 
 e = json.load(open(end))
@@ -194,7 +240,7 @@ nu2, ng2, ns2 = check(decoded, None)
 assert nu2 >= nu and ns2 >= ns_, (nu2, nu)
 print("decode: %d user_annotation, %d gpu_user_annotation, %d steps" % (nu2, ng2, ns2))
 s = json.load(open(status))["sessions"]
-assert len(s) == 1, s          # the workload lingers: still connected
+assert len(s) == 2, s          # the workloads linger: still connected
 # A push and a pop per range, less the pops of ranges still open at the
 # window's end (clipped there: status was read before they came).
 assert sum(x.get("annotation_ranges", 0) for x in s) >= 2 * nu - len(clipped), s

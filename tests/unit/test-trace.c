@@ -2167,6 +2167,112 @@ START_TEST(annotation_ranges_no_window)
 }
 END_TEST
 
+static void api_rec(struct recbuf *b, uint32_t corr, uint32_t tid, uint64_t start)
+{
+    CUpti_ActivityAPI a;
+    memset(&a, 0, sizeof(a));
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = 211; /* cudaLaunchKernel */
+    a.start = start;
+    a.end = start + 300;
+    a.processId = 455;
+    a.threadId = tid;
+    a.correlationId = corr;
+    add(b, &a, sizeof(a));
+}
+
+/* Work launched on a thread with no annotation (autograd's engine thread,
+ * 50) while another thread's range is open: given to that range
+ * by the launch's time, whichever of the kernel and its runtime record
+ * comes first (CUPTI 13.0 writes the kernel first); with flows or not. */
+static json_object *by_time_trace(int no_flows, struct membuf *mb, struct cuptimon_trace_stats *ts)
+{
+    struct recbuf b = {.len = 0};
+    struct cuptimon_layout l;
+    struct cuptimon_strtab *st;
+    struct cuptimon_trace *t;
+    struct cuptimon_decode_stats ds;
+    struct cuptimon_trace_opts o = {.base_ns = BASE, .no_flows = no_flows};
+    struct cuptimon_proc_info p = {
+        .pid = 455, .rank = -1, .local_rank = -1, .world_size = -1, .cupti_version = 130001};
+    struct cuptimon_clock clk = {BASE, BASE};
+
+    ck_assert_int_eq(cuptimon__layout_init(&l, 130001, NULL), 0);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, 0x1000, "k", 1), 0);
+    /* Thread 42: "backward" [1, 20] us, "bw-inner" [2, 3] us inside it;
+     * threads 44 and 45 each have a range open over [32, 38] us; thread
+     * 46 has "own" [50, 60] us.  Thread 50, the launcher, has none. */
+    put_range(st, 5, "backward", BASE + 1000, 42, 0, 0, BASE + 20000);
+    put_range(st, 6, "bw-inner", BASE + 2000, 42, 1, 5, BASE + 3000);
+    put_range(st, 7, "a", BASE + 30000, 44, 0, 0, BASE + 40000);
+    put_range(st, 8, "b", BASE + 32000, 45, 0, 0, BASE + 38000);
+    put_range(st, 9, "own", BASE + 50000, 46, 0, 0, BASE + 60000);
+    /* 30: kernel first, launched at 5 us: "backward". */
+    kernel_rec(&b, 30, 7, BASE + 8000, BASE + 9000);
+    api_rec(&b, 30, 50, BASE + 5000);
+    /* 31: launch first, at 2.5 us: the innermost, "bw-inner". */
+    api_rec(&b, 31, 50, BASE + 2500);
+    kernel_rec(&b, 31, 7, BASE + 10000, BASE + 12000);
+    /* 32: at 35 us two other threads have ranges open: nobody's. */
+    kernel_rec(&b, 32, 9, BASE + 41000, BASE + 42000);
+    api_rec(&b, 32, 50, BASE + 35000);
+    /* 33: at 25 us nothing is open. */
+    kernel_rec(&b, 33, 9, BASE + 43000, BASE + 44000);
+    api_rec(&b, 33, 50, BASE + 25000);
+    /* 34: thread 46 at 52 us, inside its own range, the correlation
+     * missing: its own range. */
+    kernel_rec(&b, 34, 9, BASE + 55000, BASE + 56000);
+    api_rec(&b, 34, 46, BASE + 52000);
+    /* 36: thread 44, which has ranges of its own, launches outside them
+     * at 15 us, inside "backward": its own business, nobody's. */
+    kernel_rec(&b, 36, 9, BASE + 45000, BASE + 46000);
+    api_rec(&b, 36, 44, BASE + 15000);
+    /* 35: the external correlation comes with the launch, after the
+     * kernel: "bw-inner" by correlation, not by time. */
+    kernel_rec(&b, 35, 9, BASE + 14000, BASE + 15000);
+    ext_rec(&b, 35, 6);
+    api_rec(&b, 35, 42, BASE + 2200);
+
+    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, NULL), 0);
+    memset(&ds, 0, sizeof(ds));
+    ck_assert_int_eq(cuptimon__trace_buffer(t, 0, &l, b.data, b.len, &clk, &ds), 0);
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    cuptimon__trace_stats(t, ts);
+    cuptimon__trace_free(t);
+    cuptimon__strtab_free(st);
+    return parse(mb->data, mb->len);
+}
+
+START_TEST(annotation_by_launch_time)
+{
+    for (int no_flows = 0; no_flows < 2; no_flows++) {
+        struct membuf mb = {0};
+        struct cuptimon_trace_stats ts;
+        json_object *root = by_time_trace(no_flows, &mb, &ts), *a;
+        int n;
+
+        want_slice(root, "gpu_user_annotation", "backward", gpu_tid(0, 7), 8000, 1000, 5);
+        a = get(find_slice(root, "gpu_user_annotation", "backward", 0, &n), "args");
+        ck_assert(json_object_get_boolean(get(a, "attributed by launch time")));
+        want_slice(root, "gpu_user_annotation", "bw-inner", gpu_tid(0, 7), 10000, 2000, 6);
+        want_slice(root, "gpu_user_annotation", "bw-inner", gpu_tid(0, 9), 14000, 1000, 6);
+        a = get(find_slice(root, "gpu_user_annotation", "bw-inner", gpu_tid(0, 9), &n), "args");
+        ck_assert_ptr_null(get(a, "attributed by launch time"));
+        want_slice(root, "gpu_user_annotation", "own", gpu_tid(0, 9), 55000, 1000, 9);
+        ck_assert_ptr_null(find_slice(root, "gpu_user_annotation", "a", 0, &n));
+        ck_assert_ptr_null(find_slice(root, "gpu_user_annotation", "b", 0, &n));
+        ck_assert_uint_eq(ts.ua_by_time, 3);
+        ck_assert_uint_eq(ts.ua_ambiguous, 1);
+        ck_assert_uint_eq(ts.flows, no_flows ? 0 : 7);
+        json_object_put(root);
+        free(mb.data);
+    }
+}
+END_TEST
+
 START_TEST(range_text_forms)
 {
     struct cuptimon_range_begin b;
@@ -2212,6 +2318,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, json_escape_cases);
     tcase_add_test(t, annotation_ranges_window);
     tcase_add_test(t, annotation_ranges_no_window);
+    tcase_add_test(t, annotation_by_launch_time);
     tcase_add_test(t, range_text_forms);
     tcase_add_test(t, json_escape_every_byte);
     tcase_add_test(t, format_us_exact);
