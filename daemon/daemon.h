@@ -99,6 +99,8 @@ struct session {
     size_t work_len;
     uv_work_t work;
     int working;
+    int turn_waiting;          /* in its user's line for a worker (session.c turns) */
+    struct session *turn_next; /* ... behind it in that line */
     uint64_t items_queued, items_done;
 
     /* flushes */
@@ -171,6 +173,10 @@ struct daemon {
     struct flush_wait *flush_waits;
     struct window *windows;
     uint64_t next_window_id;
+    /* Turns on the worker pool (session.c): users with sessions waiting,
+     * a ring served in turn; archive items running now. */
+    struct turn_user *turns;
+    unsigned archive_inflight;
     uv_timer_t stop_timer, watchdog, accept_timer;
     int accept_paused; /* 1 producer, 2 control listener paused (EMFILE) */
     /* Producers may use descriptors below fd_limit - fd_reserve; the rest
@@ -187,6 +193,10 @@ struct daemon {
     uv_timer_t ctl_idle_timer;
     int ctl_idle_timer_on;
     uint64_t ctl_idle_closed; /* control connections closed as idle */
+    /* Control connections of users other than operators refused at accept
+     * (over max_controls_per_user, or on a descriptor in the reserve), and
+     * idle ones closed to make room when the daemon ran out (control.c). */
+    uint64_t ctl_refused_over_cap, ctl_refused_in_reserve, ctl_evicted;
     struct cuptimon_agg *agg; /* NULL when aggregation is off; set before the loop runs */
     struct lossreport *loss;  /* lossreport.c */
     uv_timer_t metrics_timer;
@@ -237,6 +247,12 @@ void lossreport_free(struct daemon *d); /* after the loop is closed */
 
 /* control.c: the control socket (cuptimonctl's requests). */
 void control_accept(struct daemon *d, int fd);
+/* Out of descriptors at a control accept: closes a refused control
+ * connection still waiting to be closed, else the longest-idle one of a
+ * user who is not an operator.  Returns 1 if one was closed (its
+ * descriptor is free once the loop has run its close callback), 0 if none
+ * qualifies. */
+int control_evict_idle(struct daemon *d);
 /* Answers what control started that still waits (at shutdown). */
 void control_shutdown(struct daemon *d);
 

@@ -33,6 +33,7 @@
 
 static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
+static void turns_run(struct daemon *d);
 static void on_flush_timer(uv_timer_t *t);
 static void on_hello_timeout(uv_timer_t *t);
 static int session_evict_silent_except(struct daemon *d, const struct session *keep);
@@ -239,7 +240,9 @@ static void agg_counters(struct session *s)
 static void after_work_cb(uv_work_t *w, int status)
 {
     struct session *s = w->data;
+    struct daemon *d = s->d;
     s->working = 0;
+    d->archive_inflight--;
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
         if (status < 0 && it->result == 0)
@@ -287,6 +290,7 @@ static void after_work_cb(uv_work_t *w, int status)
         flush_progress(s->d, s, 0, 0);
     start_work(s);
     session_maybe_free(s);
+    turns_run(d); /* the worker it had is free for the next in turn */
 }
 
 /* What an item asks of a worker, in bytes read. */
@@ -295,15 +299,103 @@ static uint64_t item_bytes(const struct aw_item *it)
     return it->is_strings ? it->strings_len : it->ready.valid_size;
 }
 
+/* ---- turns on the worker pool ------------------------------------------ */
+
+/* At most ARCHIVE_INFLIGHT archive items run at once (libuv's pool has
+ * four threads; the window writer, retention and the loss-report scan
+ * queue behind them, never more than that many items deep).  Sessions
+ * with work wait in their user's line, and users take turns: one item of
+ * the first session in one user's line, then the next user's.  A user
+ * with 200 sessions gets a turn in a round, not 200: per session turns
+ * (each session one item in libuv's FIFO) gave that user the pool. */
+#define ARCHIVE_INFLIGHT 4u
+
+struct turn_user {
+    uint32_t uid;
+    struct session *head, *tail;
+    struct turn_user *prev, *next; /* the ring */
+};
+
+static void submit_work(struct session *s);
+
+/* Puts s at the end of its user's line; a user new to the ring goes last
+ * in the round.  Returns -ENOMEM (s then waits for its next enqueue). */
+static int turn_wait(struct session *s)
+{
+    struct daemon *d = s->d;
+    struct turn_user *u = d->turns;
+    if (u)
+        do {
+            if (u->uid == (uint32_t)s->peer.uid)
+                goto found;
+            u = u->next;
+        } while (u != d->turns);
+    if ((u = calloc(1, sizeof *u)) == NULL)
+        return -ENOMEM;
+    u->uid = (uint32_t)s->peer.uid;
+    if (d->turns == NULL) {
+        u->prev = u->next = u;
+        d->turns = u;
+    } else { /* before the one whose turn is next: last in the round */
+        u->next = d->turns;
+        u->prev = d->turns->prev;
+        u->prev->next = u;
+        d->turns->prev = u;
+    }
+found:
+    s->turn_next = NULL;
+    if (u->tail)
+        u->tail->turn_next = s;
+    else
+        u->head = s;
+    u->tail = s;
+    s->turn_waiting = 1;
+    return 0;
+}
+
+/* Starts work for the users whose turn it is while the pool has room. */
+static void turns_run(struct daemon *d)
+{
+    while (d->archive_inflight < ARCHIVE_INFLIGHT && d->turns) {
+        struct turn_user *u = d->turns;
+        struct session *s = u->head;
+        u->head = s->turn_next;
+        if (u->head == NULL) { /* its line is empty: out of the ring */
+            u->tail = NULL;
+            if (u->next == u) {
+                d->turns = NULL;
+            } else {
+                u->prev->next = u->next;
+                u->next->prev = u->prev;
+                d->turns = u->next;
+            }
+            free(u);
+        } else {
+            d->turns = u->next;
+        }
+        s->turn_waiting = 0;
+        s->turn_next = NULL;
+        submit_work(s);
+    }
+}
+
 static void start_work(struct session *s)
 {
-    if (s->working || s->qlen == 0)
+    if (s->working || s->turn_waiting || s->qlen == 0)
         return;
+    if (turn_wait(s) < 0) {
+        submit_work(s); /* no memory for a line: out of turn rather than never */
+        return;
+    }
+    turns_run(s->d);
+}
+
+static void submit_work(struct session *s)
+{
     /* Hand the queue to one work item, up to BATCH_MAX_BYTES of it (one
      * buffer at least): a session's writes stay in order, and one batch
-     * costs one thread hop.  The bound keeps the worker pool fair: each
-     * session has one item at a time, queued behind the others' when it
-     * ends, so a session that announces huge buffers takes turns instead of
+     * costs one thread hop.  The bound keeps turns short: a session that
+     * announces huge buffers takes its turns like the others instead of
      * holding a worker for seconds (four such sessions made an honest
      * producer beside them drop 24% of its records). */
     size_t n = 0;
@@ -326,8 +418,8 @@ static void start_work(struct session *s)
     s->qlen -= n;
     s->work.data = s;
     s->working = 1;
+    s->d->archive_inflight++;
     if (uv_queue_work(s->d->loop, &s->work, work_cb, after_work_cb) < 0) {
-        s->working = 0;
         for (size_t i = 0; i < s->work_len; i++)
             s->work_items[i].result = -EAGAIN;
         after_work_cb(&s->work, 0);

@@ -17,7 +17,9 @@ FAULT_TESTS = \
 	tests/fault/fd-full.sh \
 	tests/fault/user-caps.sh \
 	tests/fault/ctl-idle.sh \
+	tests/fault/ctl-caps.sh \
 	tests/fault/fair-workers.sh \
+	tests/fault/fair-users.sh \
 	tests/fault/disk-full.sh \
 	tests/fault/xfsz.sh \
 	tests/fault/readonly-output.sh \

@@ -1,0 +1,50 @@
+#!/bin/bash
+# Turns on the worker pool go by user, not by session (issue 21, fair
+# shares): one ordinary user ('nobody') runs eight producers whose pools are
+# sparse 16 x 64 MiB (every byte announced, again and again) and must not
+# make root's honest producer beside them drop records.  Each session has
+# at most one work item of up to 32 MiB at a time, and the users take
+# turns for the pool's workers: nobody's eight sessions get one turn in a
+# round, root's one session the next.  With turns per session (each session
+# one item in libuv's FIFO) the honest producer waited behind eight 32 MiB
+# items for each of its buffers.  The producers are bench/replay-producer
+# (a real H200 buffer over the shim's protocol); no workload runs through
+# the libcupti test double.
+CUPTIMON_TEST_NO_DOUBLE=1
+# Its verdict depends on the CPU it gets: it runs with no other
+# integration test beside it (tests/integration/lib.sh).
+CUPTIMON_TEST_ALONE=1
+. "$top_srcdir/tests/fault/fault-lib.sh"
+RP=$top_builddir/bench/replay-producer
+BUF=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst
+[ -x "$RP" ] || fail "$RP is not built"
+[ "$(id -u)" = 0 ] || skip "needs root to run producers as a second user"
+command -v setpriv >/dev/null || skip "no setpriv"
+chmod 755 "$T"
+as_nobody test -x "$RP" -a -r "$BUF" || skip "the build tree is not readable by nobody"
+
+start_daemon --flush-period 0
+for i in 1 2 3 4 5 6 7 8; do
+    as_nobody "$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --sparse --slot-size $((64 << 20)) \
+        --slots 16 --records 1000000000 >/dev/null 2>&1 &
+    track $!
+done
+flooding() { [ "$(status_py "sum(1 for s in st['sessions'] if s['connected'] and s['uid'] == 65534)")" = 8 ]; }
+wait_for 100 flooding || fail "nobody's eight sparse producers did not connect"
+sleep 0.5
+"$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --slots 2 --rate 200000 --records 1000000 \
+    --report "$T/honest.json" || fail "the honest producer failed"
+python3 - "$T/honest.json" <<'PY' || fail "root's honest producer beside nobody's sparse ones dropped records"
+import json, sys
+r = json.load(open(sys.argv[1]))
+total = r["records_sent"] + r["records_dropped"]
+print("fair-users: root's producer beside 8 sparse ones of nobody's: %d of %d records handed over, %d dropped"
+      % (r["records_sent"], total, r["records_dropped"]))
+# Two slots at 200k records/s leave 0.2 s per buffer.  Measured on the
+# 2-core machine: turns by user 0 dropped alone, 4-12% with other builds
+# running beside; turns by session 33-63% (0.5 s behind eight 32 MiB items
+# for each buffer).  The bound sits between.
+assert r["records_dropped"] <= total * 0.2, r
+PY
+kill -0 "$DPID" || fail "the daemon died"
+echo ok
