@@ -455,7 +455,8 @@ struct cuptimon_archive_reader {
     struct seen_set seen;
     cuptimon_archive_report_fn report;
     void *report_ud;
-    unsigned reported; /* bit per enum cuptimon_archive_damage already reported */
+    unsigned reported;    /* bit per enum cuptimon_archive_damage already reported */
+    uint64_t skip_before; /* cuptimon__archive_skip_before()'s bound, 0: none */
     struct cuptimon_archive_stats st;
 };
 
@@ -745,6 +746,11 @@ void cuptimon__archive_close(struct cuptimon_archive_reader *r)
 const char *cuptimon__archive_meta(const struct cuptimon_archive_reader *r)
 {
     return r->meta;
+}
+
+void cuptimon__archive_skip_before(struct cuptimon_archive_reader *r, uint64_t unix_ns)
+{
+    r->skip_before = unix_ns;
 }
 
 const struct cuptimon_archive_stats *cuptimon__archive_stats(
@@ -1058,6 +1064,23 @@ static int crc_streamed(struct cuptimon_archive_reader *r, uint64_t off, uint64_
     return c == crc;
 }
 
+/* Remembers the chunk whose header h was read at r->off: 0 the first
+ * time; 1 when it was read before (counted, reported, and r->off moved
+ * past it); -ENOMEM. */
+static int seen_chunk(struct cuptimon_archive_reader *r, const struct cuptimon_chunk_hdr *h)
+{
+    int dup = seen_add(&r->seen, h);
+
+    if (dup <= 0)
+        return dup;
+    r->st.duplicate_chunks++;
+    damage(r, CUPTIMON_DAMAGE_DUPLICATE, r->cur_path, r->off,
+           "chunk %" PRIu64 " was read before (a copied segment?): skipped, not counted twice",
+           h->index);
+    r->off += CUPTIMON_CHUNK_HDR_SIZE + h->stored_size;
+    return 1;
+}
+
 static int grow_buf(uint8_t **buf, size_t *cap, uint64_t want)
 {
     if (want <= *cap)
@@ -1106,6 +1129,24 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
             /* The header is intact but its payload was never all written:
              * a crash mid-write.  Skip to the end of this segment. */
             torn(r, "a chunk's payload is cut short");
+            continue;
+        }
+        if (h.unix_ns < r->skip_before) {
+            /* Passed over on its header's word: the payload is not read,
+             * so damage to it goes unnoticed, as the caller asked. */
+            int dup = seen_chunk(r, &h);
+            if (dup < 0)
+                return dup;
+            if (dup)
+                continue;
+            r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
+            r->st.chunks++;
+            r->st.bytes_raw += h.raw_size;
+            r->st.bytes_stored += h.stored_size;
+            r->st.range_chunks++;
+            r->st.range_records += h.records;
+            r->st.range_bytes += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
+            r->st.range_dropped += h.dropped;
             continue;
         }
         /* stored_size is bounded by the format's chunk limit and by what
@@ -1166,18 +1207,11 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
             }
             data = r->out;
         }
-        int dup = seen_add(&r->seen, &h);
+        int dup = seen_chunk(r, &h);
         if (dup < 0)
             return dup;
-        if (dup) {
-            r->st.duplicate_chunks++;
-            damage(r, CUPTIMON_DAMAGE_DUPLICATE, r->cur_path, r->off,
-                   "chunk %" PRIu64 " was read before (a copied segment?): skipped, not counted "
-                   "twice",
-                   h.index);
-            r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
+        if (dup)
             continue;
-        }
         c->hdr = h;
         c->data = data;
         c->segment = r->cur_path;

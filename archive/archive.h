@@ -133,6 +133,13 @@ struct cuptimon_archive_stats {
     uint64_t bad_seg_headers;  /* a segment whose file header is damaged */
     uint64_t duplicate_chunks; /* a chunk read before (same index, size, CRC, time) */
     uint64_t meta_damaged;     /* 1: meta.json missing, not a regular file or unreadable */
+    /* Chunks passed over by cuptimon__archive_skip_before(): counted in
+     * chunks, bytes_raw and bytes_stored too, as their headers give them,
+     * but their payloads were neither read, CRC-checked nor decompressed. */
+    uint64_t range_chunks;
+    uint64_t range_records; /* the records their headers count */
+    uint64_t range_bytes;   /* their bytes in the segments, headers included */
+    uint64_t range_dropped; /* the records their headers say CUPTI dropped */
 };
 
 /* Kinds of damage, for the report callback (each kind is reported once
@@ -185,6 +192,19 @@ int cuptimon__archive_strings(struct cuptimon_archive_reader *r,
  * segments are skipped and counted in the stats (and reported), never
  * returned. */
 int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_archive_chunk *c);
+
+/*
+ * From now on, chunks whose header gives a completion time (unix_ns)
+ * before unix_ns are passed over: their header is read and checked (CRC,
+ * sizes, and whether the chunk was read before), their payload is
+ * neither read nor decompressed, and cuptimon__archive_next() does not
+ * return them; they are counted in the stats' range_* members.  0 (the
+ * default) passes over none.  Which chunks may be passed over is the
+ * caller's to decide: a chunk's header says when its buffer was
+ * completed, which bounds when its records ended (CUPTI writes a record
+ * once its activity has ended), not when they started.
+ */
+void cuptimon__archive_skip_before(struct cuptimon_archive_reader *r, uint64_t unix_ns);
 
 const struct cuptimon_archive_stats *cuptimon__archive_stats(
     const struct cuptimon_archive_reader *r);

@@ -1,6 +1,7 @@
 /*
  * cuptimonctl decode ARCHIVE_DIR [--from T] [--to T] [-o trace.json]
  *                   [--summary] [--summary-out FILE] [--top N] [--no-flows]
+ *                   [--read-all]
  *
  * Reads one archive session directory, or every session under an output
  * root, and writes one Chrome/Perfetto trace with one process per session,
@@ -9,6 +10,10 @@
  * duplicated chunks, damaged strings or meta.json) is passed over by the
  * reader, which hands the first of each kind to report_damage() here; the
  * counts go to standard error and to the trace's otherData and the summary.
+ *
+ * With --from, chunks completed well before it are passed over on their
+ * header alone (see SKIP_MARGIN_NS): a 1 s slice of a long archive then
+ * reads, decompresses and walks only the chunks that can hold its events.
  */
 #include "config.h"
 
@@ -50,8 +55,14 @@ static void usage(FILE *f)
           "                         a regular FILE appears complete or not at all;\n"
           "                         a device or FIFO (/dev/null) is written in place;\n"
           "                         a FILE ending in .gz is written gzipped\n"
-          "      --from=T           keep only events that end at or after T\n"
+          "      --from=T           keep only events that end at or after T; chunks of the\n"
+          "                         archive completed more than 1 s before T are passed\n"
+          "                         over unread (their records cannot end at or after T)\n"
           "      --to=T             keep only events that start before T\n"
+          "      --read-all         with --from: read and decode every chunk, also those\n"
+          "                         completed before it (slower; the records without a\n"
+          "                         time, such as external correlations, and the counts of\n"
+          "                         records decoded then cover the whole archive)\n"
           "      --summary          print the summary JSON (counts by kind, top kernels by\n"
           "                         GPU time, dropped and undecodable counts) to standard\n"
           "                         output, or to standard error when the trace goes there\n"
@@ -141,11 +152,47 @@ int cuptimon__cli_parse_time(const char *s, uint64_t *ns)
     return 0;
 }
 
+/*
+ * --from passes over the chunks completed more than this before it.  A
+ * chunk is one CUPTI buffer, and CUPTI writes a record into a buffer only
+ * once its activity has ended (the record holds the end time); the shim
+ * samples the chunk's clock pair (cupti_ts, unix_ns) when CUPTI hands the
+ * buffer over, later still.  In the chunk's own clock mapping, the one
+ * cuptimon__ev_in_range() uses, every record of a chunk thus ends at or
+ * before the chunk's unix_ns, and a chunk completed before
+ * from - SKIP_MARGIN_NS holds no record that --from keeps for its time.
+ * The margin covers CUPTI's error in putting GPU times on the CPU clock
+ * (microseconds) many times over.  A producer that stamps its buffers
+ * otherwise (bench/replay-producer maps a replayed buffer's first record
+ * to its completion: its records end up to ~0.1 s after it) is caught,
+ * not trusted: a read chunk holding a record that ends later than its
+ * completion plus the margin is counted and reported, naming --read-all.
+ *
+ * Nothing bounds the other side: a buffer completed long after --to can
+ * hold a record that started before it (a long kernel, a buffer that
+ * filled slowly, buffers completed out of order), so --to passes nothing
+ * over.  What passing over gives up, and --read-all keeps: the records
+ * without a time (external correlations, NVTX marker data, records whose
+ * times CUPTI left 0), which --from/--to keep wherever they lie, are not
+ * read in such a chunk: an event launched more than the margin before
+ * --from that ended after it (a long kernel, a long synchronisation) is
+ * kept, but the external correlation record of its launch may lie in a
+ * chunk passed over, and it then lacks its external id and annotation;
+ * the summary's counts by kind lack those records; and records_decoded
+ * and the undecodable counts cover the chunks read (each session's
+ * chunks_skipped and records_skipped, and the summary's range_skip, say
+ * what was passed over).
+ */
+#define SKIP_MARGIN_NS 1000000000ull
+
 struct session {
     const char *dir;
     struct cuptimon_archive_session as; /* meta.json and strings */
     struct cuptimon_decode_stats dec;
     uint64_t chunks, dropped, kept, filtered;
+    int skipping;         /* --from may have passed chunks over */
+    uint64_t late;        /* records ending more than SKIP_MARGIN_NS after their chunk */
+    uint64_t late_max_ns; /* ... by at most this */
     struct cuptimon_archive_stats ast;
     int meta_rc;    /* cuptimon__archive_session_meta()'s, on the real pass */
     int group;      /* --split: the index of the first session of its file */
@@ -296,6 +343,14 @@ static json_object *session_json(const struct session *s)
     json_object_object_add(o, "undecodable_bytes",
                            json_object_new_uint64(s->dec.undecodable_bytes));
     json_object_object_add(o, "dropped_records", json_object_new_uint64(s->dropped));
+    if (s->skipping) {
+        /* Only where --from passed chunks over, so that every other
+         * decode's output stays as it was. */
+        json_object_object_add(o, "chunks_skipped", json_object_new_uint64(s->ast.range_chunks));
+        json_object_object_add(o, "records_skipped", json_object_new_uint64(s->ast.range_records));
+        json_object_object_add(o, "bytes_skipped", json_object_new_uint64(s->ast.range_bytes));
+        json_object_object_add(o, "records_late", json_object_new_uint64(s->late));
+    }
     return o;
 }
 
@@ -366,6 +421,7 @@ struct progress {
     int on;
     double t0, last;
     uint64_t total_bytes, bytes, records;
+    uint64_t skipped; /* chunks passed over by --from */
 };
 
 static double mono_s(void)
@@ -419,10 +475,13 @@ static void progress_show(struct progress *p, int final)
         unsigned s = (unsigned)(((double)(p->total_bytes - p->bytes)) / bps + 0.5);
         snprintf(left, sizeof left, ", %u:%02u left", s / 60, s % 60);
     }
-    fprintf(stderr, "\rdecode: %.2f M records, %s of %s (%.0f%%), %.2f M records/s%s\033[K%s",
+    char skipped[64] = "";
+    if (p->skipped)
+        snprintf(skipped, sizeof skipped, ", %" PRIu64 " chunks before --from skipped", p->skipped);
+    fprintf(stderr, "\rdecode: %.2f M records, %s of %s (%.0f%%), %.2f M records/s%s%s\033[K%s",
             (double)p->records / 1e6, done, total,
             p->total_bytes ? 100.0 * (double)p->bytes / (double)p->total_bytes : 100.0,
-            (double)p->records / el / 1e6, left, final ? "\n" : "");
+            (double)p->records / el / 1e6, left, skipped, final ? "\n" : "");
 }
 
 /*
@@ -465,20 +524,43 @@ static int split_groups(struct session *sess, size_t nsess, int split, int need_
     return 0;
 }
 
+/* How much later than its chunk's completion ev ends, in the chunk's
+ * clock mapping, as cuptimon__ev_in_range() places it; negative: before. */
+static int64_t ev_after_completion(const struct cuptimon_ev *ev, const struct cuptimon_clock *clk)
+{
+    uint64_t st = cuptimon__clock_map(clk, ev->start), end = cuptimon__clock_map(clk, ev->end);
+
+    return (int64_t)((end < st ? st : end) - clk->unix_ns);
+}
+
+/* Counts what the reader has been through of the current session (and
+ * the sessions before: base) as done. */
+static void progress_reader(struct progress *pg, const struct progress *base,
+                            const struct cuptimon_archive_stats *st)
+{
+    pg->bytes = base->bytes + st->bytes_stored + st->chunks * CUPTIMON_CHUNK_HDR_SIZE;
+    pg->skipped = base->skipped + st->range_chunks;
+}
+
 /* Decodes session s into trace tr (and the summary): 0; 1 when the
  * session could not be opened (reported, passed over); -ENOMEM; -EIO when
- * writing the trace failed (reported). */
+ * writing the trace failed (reported).  skip_before: chunks completed
+ * before it are passed over unread (0: none; see SKIP_MARGIN_NS). */
 static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cuptimon_summary *sum,
                       struct cuptimon_demangler *dm, uint64_t from, uint64_t to,
-                      struct cuptimon_decode_stats *total, struct progress *pg)
+                      uint64_t skip_before, struct cuptimon_decode_stats *total,
+                      struct progress *pg)
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
+    struct progress base = *pg;
     int tproc, sproc, rc;
 
     if (open_session(s, &r) < 0)
         return 1;
     cuptimon__archive_set_report(r, report_damage, NULL);
+    cuptimon__archive_skip_before(r, skip_before);
+    s->skipping = skip_before != 0;
     session_meta(s, cuptimon__archive_meta(r), 1);
     if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
         cuptimon__archive_close(r);
@@ -505,12 +587,20 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
 
         s->chunks++;
         s->dropped += ch.hdr.dropped;
-        pg->bytes += ch.hdr.stored_size + CUPTIMON_CHUNK_HDR_SIZE;
+        progress_reader(pg, &base, cuptimon__archive_stats(r));
         pg->records += ch.hdr.records;
         progress_show(pg, 0);
         cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
         rc = 0;
         while (cuptimon__walk_next(&w, &ev)) {
+            if (skip_before && (ev.start != 0 || ev.end != 0)) {
+                int64_t late = ev_after_completion(&ev, &clk);
+                if (late > (int64_t)SKIP_MARGIN_NS) {
+                    s->late++;
+                    if ((uint64_t)late > s->late_max_ns)
+                        s->late_max_ns = (uint64_t)late;
+                }
+            }
             if ((from || to) && !cuptimon__ev_in_range(&ev, &clk, from, to)) {
                 s->filtered++;
                 continue;
@@ -534,6 +624,10 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 s->dir, strerror(-rc));
     s->ast = *cuptimon__archive_stats(r);
     cuptimon__archive_close(r);
+    /* The drops the headers of the chunks passed over report: a session's
+     * count stays that of its whole archive. */
+    s->dropped += s->ast.range_dropped;
+    progress_reader(pg, &base, &s->ast);
     rc = cuptimon__trace_end_process(tr, tproc);
     if (rc < 0) {
         fprintf(stderr, "cuptimonctl decode: writing the trace: %s\n", strerror(-rc));
@@ -560,6 +654,14 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 s->dir, s->dec.undecodable_bytes, s->dec.skipped_unsupported,
                 s->dec.skipped_bad_layout, s->dec.skipped_bad_version, s->dec.unknown_kind_stops,
                 s->dec.truncated);
+    if (s->late && s->ast.range_chunks)
+        fprintf(stderr,
+                "cuptimonctl decode: %s: %" PRIu64 " record(s) end up to %.3f s after their "
+                "buffer was completed, more than the %.0f s that passing over the chunks "
+                "completed before --from allows for: the %" PRIu64 " chunk(s) passed over may "
+                "have held events in the range; decode with --read-all to read them\n",
+                s->dir, s->late, (double)s->late_max_ns / 1e9, (double)SKIP_MARGIN_NS / 1e9,
+                s->ast.range_chunks);
     return 0;
 }
 
@@ -578,12 +680,13 @@ static int decode_main(int argc, char **argv)
         {"pid", required_argument, NULL, 'p'},
         {"label", required_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},
+        {"read-all", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL, *summary_path = NULL;
-    uint64_t from = 0, to = 0;
-    int have_from = 0, want_summary = 0, no_flows = 0, c, ret = 1;
+    uint64_t from = 0, to = 0, skip_before = 0;
+    int have_from = 0, want_summary = 0, no_flows = 0, read_all = 0, c, ret = 1;
     int split = SPLIT_NONE, gzip_level = -1;
     unsigned top = 20;
     char **dirs = NULL;
@@ -630,6 +733,7 @@ static int decode_main(int argc, char **argv)
             break;
         }
         case 'q': pg.on = 0; break;
+        case 'A': read_all = 1; break;
         case 'o': out_path = optarg; break;
         case 'F':
         case 'T': {
@@ -807,6 +911,10 @@ static int decode_main(int argc, char **argv)
         }
         topts.base_ns = best - best % 1000000000u;
     }
+    /* Chunks completed before this hold no record --from keeps for its
+     * time (SKIP_MARGIN_NS says why, and what is given up). */
+    if (have_from && !read_all && from > SKIP_MARGIN_NS)
+        skip_before = from - SKIP_MARGIN_NS;
     if (gzip_level >= 0)
         topts.gzip_level = gzip_level;
     else if (split)
@@ -847,7 +955,7 @@ static int decode_main(int argc, char **argv)
             struct session *s = &sess[i];
             if (s->skip || (split && s->group != (int)g))
                 continue;
-            rc = decode_one(s, tr, sum, dm, from, to, &total, &pg);
+            rc = decode_one(s, tr, sum, dm, from, to, skip_before, &total, &pg);
             if (rc == -ENOMEM) {
                 json_object_put(gsess);
                 goto oom;
@@ -898,6 +1006,25 @@ static int decode_main(int argc, char **argv)
 
     if (want_summary || summary_path) {
         cuptimon__summary_set(sum, "sessions", json_object_get(jsess));
+        if (skip_before) {
+            json_object *sk = json_object_new_object();
+            uint64_t n = 0, rec = 0, bytes = 0, late = 0;
+            if (sk == NULL)
+                goto oom;
+            for (size_t i = 0; i < nsess; i++) {
+                n += sess[i].ast.range_chunks;
+                rec += sess[i].ast.range_records;
+                bytes += sess[i].ast.range_bytes;
+                late += sess[i].late;
+            }
+            json_object_object_add(sk, "before_unix_ns", json_object_new_uint64(skip_before));
+            json_object_object_add(sk, "margin_ns", json_object_new_uint64(SKIP_MARGIN_NS));
+            json_object_object_add(sk, "chunks", json_object_new_uint64(n));
+            json_object_object_add(sk, "records", json_object_new_uint64(rec));
+            json_object_object_add(sk, "bytes", json_object_new_uint64(bytes));
+            json_object_object_add(sk, "records_late", json_object_new_uint64(late));
+            cuptimon__summary_set(sum, "range_skip", sk);
+        }
         if (summary_path) {
             FILE *f = fopen(summary_path, "w");
             if (f == NULL) {

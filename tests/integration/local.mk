@@ -7,6 +7,7 @@ INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/
 	tests/integration/windows.sh tests/integration/coexist.sh tests/integration/authz.sh \
 	tests/integration/service.sh tests/integration/kineto.sh tests/integration/nvtx.sh \
 	tests/integration/ranks.sh tests/integration/decode-select.sh tests/integration/window-gz.sh \
-	tests/integration/annotations.sh
+	tests/integration/annotations.sh \
+	tests/integration/decode-range.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/integration/kineto-check.py

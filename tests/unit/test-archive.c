@@ -609,6 +609,94 @@ START_TEST(duplicated_segment_is_counted_once)
 }
 END_TEST
 
+START_TEST(chunks_before_a_bound_are_passed_over_unread)
+{
+    /* cuptimon__archive_skip_before(): chunks completed before the bound
+     * (write_real's unix_ns 1000..1005) are counted from their headers,
+     * their payloads not read; the others are returned whole. */
+    char dir[300], seg[400];
+    session_dir(dir, sizeof dir, "skip");
+    uint64_t raw = write_real(dir, 1, 64u << 20);
+    snprintf(seg, sizeof seg, "%s/seg-000000.cpt", dir);
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    cuptimon__archive_skip_before(r, 1003);
+    uint64_t want = 3;
+    while (cuptimon__archive_next(r, &c) == 1) {
+        ck_assert_uint_eq(c.hdr.index, want);
+        want++;
+    }
+    ck_assert_uint_eq(want, 6);
+    const struct cuptimon_archive_stats *st = cuptimon__archive_stats(r);
+    ck_assert_uint_eq(st->chunks, 6); /* as a reader of every chunk counts them */
+    ck_assert_uint_eq(st->bytes_raw, raw);
+    ck_assert_uint_eq(st->range_chunks, 3);
+    ck_assert_uint_eq(st->range_records, 3 * 7);
+    ck_assert_uint_eq(st->range_dropped, 0);
+    ck_assert_uint_eq(st->corrupt_chunks, 0);
+    cuptimon__archive_close(r);
+
+    /* Past every chunk: nothing is returned, every byte is accounted for. */
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    cuptimon__archive_skip_before(r, UINT64_MAX);
+    ck_assert_int_eq(cuptimon__archive_next(r, &c), 0);
+    st = cuptimon__archive_stats(r);
+    ck_assert_uint_eq(st->range_chunks, 6);
+    ck_assert_uint_eq(st->range_bytes, (uint64_t)file_size(seg) - CUPTIMON_SEG_HDR_SIZE);
+    ck_assert_uint_eq(st->range_bytes, st->bytes_stored + 6 * CUPTIMON_CHUNK_HDR_SIZE);
+    cuptimon__archive_close(r);
+
+    /* A payload byte flipped in chunk 0: passed over, it is not read, so
+     * not found damaged; read, it is. */
+    flip(seg, CUPTIMON_SEG_HDR_SIZE + CUPTIMON_CHUNK_HDR_SIZE + 100, 0xff);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    cuptimon__archive_skip_before(r, 1001);
+    int n = 0;
+    while (cuptimon__archive_next(r, &c) == 1)
+        n++;
+    ck_assert_int_eq(n, 5);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->corrupt_chunks, 0);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->range_chunks, 1);
+    cuptimon__archive_close(r);
+    struct cuptimon_archive_stats all;
+    ck_assert_int_eq(count_chunks(dir, &all), 5);
+    ck_assert_uint_eq(all.corrupt_chunks, 1);
+    ck_assert_uint_eq(all.range_chunks, 0);
+
+    /* A chunk cut short is torn, whether or not it would be passed over. */
+    ck_assert_int_eq(truncate(seg, file_size(seg) - 1000), 0);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    cuptimon__archive_skip_before(r, UINT64_MAX);
+    ck_assert_int_eq(cuptimon__archive_next(r, &c), 0);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->range_chunks, 5);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->torn_tails, 1);
+    cuptimon__archive_close(r);
+}
+END_TEST
+
+START_TEST(duplicate_of_a_chunk_passed_over_is_counted_once)
+{
+    char dir[300], cmd[900];
+    session_dir(dir, sizeof dir, "skipdup");
+    write_real(dir, 0, 1u << 20); /* one chunk per segment */
+    snprintf(cmd, sizeof cmd, "cp '%s/seg-000001.cpt' '%s/seg-000001-copy.cpt'", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    cuptimon__archive_skip_before(r, 1002);
+    int n = 0;
+    while (cuptimon__archive_next(r, &c) == 1)
+        n++;
+    ck_assert_int_eq(n, 4);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->range_chunks, 2);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->duplicate_chunks, 1);
+    ck_assert_uint_eq(cuptimon__archive_stats(r)->chunks, 6);
+    cuptimon__archive_close(r);
+}
+END_TEST
+
 START_TEST(damaged_first_string_costs_only_itself)
 {
     /* One bit in the first strings.bin entry lost every name after it. */
@@ -786,6 +874,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, torn_strings_tail);
     tcase_add_test(t, find_sessions_and_errors);
     tcase_add_test(t, empty_session_is_not_torn);
+    tcase_add_test(t, chunks_before_a_bound_are_passed_over_unread);
     suite_add_tcase(s, t);
     /* A reader that blocks or crawls fails here rather than at 60 s. */
     t = tcase_create("hostile");
@@ -797,6 +886,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, damaged_segment_header_costs_only_itself);
     tcase_add_test(t, unusable_segment_skips_only_itself);
     tcase_add_test(t, duplicated_segment_is_counted_once);
+    tcase_add_test(t, duplicate_of_a_chunk_passed_over_is_counted_once);
     tcase_add_test(t, damaged_first_string_costs_only_itself);
     tcase_add_test(t, session_without_meta_is_found_and_read);
     tcase_add_test(t, damaged_meta_is_salvaged);

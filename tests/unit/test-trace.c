@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2308,6 +2309,152 @@ START_TEST(range_text_forms)
 }
 END_TEST
 
+/* ---- --from passes chunks over ---------------------------------------- */
+
+/* Appends one chunk of the records in b, completed at done (the clock pair
+ * taken then, in CUPTI's default CLOCK_REALTIME timebase). */
+static void skip_chunk(struct cuptimon_archive_writer *w, uint64_t index, uint64_t done,
+                       const struct recbuf *b, uint64_t records)
+{
+    struct cuptimon_chunk_hdr h = {.index = index,
+                                   .cupti_ts = done,
+                                   .unix_ns = done,
+                                   .raw_size = b->len,
+                                   .records = records,
+                                   .dropped = index + 1};
+    ck_assert_int_eq(cuptimon__aw_chunk(w, &h, b->data), 0);
+}
+
+/* Runs a decode with standard error to the file err. */
+static int run_decode_err(const char **args, int n, const char *err)
+{
+    int saved = dup(STDERR_FILENO), fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc;
+
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(fd, 0);
+    fflush(stderr);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    rc = run_decode(args, n);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    return rc;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    rewind(f);
+    buf = calloc(1, (size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(cli_decode_from_passes_chunks_over)
+{
+    const uint64_t t0 = BASE + 10000000000ull, s = 1000000000ull;
+    char dir[400], out[400], sum[400], err[400], out2[400], sum2[400], from[32];
+    struct cuptimon_archive_writer *w;
+    struct recbuf b;
+    json_object *sm, *ss;
+    char *text, *text2, *e;
+
+    snprintf(dir, sizeof(dir), "%s/skip", tmpdir);
+    snprintf(out, sizeof(out), "%s/skip.json", tmpdir);
+    snprintf(sum, sizeof(sum), "%s/skip-sum.json", tmpdir);
+    snprintf(out2, sizeof(out2), "%s/all.json", tmpdir);
+    snprintf(sum2, sizeof(sum2), "%s/all-sum.json", tmpdir);
+    snprintf(err, sizeof(err), "%s/err", tmpdir);
+    ck_assert_int_eq(cuptimon__aw_open(dir, "{\"pid\": 1004, \"cupti_version\": 130001}", 64u << 20,
+                                       1, &w, NULL),
+                     0);
+    /* Chunk 0, completed at t0: a launch's external correlation and its
+     * kernel, both before t0.  Chunk 1, at t0 + 3 s: a kernel ending
+     * before it.  Chunk 2, at t0 + 4 s: a kernel ending 1.5 s after its
+     * buffer was completed, which CUPTI never writes. */
+    b.len = 0;
+    ext_rec(&b, 1, 77);
+    kernel_rec(&b, 1, 7, t0 - 2000000, t0 - 1000000);
+    skip_chunk(w, 0, t0, &b, 2);
+    b.len = 0;
+    kernel_rec(&b, 2, 7, t0 + 2500000000ull, t0 + 2600000000ull);
+    skip_chunk(w, 1, t0 + 3 * s, &b, 1);
+    b.len = 0;
+    kernel_rec(&b, 3, 7, t0 + 3900000000ull, t0 + 5500000000ull);
+    skip_chunk(w, 2, t0 + 4 * s, &b, 1);
+    cuptimon__aw_close(w);
+
+    /* --from t0 + 2 s passes chunk 0 over (completed more than 1 s before). */
+    snprintf(from, sizeof(from), "%" PRIu64 "ns", t0 + 2 * s);
+    {
+        const char *args[] = {"decode", dir, "-o", out, "--summary-out", sum, "--from", from};
+        ck_assert_int_eq(run_decode_err(args, 8, err), 0);
+    }
+    e = slurp(err);
+    ck_assert_msg(strstr(e, "1 record(s) end up to 1.500 s after their buffer was completed") &&
+                      strstr(e, "--read-all"),
+                  "%s", e);
+    free(e);
+    sm = json_object_from_file(sum);
+    ck_assert_ptr_nonnull(sm);
+    ss = json_object_array_get_idx(get(sm, "sessions"), 0);
+    ck_assert_int_eq(json_object_get_int(get(ss, "chunks")), 3);
+    ck_assert_int_eq(json_object_get_int(get(ss, "chunks_skipped")), 1);
+    ck_assert_int_eq(json_object_get_int(get(ss, "records_skipped")), 2);
+    ck_assert_int_eq(json_object_get_int(get(ss, "records_decoded")), 2);
+    ck_assert_int_eq(json_object_get_int(get(ss, "records_kept")), 2);
+    ck_assert_int_eq(json_object_get_int(get(ss, "records_late")), 1);
+    /* Drops come from the headers: those of chunk 0 are still counted. */
+    ck_assert_int_eq(json_object_get_int(get(ss, "dropped_records")), 1 + 2 + 3);
+    ck_assert_int_eq(json_object_get_int(get(get(sm, "range_skip"), "chunks")), 1);
+    ck_assert_int_eq(json_object_get_int(get(get(sm, "range_skip"), "records_late")), 1);
+    ck_assert(json_object_get_uint64(get(get(sm, "range_skip"), "before_unix_ns")) == t0 + s);
+    ck_assert_int_eq(json_object_get_int(get(get(sm, "records"), "kernel")), 2);
+    /* What passing over gives up: the untimed record of chunk 0. */
+    ck_assert_int_eq(json_object_get_int(get(get(sm, "records"), "external_correlation")), 0);
+    json_object_put(sm);
+
+    /* --read-all reads chunk 0 too: the same kernels, no warning (nothing
+     * was passed over), and the counts of the whole archive. */
+    {
+        const char *args[] = {"decode", dir,      "-o", out2,        "--summary-out",
+                              sum2,     "--from", from, "--read-all"};
+        ck_assert_int_eq(run_decode_err(args, 9, err), 0);
+    }
+    e = slurp(err);
+    ck_assert_ptr_null(strstr(e, "--read-all"));
+    free(e);
+    sm = json_object_from_file(sum2);
+    ck_assert_ptr_nonnull(sm);
+    ck_assert(!json_object_object_get_ex(sm, "range_skip", NULL));
+    ss = json_object_array_get_idx(get(sm, "sessions"), 0);
+    ck_assert_int_eq(json_object_get_int(get(ss, "records_decoded")), 4);
+    ck_assert(!json_object_object_get_ex(ss, "chunks_skipped", NULL));
+    ck_assert_int_eq(json_object_get_int(get(ss, "dropped_records")), 1 + 2 + 3);
+    ck_assert_int_eq(json_object_get_int(get(get(sm, "records"), "kernel")), 2);
+    ck_assert_int_eq(json_object_get_int(get(get(sm, "records"), "external_correlation")), 1);
+    json_object_put(sm);
+    /* The events are the same bytes (the traces' names aside). */
+    text = slurp(out);
+    text2 = slurp(out2);
+    ck_assert_ptr_nonnull(strstr(text, "\"traceName\""));
+    *strstr(text, "\"traceName\"") = '\0';
+    *strstr(text2, "\"traceName\"") = '\0';
+    ck_assert_str_eq(text, text2);
+    free(text);
+    free(text2);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -2343,6 +2490,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(c, parse_time_forms);
     tcase_add_test(c, cli_decode_archive);
     tcase_add_test(c, cli_decode_unknown_version);
+    tcase_add_test(c, cli_decode_from_passes_chunks_over);
     suite_add_tcase(s, c);
     return s;
 }
