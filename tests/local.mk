@@ -27,6 +27,8 @@ check-valgrind: $(check_PROGRAMS) $(check_LTLIBRARIES)
 .PHONY: check-valgrind
 
 EXTRA_DIST += tests/data tests/demo.sh tests/integration/lib.sh
+# The lock that runs some integration tests alone (tests/integration/lib.sh).
+CLEANFILES += .test-alone.lock
 
 include tests/unit/testlib.mk
 include tests/fakecupti/local.mk
