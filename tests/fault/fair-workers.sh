@@ -23,24 +23,11 @@ BUF=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst
 [ -x "$RP" ] || fail "$RP is not built"
 
 start_daemon --flush-period 0
-for i in 1 2 3 4; do
-    "$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --sparse --slot-size $((64 << 20)) \
-        --slots 16 --records 1000000000 >/dev/null 2>&1 &
-    track $!
-done
+sparse_producers 4
 flooding() { [ "$(status_py "sum(1 for s in st['sessions'] if s['connected'])")" = 4 ]; }
 wait_for 100 flooding || fail "the four sparse producers did not connect"
 sleep 0.5
-"$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --slots 4 --rate 100000 --records 500000 \
-    --report "$T/honest.json" || fail "the honest producer failed"
-python3 - "$T/honest.json" <<'PY' || fail "the honest producer beside the sparse ones dropped records"
-import json, sys
-r = json.load(open(sys.argv[1]))
-total = r["records_sent"] + r["records_dropped"]
-print("fair-workers: honest producer beside 4 sparse ones: %d of %d records handed over, %d dropped"
-      % (r["records_sent"], total, r["records_dropped"]))
 # Zero here; a few buffers' worth allowed for a loaded or sanitized run.
-assert r["records_dropped"] <= total * 0.05, r
-PY
+honest_producer 4 100000 500000 0.05 "fair-workers: honest producer beside 4 sparse ones"
 kill -0 "$DPID" || fail "the daemon died"
 echo ok

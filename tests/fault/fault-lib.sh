@@ -144,3 +144,34 @@ stalled_exit() {
     no_sessions() { [ "$(status_py "len(st['sessions'])")" = 0 ]; }
     wait_for 100 no_sessions || fail "the stalled producer's session did not end"
 }
+
+# sparse_producers N [AS...]: N bench/replay-producers (as the user AS...
+# runs them: as_nobody, or nothing for the caller) whose pools are sparse
+# 16 x 64 MiB, every byte announced again and again: a hostile load on the
+# daemon's workers.  Tracked.  Needs RP and BUF (the replay producer and
+# the H200 buffer it replays).
+sparse_producers() {
+    local n=$1 i
+    shift
+    for i in $(seq 1 "$n"); do
+        "$@" "$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --sparse --slot-size $((64 << 20)) \
+            --slots 16 --records 1000000000 >/dev/null 2>&1 &
+        track $!
+    done
+}
+
+# honest_producer SLOTS RATE RECORDS MAX_DROPPED WHAT: an honest replay
+# producer of SLOTS slots at RATE records/s; fails when it drops more than
+# the fraction MAX_DROPPED of its records.  Prints WHAT with the figures.
+honest_producer() {
+    "$RP" --socket "$CUPTIMON_SOCKET" --buffer "$BUF" --slots "$1" --rate "$2" --records "$3" \
+        --report "$T/honest.json" || fail "the honest producer failed"
+    python3 - "$T/honest.json" "$4" "$5" <<'PY' || fail "$5: the honest producer dropped records"
+import json, sys
+r = json.load(open(sys.argv[1]))
+total = r["records_sent"] + r["records_dropped"]
+print("%s: %d of %d records handed over, %d dropped"
+      % (sys.argv[3], r["records_sent"], total, r["records_dropped"]))
+assert r["records_dropped"] <= total * float(sys.argv[2]), r
+PY
+}

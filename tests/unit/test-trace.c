@@ -2005,21 +2005,43 @@ static void kernel_rec(struct recbuf *b, uint32_t corr, uint32_t stream, uint64_
     add(b, &k, sizeof(k));
 }
 
+/* Writes the records of b of process 455 (CUPTI 13.0, names and ranges
+ * in st, which it frees) into mb with opts o; returns the parsed trace,
+ * and the writer's stats in ts when given. */
+static json_object *range_run(const struct cuptimon_trace_opts *o, struct cuptimon_strtab *st,
+                              const struct recbuf *b, struct membuf *mb,
+                              struct cuptimon_trace_stats *ts)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_trace *t;
+    struct cuptimon_decode_stats ds;
+    struct cuptimon_proc_info p = {
+        .pid = 455, .rank = -1, .local_rank = -1, .world_size = -1, .cupti_version = 130001};
+    struct cuptimon_clock clk = {BASE, BASE};
+
+    ck_assert_int_eq(cuptimon__layout_init(&l, 130001, NULL), 0);
+    ck_assert_int_eq(cuptimon__trace_new(o, mem_write, mb, &t), 0);
+    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, NULL), 0);
+    memset(&ds, 0, sizeof(ds));
+    ck_assert_int_eq(cuptimon__trace_buffer(t, 0, &l, b->data, b->len, &clk, &ds), 0);
+    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
+    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
+    if (ts)
+        cuptimon__trace_stats(t, ts);
+    cuptimon__trace_free(t);
+    cuptimon__strtab_free(st);
+    ts_text_check(mb->data);
+    return parse(mb->data, mb->len);
+}
+
 /* The trace of the range test's input: window [from, to] (0: none). */
 static json_object *range_trace(uint64_t from, uint64_t to, struct membuf *mb)
 {
     struct recbuf b = {.len = 0};
-    struct cuptimon_layout l;
     struct cuptimon_strtab *st;
-    struct cuptimon_trace *t;
-    struct cuptimon_decode_stats ds;
     struct cuptimon_trace_opts o = {.base_ns = BASE, .range_from_ns = from, .range_to_ns = to};
-    struct cuptimon_proc_info p = {
-        .pid = 455, .rank = -1, .local_rank = -1, .world_size = -1, .cupti_version = 130001};
-    struct cuptimon_clock clk = {BASE, BASE};
     CUpti_ActivityMemcpy6 m;
 
-    ck_assert_int_eq(cuptimon__layout_init(&l, 130001, NULL), 0);
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x1000, "k", 1), 0);
     /* Thread 42: "fwd" [1, 20] µs, inside it "inner" [2, 3] µs; "early"
@@ -2055,17 +2077,7 @@ static json_object *range_trace(uint64_t from, uint64_t to, struct membuf *mb)
     ext_rec(&b, 23, 6);
     kernel_rec(&b, 23, 7, BASE + 4000, BASE + 6000);
     kernel_rec(&b, 24, 7, BASE + 33000, BASE + 35000);
-
-    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
-    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, NULL), 0);
-    memset(&ds, 0, sizeof(ds));
-    ck_assert_int_eq(cuptimon__trace_buffer(t, 0, &l, b.data, b.len, &clk, &ds), 0);
-    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
-    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
-    cuptimon__trace_free(t);
-    cuptimon__strtab_free(st);
-    ts_text_check(mb->data);
-    return parse(mb->data, mb->len);
+    return range_run(&o, st, &b, mb, NULL);
 }
 
 /* The event of category cat named name (on track tid when tid != 0), or NULL. */
@@ -2189,16 +2201,9 @@ static void api_rec(struct recbuf *b, uint32_t corr, uint32_t tid, uint64_t star
 static json_object *by_time_trace(int no_flows, struct membuf *mb, struct cuptimon_trace_stats *ts)
 {
     struct recbuf b = {.len = 0};
-    struct cuptimon_layout l;
     struct cuptimon_strtab *st;
-    struct cuptimon_trace *t;
-    struct cuptimon_decode_stats ds;
     struct cuptimon_trace_opts o = {.base_ns = BASE, .no_flows = no_flows};
-    struct cuptimon_proc_info p = {
-        .pid = 455, .rank = -1, .local_rank = -1, .world_size = -1, .cupti_version = 130001};
-    struct cuptimon_clock clk = {BASE, BASE};
 
-    ck_assert_int_eq(cuptimon__layout_init(&l, 130001, NULL), 0);
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, 0x1000, "k", 1), 0);
     /* Thread 42: "backward" [1, 20] us, "bw-inner" [2, 3] us inside it;
@@ -2234,17 +2239,7 @@ static json_object *by_time_trace(int no_flows, struct membuf *mb, struct cuptim
     kernel_rec(&b, 35, 9, BASE + 14000, BASE + 15000);
     ext_rec(&b, 35, 6);
     api_rec(&b, 35, 42, BASE + 2200);
-
-    ck_assert_int_eq(cuptimon__trace_new(&o, mem_write, mb, &t), 0);
-    ck_assert_int_eq(cuptimon__trace_add_process(t, &p, st, NULL), 0);
-    memset(&ds, 0, sizeof(ds));
-    ck_assert_int_eq(cuptimon__trace_buffer(t, 0, &l, b.data, b.len, &clk, &ds), 0);
-    ck_assert_int_eq(cuptimon__trace_end_process(t, 0), 0);
-    ck_assert_int_eq(cuptimon__trace_finish(t, NULL), 0);
-    cuptimon__trace_stats(t, ts);
-    cuptimon__trace_free(t);
-    cuptimon__strtab_free(st);
-    return parse(mb->data, mb->len);
+    return range_run(&o, st, &b, mb, ts);
 }
 
 START_TEST(annotation_by_launch_time)
