@@ -77,6 +77,7 @@ static const struct key keys[] = {
     {"shim_slot_size", T_SIZE, FIELD(shim_slot_size), 64 << 10, 256 << 20, F_PAGE, NULL},
     {"max_pool_bytes", T_SIZE, FIELD(max_pool_bytes), 1 << 20, (double)(1ull << 40), F_PAGE, NULL},
     {"max_sessions_per_user", T_COUNT, FIELD(max_sessions_per_user), 0, 1e6, 0, "0 = no cap"},
+    {"max_controls_per_user", T_COUNT, FIELD(max_controls_per_user), 0, 1e6, 0, "0 = no cap"},
     {"aggregate", T_BOOL, FIELD(aggregate), 0, 0, 0, NULL},
     {"metrics_file", T_PATH, FIELD(metrics_file), 0, 0, 0, "none"},
     {"metrics_interval_s", T_SECONDS, FIELD(metrics_interval_s), 1, 3600, 0, NULL},
@@ -103,6 +104,7 @@ void cuptimon__config_defaults(struct cuptimon_config *c)
     c->shim_slot_size = 4ull << 20;
     c->max_pool_bytes = 1ull << 30;
     c->max_sessions_per_user = 256;
+    c->max_controls_per_user = 32;
     c->aggregate = 1;
     c->metrics_interval_s = 15.0;
 }

@@ -64,6 +64,10 @@ struct cuptimon_config {
      * it and keeps the job running untraced). */
     uint64_t max_pool_bytes;
     uint64_t max_sessions_per_user; /* 0 = no cap */
+    /* A user who is not an operator may hold at most this many control
+     * connections at once; past it a connection is answered with the
+     * reason and closed (control.c). */
+    uint64_t max_controls_per_user; /* 0 = no cap */
 
     /* Live per-kernel aggregates, for `cuptimonctl top` and the metrics
      * file.  Read at startup only, like the paths. */

@@ -11,6 +11,15 @@
  * text of an error (an unmatched selector lists only the caller's own
  * sessions).  See is_operator() and enum ctl_who; the rules are written
  * down in cuptimond(8), AUTHORIZATION.
+ *
+ * Anyone may connect, and each connection holds one of the daemon's
+ * descriptors, so a user who is not an operator may hold at most
+ * max_controls_per_user connections, and never one on a descriptor of the
+ * reserve (the top of the table, kept for operators and the daemon's own
+ * files: see raise_fd_limit in main.c).  Past either, the connection is
+ * answered with the reason at once and closed (refuse_at_accept).  Out of
+ * descriptors, such a user's longest-idle connection makes room
+ * (control_evict_idle).  See cuptimond(8), Descriptors.
  */
 #include "config.h"
 
@@ -29,8 +38,17 @@ struct ctl {
     struct conn *conn;
     int refs;                /* 1: the connection; +1 per reply it waits for */
     int64_t last_ns;         /* when it last sent a request or got a reply */
+    int refused;             /* answered with a refusal at accept; closed at its first
+                              * request, or CTL_REFUSED_LINGER_NS after the accept */
     struct ctl *prev, *next; /* d->ctls, while connected */
 };
+
+/* How long a connection refused over the cap stays open for its client to
+ * send its request.  The refusal is sent at accept; closing at once would
+ * make a client that connects and then sends (cuptimonctl) fail its send
+ * with EPIPE before it reads why.  It holds a descriptor meanwhile, so
+ * it is short, and the idle timer (every second) ends it. */
+#define CTL_REFUSED_LINGER_NS 1000000000LL
 
 static void ctl_unref(struct ctl *c)
 {
@@ -80,6 +98,16 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
                            json_object_new_int64((int64_t)d->silent_closed));
     json_object_object_add(dm, "idle_controls_closed",
                            json_object_new_int64((int64_t)d->ctl_idle_closed));
+    /* Control connections of users other than operators: refused over
+     * max_controls_per_user, refused because their descriptor lay in the
+     * operators' reserve, and idle ones closed to let another in when the
+     * daemon was out of descriptors. */
+    json_object_object_add(dm, "refused_controls_over_cap",
+                           json_object_new_int64((int64_t)d->ctl_refused_over_cap));
+    json_object_object_add(dm, "refused_controls_in_reserve",
+                           json_object_new_int64((int64_t)d->ctl_refused_in_reserve));
+    json_object_object_add(dm, "idle_controls_evicted",
+                           json_object_new_int64((int64_t)d->ctl_evicted));
     json_object_object_add(dm, "losses", lossreport_status(d, conn));
     json_object_object_add(o, "daemon", dm);
     /* Oldest first: the list is kept newest first. */
@@ -328,9 +356,16 @@ static void on_ctl_msg(struct conn *conn, const struct cuptimon_msg_hdr *h, cons
                        int fd)
 {
     struct daemon *d = conn->d;
-    ((struct ctl *)conn->owner)->last_ns = unix_ns_now();
+    struct ctl *c = conn->owner;
+    c->last_ns = unix_ns_now();
     if (fd >= 0)
         close(fd);
+    /* Its answer, the refusal, went out at accept; the request has come,
+     * so the client is reading it. */
+    if (c->refused) {
+        conn_close(conn);
+        return;
+    }
     if (h->type != CUPTIMON_MSG_CONTROL) {
         conn_send_error(conn, "EPROTO", "expected a CONTROL message, got %s",
                         cuptimon__type_name(h->type));
@@ -395,9 +430,16 @@ static void on_ctl_close(struct conn *conn)
 static void on_ctl_idle_timer(uv_timer_t *t)
 {
     struct daemon *d = t->data;
-    int64_t cutoff = unix_ns_now() - (int64_t)(d->cfg.control_idle_s * 1e9);
+    int64_t now = unix_ns_now();
+    int64_t cutoff = now - (int64_t)(d->cfg.control_idle_s * 1e9);
     for (struct ctl *c = d->ctls, *next; c; c = next) {
         next = c->next;
+        if (c->refused) {
+            /* Counted as refused, not as idle. */
+            if (c->conn && c->last_ns < now - CTL_REFUSED_LINGER_NS)
+                conn_close(c->conn);
+            continue;
+        }
         if (c->refs == 1 && c->conn && c->last_ns < cutoff) {
             if (d->ctl_idle_closed++ % 1000 == 0)
                 log_info("control",
@@ -433,13 +475,105 @@ static int is_operator(const struct daemon *d, const struct cuptimon_peer *peer)
     return 0;
 }
 
+/* The control connections uid holds that are served (refused ones, which
+ * are on their way out, do not count). */
+static uint64_t ctl_count_of(const struct daemon *d, uid_t uid)
+{
+    uint64_t n = 0;
+    for (const struct ctl *c = d->ctls; c; c = c->next)
+        if (c->conn && !c->refused && c->conn->peer.uid == uid)
+            n++;
+    return n;
+}
+
+/* Refusals are logged at most once a second per uid, so that a user who
+ * keeps connecting cannot flood the log; the lines that were not written
+ * are counted in the next.  One daemon per process: the table is the
+ * process's.  A uid past the table's size takes the slot noted longest
+ * ago (it may then be logged a little more often). */
+static struct ctl_refusal_note {
+    uid_t uid;
+    int64_t last_ns; /* 0: free */
+    uint64_t quiet;  /* refusals of this uid not logged since */
+} refusal_notes[32];
+
+static void log_refusal(const struct cuptimon_peer *peer, const char *why)
+{
+    int64_t now = unix_ns_now();
+    struct ctl_refusal_note *n = &refusal_notes[0];
+    for (size_t i = 0; i < sizeof refusal_notes / sizeof refusal_notes[0]; i++) {
+        struct ctl_refusal_note *o = &refusal_notes[i];
+        if (o->last_ns && o->uid == peer->uid) {
+            n = o;
+            break;
+        }
+        if (o->last_ns < n->last_ns)
+            n = o;
+    }
+    if (n->last_ns && n->uid == peer->uid && now - n->last_ns < 1000000000LL) {
+        n->quiet++;
+        return;
+    }
+    uint64_t quiet = n->last_ns && n->uid == peer->uid ? n->quiet : 0;
+    if (quiet)
+        log_warn("control",
+                 "refused a control connection of uid %u pid %d: %s (and %" PRIu64
+                 " more of this uid since the last such line)",
+                 (unsigned)peer->uid, (int)peer->pid, why, quiet);
+    else
+        log_warn("control", "refused a control connection of uid %u pid %d: %s",
+                 (unsigned)peer->uid, (int)peer->pid, why);
+    n->uid = peer->uid;
+    n->last_ns = now;
+    n->quiet = 0;
+}
+
+/* Whether the connection of a user who is not an operator, on descriptor
+ * fd, is refused; if so, the error code and the reason (for the client
+ * and the log), and it is counted. */
+static const char *refuse_at_accept(struct daemon *d, int fd, const struct cuptimon_peer *peer,
+                                    char *why, size_t whylen)
+{
+    uint64_t cap = d->conf.max_controls_per_user, n;
+    /* The reserve is for operators: a user who could take it could keep
+     * root's status (and the daemon's own files) out of a full table. */
+    if (fd >= d->fd_limit - d->fd_reserve) {
+        d->ctl_refused_in_reserve++;
+        snprintf(why, whylen,
+                 "the daemon is short of file descriptors (this connection's, %d, is among "
+                 "the last %d of %d, kept for operators); close idle connections and try again",
+                 fd, d->fd_reserve, d->fd_limit);
+        return "EMFILE";
+    }
+    if (cap && (n = ctl_count_of(d, peer->uid)) >= cap) {
+        d->ctl_refused_over_cap++;
+        snprintf(why, whylen,
+                 "uid %u already holds %" PRIu64 " control connections to cuptimond, as many as "
+                 "max_controls_per_user (%" PRIu64 ") allows; close some and try again, or have "
+                 "the administrator raise max_controls_per_user in cuptimond.conf",
+                 (unsigned)peer->uid, n, cap);
+        return "EUSERS";
+    }
+    return NULL;
+}
+
 void control_accept(struct daemon *d, int fd)
 {
     struct cuptimon_peer peer;
+    char why[400];
+    const char *refusal = NULL;
     if (cuptimon__peer_cred(fd, &peer) < 0) {
         close(fd);
         return;
     }
+    /* Operators (root, the daemon's user, the control group) see and steer
+     * every session; any other user only their own processes.  The check
+     * is on the kernel's word (SO_PEERCRED), never on what a client says. */
+    int restricted = !is_operator(d, &peer);
+    if (restricted)
+        refusal = refuse_at_accept(d, fd, &peer, why, sizeof why);
+    if (refusal)
+        log_refusal(&peer, why);
     struct ctl *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
@@ -464,13 +598,49 @@ void control_accept(struct daemon *d, int fd)
         d->ctl_idle_timer_on = 1;
     }
     c->conn->peer = peer;
-    /* Operators (root, the daemon's user, the control group) see and steer
-     * every session; any other user only their own processes.  The check
-     * is on the kernel's word (SO_PEERCRED), never on what a client says. */
-    c->conn->restricted = !is_operator(d, &peer);
-    if (c->conn->restricted)
+    c->conn->restricted = restricted;
+    if (refusal) {
+        /* The answer to whatever the client asks, sent now: a client that
+         * says nothing learns why too.  In the reserve the descriptor is
+         * given back at once (the client may then see EPIPE on its send,
+         * but the reserve stays free); over the cap it lingers until the
+         * request comes (on_ctl_msg) or the idle timer ends it. */
+        c->refused = 1;
+        conn_send_error(c->conn, refusal, "%s", why);
+        if (strcmp(refusal, "EMFILE") == 0)
+            conn_close(c->conn);
+        return;
+    }
+    if (restricted)
         log_debug("control", "uid %u pid %d: limited to its own sessions", (unsigned)peer.uid,
                   (int)peer.pid);
+}
+
+int control_evict_idle(struct daemon *d)
+{
+    struct ctl *victim = NULL;
+    for (struct ctl *c = d->ctls; c; c = c->next) {
+        if (!c->conn || c->conn->closing || !c->conn->restricted)
+            continue;
+        /* A refused connection has had its answer: it goes first. */
+        if (c->refused) {
+            conn_close(c->conn);
+            return 1;
+        }
+        /* One waiting for a flush or a window's end is not idle. */
+        if (c->refs == 1 && (!victim || c->last_ns < victim->last_ns))
+            victim = c;
+    }
+    if (!victim)
+        return 0;
+    if (d->ctl_evicted++ % 1000 == 0)
+        log_notice("control",
+                   "out of file descriptors: closed the control connection of uid %u pid %d, "
+                   "idle for %.1f s, to let another in (%" PRIu64 " so far)",
+                   (unsigned)victim->conn->peer.uid, (int)victim->conn->peer.pid,
+                   (double)(unix_ns_now() - victim->last_ns) / 1e9, d->ctl_evicted);
+    conn_close(victim->conn);
+    return 1;
 }
 
 void control_shutdown(struct daemon *d)

@@ -218,6 +218,11 @@ static void on_listen(uv_poll_t *p, int status, int events)
                 int made = 0;
                 while (made < 8 && session_evict_silent(d))
                     made++;
+                /* On the control socket an operator may be waiting: a
+                 * control connection of another user that is idle makes
+                 * room too (operators' never are closed for this). */
+                if (!made && is_control)
+                    made = control_evict_idle(d);
                 if (made)
                     return;
                 static int64_t last;
@@ -239,6 +244,13 @@ static void on_listen(uv_poll_t *p, int status, int events)
         }
         if (is_control) {
             control_accept(d, fd);
+            /* In the reserve: a connection refused there is closed, but
+             * its descriptor is free only once this loop iteration has
+             * run its close callbacks.  Accepting on would fill the
+             * reserve with those and make EMFILE close someone's idle
+             * connection for nothing: the rest wait for the next turn. */
+            if (fd >= d->fd_limit - d->fd_reserve)
+                return;
             continue;
         }
         session_accept(d, fd);

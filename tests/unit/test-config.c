@@ -70,6 +70,7 @@ START_TEST(defaults)
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_uint_eq(c.shim_pool_slots, 16);
     ck_assert_uint_eq(c.shim_slot_size, 4ull << 20);
+    ck_assert_uint_eq(c.max_controls_per_user, 32);
     ck_assert_int_eq(c.aggregate, 1);
     ck_assert_str_eq(c.metrics_file, "");
     ck_assert(c.metrics_interval_s == 15.0);
@@ -100,6 +101,7 @@ START_TEST(full_valid_file)
                        "  \"log_level\": \"debug\",  // comments are fine\n"
                        "  \"shim_pool_slots\": 64,\n"
                        "  \"shim_slot_size\": \"8M\",\n"
+                       "  \"max_controls_per_user\": 0,\n"
                        "  \"aggregate\": false,\n"
                        "  \"metrics_file\": \"/var/lib/node_exporter/cuptimon.prom\",\n"
                        "  \"metrics_interval_s\": \"1m\"\n"
@@ -124,6 +126,7 @@ START_TEST(full_valid_file)
     ck_assert_int_eq(c.log_level, LOG_DEBUG);
     ck_assert_uint_eq(c.shim_pool_slots, 64);
     ck_assert_uint_eq(c.shim_slot_size, 8ull << 20);
+    ck_assert_uint_eq(c.max_controls_per_user, 0);
     ck_assert_int_eq(c.aggregate, 0);
     ck_assert_str_eq(c.metrics_file, "/var/lib/node_exporter/cuptimon.prom");
     ck_assert(c.metrics_interval_s == 60.0);
@@ -217,6 +220,8 @@ static const struct {
     {"shim_pool_slots", "5000", "5000", "2..4096"},
     {"shim_slot_size", "\"4097K\"", "\"4097K\"", "multiple of 4096"},
     {"shim_slot_size", "\"512M\"", "\"512M\"", "64K..256M"},
+    {"max_controls_per_user", "-1", "-1", "is not a whole number in 0..1000000; 0 = no cap"},
+    {"max_controls_per_user", "\"lots\"", "\"lots\"", "whole number"},
     {"aggregate", "\"maybe\"", "\"maybe\"", "is not a yes or no: use true or false"},
     {"aggregate", "1", "1", "is not a yes or no"},
     {"aggregate", "\"\"", "\"\"", "yes or no"},
@@ -339,6 +344,7 @@ START_TEST(unknown_key)
                                         "log_level",
                                         "shim_pool_slots",
                                         "shim_slot_size",
+                                        "max_controls_per_user",
                                         "aggregate",
                                         "metrics_file",
                                         "metrics_interval_s"};
