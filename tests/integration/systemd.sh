@@ -2,8 +2,41 @@
 # Socket activation and sd_notify: cuptimond started by
 # systemd-socket-activate takes the passed sockets (matched by path), says
 # READY=1 on NOTIFY_SOCKET once it serves, and leaves the socket files to
-# systemd when it stops.
+# systemd when it stops.  First, without systemd: the unit the build
+# generates sets LimitNOFILE= high enough for the per-user session cap.
 . "$top_srcdir/tests/integration/lib.sh"
+
+# LimitNOFILE= in the generated cuptimond.service (issue 21, item 2).
+# systemd's default soft limit, 1024, let one user's ~337 sessions take
+# every descriptor.  A producer session holds three (its socket, its pool
+# memfd, its archive segment), so one user at max_sessions_per_user holds
+# 3 x cap; the daemon keeps a reserve of limit/8, clamped to 8..64
+# (daemon/main.c, raise_fd_limit()), out of producers' reach for root's
+# cuptimonctl and its own files.  Below 3 x cap + reserve, a single user
+# runs the daemon out of producer descriptors before the cap refuses them,
+# and the cap protects nobody: with the defaults that is 3 x 256 + 64 =
+# 832.  The cap is the daemon's own default (--check-config with an empty
+# configuration), so the check follows it.  The daemon raises its soft
+# limit to the hard one at start, so a "soft:hard" value is judged by its
+# hard part.  (The unit sets 65536, room for many users at their caps.)
+echo '{}' >"$T/empty.conf"
+cap=$("$CUPTIMOND" --check-config --config "$T/empty.conf" | sed '/^#/d' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["max_sessions_per_user"])') ||
+    fail "cuptimond --check-config does not show max_sessions_per_user"
+for unit in "$top_builddir/systemd/cuptimond.service" "$top_builddir/systemd/test/cuptimond.service"; do
+    [ -f "$unit" ] || fail "$unit is missing (make all generates it)"
+    grep -qE '^[[:space:]]*LimitNOFILE=' "$unit" ||
+        fail "$unit has no LimitNOFILE= line: the daemon would get systemd's default, 1024"
+    value=$(sed -n 's/^[[:space:]]*LimitNOFILE=[[:space:]]*//p' "$unit" | tail -n 1 | tr -d '[:space:]')
+    limit=${value##*:}
+    [ "$limit" = infinity ] && { echo "$unit: LimitNOFILE=$value"; continue; }
+    case $limit in '' | *[!0-9]*) fail "$unit: LimitNOFILE=$value is not a number" ;; esac
+    reserve=$((limit / 8 < 8 ? 8 : limit / 8 > 64 ? 64 : limit / 8))
+    need=$((3 * cap + reserve))
+    [ "$limit" -ge "$need" ] ||
+        fail "$unit: LimitNOFILE=$value is below 3 x max_sessions_per_user ($cap) + the reserve ($reserve) = $need"
+    echo "$unit: LimitNOFILE=$value; needs at least 3 x $cap + $reserve = $need"
+done
 command -v systemd-socket-activate >/dev/null || { echo "SKIP: no systemd-socket-activate"; exit 77; }
 grep -q "HAVE_SYSTEMD 1" "$top_builddir/config.h" || { echo "SKIP: built without libsystemd"; exit 77; }
 
