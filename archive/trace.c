@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
-#include <zlib.h>
 
 #include "cbid.h"
 #include "demangle.h"
+#include "pgzip.h"
 #include "strtab.h"
 #include "cuptimon-proto.h"
 #include "utf8.h"
@@ -172,7 +172,7 @@ struct cuptimon_trace {
     char *tmp; /* NAME_JSON_MAX bytes, for names not cached */
     FILE *f;
     int fd;
-    struct gz_sink *gz; /* gzip output, or NULL */
+    struct cuptimon_pgz *gz; /* gzip output, or NULL */
 };
 
 /* ---- output buffer ---------------------------------------------------- */
@@ -422,47 +422,13 @@ static int fd_write(void *ud, const void *buf, size_t len)
     return 0;
 }
 
-/* gzip (opts.gzip_level): the text goes through deflate to the fd.  A trace
- * of a PyTorch step is about 14x smaller at level 1, and tools read
- * .json.gz directly (HTA, Perfetto, chrome://tracing). */
-struct gz_sink {
-    z_stream z;
-    int fd;
-    unsigned char out[1 << 16];
-};
-
-static int gz_pump(struct gz_sink *g, int flush)
-{
-    int zr;
-    do {
-        g->z.next_out = g->out;
-        g->z.avail_out = sizeof g->out;
-        zr = deflate(&g->z, flush);
-        if (zr == Z_STREAM_ERROR)
-            return -EIO;
-        size_t have = sizeof g->out - g->z.avail_out;
-        int rc = have ? fd_write(&g->fd, g->out, have) : 0;
-        if (rc < 0)
-            return rc;
-    } while (g->z.avail_out == 0 || (flush == Z_FINISH && zr != Z_STREAM_END));
-    return 0;
-}
-
+/* gzip (opts.gzip_level): the text goes through deflate to the fd, on
+ * opts.gzip_threads threads (archive/pgzip.c).  A trace of a PyTorch step
+ * is about 14x smaller at level 1, and tools read .json.gz directly (HTA,
+ * Perfetto, chrome://tracing). */
 static int gz_write(void *ud, const void *buf, size_t len)
 {
-    struct gz_sink *g = ud;
-    const unsigned char *p = buf;
-    while (len > 0) {
-        uInt n = len > (1u << 30) ? 1u << 30 : (uInt)len;
-        g->z.next_in = (unsigned char *)p;
-        g->z.avail_in = n;
-        int rc = gz_pump(g, Z_NO_FLUSH);
-        if (rc < 0)
-            return rc;
-        p += n;
-        len -= n;
-    }
-    return 0;
+    return cuptimon__pgz_write(ud, buf, len);
 }
 
 int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,
@@ -518,18 +484,12 @@ int cuptimon__trace_new_fd(const struct cuptimon_trace_opts *o, int fd, struct c
     t->fd = fd;
     t->ud = &t->fd;
     if (level > 0) {
-        struct gz_sink *g = calloc(1, sizeof *g);
-        /* windowBits 15 + 16: a gzip header and trailer, not zlib's */
-        if (g == NULL || deflateInit2(&g->z, level > 9 ? 9 : level, Z_DEFLATED, 15 + 16, 8,
-                                      Z_DEFAULT_STRATEGY) != Z_OK) {
-            free(g);
+        if ((rc = cuptimon__pgz_open(fd, level, o->gzip_threads, &t->gz)) < 0) {
             cuptimon__trace_free(t);
             *out = NULL;
-            return -ENOMEM;
+            return rc;
         }
-        g->fd = fd;
-        t->gz = g;
-        t->ud = g;
+        t->ud = t->gz;
     }
     *out = t;
     return 0;
@@ -2442,11 +2402,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
     json_object_put(di);
     json_object_put(od);
     flush_out(t);
-    if (t->gz != NULL && t->err == 0) {
-        t->gz->z.next_in = NULL;
-        t->gz->z.avail_in = 0;
-        t->err = gz_pump(t->gz, Z_FINISH);
-    }
+    if (t->gz != NULL && t->err == 0)
+        t->err = cuptimon__pgz_finish(t->gz);
     if (t->f != NULL && t->err == 0 && fflush(t->f) != 0)
         t->err = errno ? -errno : -EIO;
     return t->err;
@@ -2466,9 +2423,6 @@ void cuptimon__trace_free(struct cuptimon_trace *t)
     free(t->procs);
     free(t->buf);
     free(t->tmp);
-    if (t->gz != NULL) {
-        deflateEnd(&t->gz->z);
-        free(t->gz);
-    }
+    cuptimon__pgz_free(t->gz);
     free(t);
 }

@@ -76,6 +76,8 @@ static void usage(FILE *f)
           "                         pid-P.json.gz, each with its own distributedInfo\n"
           "      --gzip=N           gzip level of what is written (0: plain JSON; default:\n"
           "                         1 for FILE.gz and --split files, else 0)\n"
+          "      --gzip-threads=N   threads that deflate at once (1 to 64; default: the\n"
+          "                         processors, at most 8)\n"
           "      --pid=P            decode only the sessions of process P (repeatable)\n"
           "      --label=L          decode only the sessions labelled L (CUPTIMON_LABEL;\n"
           "                         repeatable; with --pid: either matches)\n"
@@ -244,8 +246,14 @@ static void session_meta(struct session *s, const char *text, int report)
                 "archive for a newer cuptimonctl\n",
                 s->dir, as->info.cupti_version, cuptimon__cupti_supported());
     } else if (as->layout_rc > 0) {
+        if (as->layout.udr_error[0] != '\0')
+            fprintf(stderr,
+                    "cuptimonctl decode: %s: the producer's user-defined record layouts are "
+                    "refused: %s; the records of a refused kind are counted as undecodable, "
+                    "never misread\n",
+                    s->dir, as->layout.udr_error);
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
-            if (as->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT)
+            if (as->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT || as->layout.udr_error[0] != '\0')
                 continue;
             fprintf(stderr,
                     "cuptimonctl decode: %s: kind %u (%s): the producer's record size %u is not "
@@ -324,6 +332,8 @@ static json_object *session_json(const struct session *s)
     json_object_object_add(o, "pid", json_object_new_int64(s->as.info.pid));
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->as.info.cupti_version));
     json_object_object_add(o, "version_known", json_object_new_boolean(s->as.layout.version_known));
+    json_object_object_add(o, "user_defined_kinds",
+                           json_object_new_int64((int64_t)s->as.layout.user_defined));
     json_object_object_add(o, "chunks", json_object_new_uint64(s->ast.chunks));
     json_object_object_add(o, "segments", json_object_new_uint64(s->ast.segments));
     json_object_object_add(o, "bytes_raw", json_object_new_uint64(s->ast.bytes_raw));
@@ -677,6 +687,7 @@ static int decode_main(int argc, char **argv)
         {"no-flows", no_argument, NULL, 'n'},
         {"split", required_argument, NULL, 'P'},
         {"gzip", required_argument, NULL, 'z'},
+        {"gzip-threads", required_argument, NULL, 'Z'},
         {"pid", required_argument, NULL, 'p'},
         {"label", required_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},
@@ -687,7 +698,7 @@ static int decode_main(int argc, char **argv)
     const char *out_path = NULL, *summary_path = NULL;
     uint64_t from = 0, to = 0, skip_before = 0;
     int have_from = 0, want_summary = 0, no_flows = 0, read_all = 0, c, ret = 1;
-    int split = SPLIT_NONE, gzip_level = -1;
+    int split = SPLIT_NONE, gzip_level = -1, gzip_threads = 0;
     unsigned top = 20;
     char **dirs = NULL;
     size_t nsess = 0;
@@ -789,6 +800,19 @@ static int decode_main(int argc, char **argv)
                 return 2;
             }
             gzip_level = (int)v;
+            break;
+        }
+        case 'Z': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end != '\0' || end == optarg || v < 1 || v > 64) {
+                fprintf(stderr,
+                        "cuptimonctl decode: --gzip-threads: '%s' is not a number of threads "
+                        "from 1 to 64\n",
+                        optarg);
+                return 2;
+            }
+            gzip_threads = (int)v;
             break;
         }
         case 'h': usage(stdout); return 0;
@@ -915,6 +939,7 @@ static int decode_main(int argc, char **argv)
      * time (SKIP_MARGIN_NS says why, and what is given up). */
     if (have_from && !read_all && from > SKIP_MARGIN_NS)
         skip_before = from - SKIP_MARGIN_NS;
+    topts.gzip_threads = gzip_threads;
     if (gzip_level >= 0)
         topts.gzip_level = gzip_level;
     else if (split)

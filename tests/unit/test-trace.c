@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <zlib.h>
 
 #include <cupti_activity.h>
 
@@ -25,6 +26,7 @@
 #include "cuptimon-proto.h"
 #include "archive/decode.h"
 #include "archive/demangle.h"
+#include "archive/pgzip.h"
 #include "archive/strtab.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
@@ -2269,6 +2271,112 @@ START_TEST(annotation_by_launch_time)
 }
 END_TEST
 
+/* ---- the parallel gzip writer ------------------------------------------ */
+
+/* Inflates the gzip file at fd (one member, to its end) into a new buffer. */
+static unsigned char *gunzip_fd(int fd, size_t *len)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    unsigned char *in = malloc((size_t)st.st_size + 1), *out = NULL;
+    ck_assert_int_eq(pread(fd, in, (size_t)st.st_size, 0), st.st_size);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    ck_assert_int_eq(inflateInit2(&z, 15 + 16), Z_OK);
+    size_t cap = 1 << 16;
+    out = malloc(cap);
+    z.next_in = in;
+    z.avail_in = (uInt)st.st_size;
+    int zr;
+    do {
+        if (z.total_out == cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+        }
+        z.next_out = out + z.total_out;
+        z.avail_out = (uInt)(cap - z.total_out);
+        zr = inflate(&z, Z_NO_FLUSH);
+        ck_assert_msg(zr == Z_OK || zr == Z_STREAM_END, "inflate: %d", zr);
+    } while (zr != Z_STREAM_END);
+    /* One member that ends where the file does (its CRC and length were
+     * checked by inflate at Z_STREAM_END). */
+    ck_assert_uint_eq(z.avail_in, 0);
+    *len = z.total_out;
+    inflateEnd(&z);
+    free(in);
+    return out;
+}
+
+START_TEST(pgzip_round_trip)
+{
+    static const size_t sizes[] = {
+        0, 1, 32767, 32768, 1u << 20, (1u << 20) + 1, 3 * (1u << 20) + 12345};
+    static const int threads[] = {1, 2, 3, 8};
+    size_t big = sizes[sizeof sizes / sizeof sizes[0] - 1];
+    unsigned char *text = malloc(big);
+    uint64_t x = 88172645463325252ull;
+    /* Trace-like text: repeats (so that blocks refer back into the one
+     * before) with numbers that differ. */
+    for (size_t i = 0; i < big;) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int n = snprintf((char *)text + i, big - i, "{\"ph\":\"X\",\"ts\":%llu},\n",
+                         (unsigned long long)(x % 100000));
+        i += n > 0 && (size_t)n < big - i ? (size_t)n : big - i;
+    }
+    for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            char path[] = "/tmp/cuptimon-pgz-XXXXXX";
+            int fd = mkstemp(path);
+            struct cuptimon_pgz *g;
+            size_t len, off = 0, step = 1;
+            ck_assert_int_ge(fd, 0);
+            unlink(path);
+            ck_assert_int_eq(cuptimon__pgz_open(fd, 1, threads[ti], &g), 0);
+            /* Writes of every size, from 1 byte to past a block. */
+            while (off < sizes[si]) {
+                size_t n = step < sizes[si] - off ? step : sizes[si] - off;
+                ck_assert_int_eq(cuptimon__pgz_write(g, text + off, n), 0);
+                off += n;
+                step = step * 7 + 3;
+            }
+            ck_assert_int_eq(cuptimon__pgz_finish(g), 0);
+            cuptimon__pgz_free(g);
+            unsigned char *back = gunzip_fd(fd, &len);
+            ck_assert_msg(len == sizes[si] && memcmp(back, text, len) == 0,
+                          "threads %d, %zu bytes: %zu came back", threads[ti], sizes[si], len);
+            free(back);
+            close(fd);
+        }
+    free(text);
+}
+END_TEST
+
+/* A write error (the fd is read-only) is reported, and sticks. */
+START_TEST(pgzip_write_error)
+{
+    struct cuptimon_pgz *g;
+    char buf[4096];
+    int fd = open("/dev/null", O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_lt(cuptimon__pgz_open(fd, 1, 2, &g), 0);
+    close(fd);
+    char path[] = "/tmp/cuptimon-pgz-XXXXXX";
+    fd = mkstemp(path);
+    unlink(path);
+    ck_assert_int_eq(cuptimon__pgz_open(fd, 1, 2, &g), 0);
+    memset(buf, 'a', sizeof buf);
+    int rc = 0;
+    close(fd); /* every later write fails */
+    for (int i = 0; i < 1024 && rc == 0; i++)
+        rc = cuptimon__pgz_write(g, buf, sizeof buf);
+    if (rc == 0)
+        rc = cuptimon__pgz_finish(g);
+    ck_assert_int_eq(rc, -EBADF);
+    ck_assert_int_eq(cuptimon__pgz_finish(g), -EBADF);
+    cuptimon__pgz_free(g);
+}
+END_TEST
+
 START_TEST(range_text_forms)
 {
     struct cuptimon_range_begin b;
@@ -2461,6 +2569,8 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, annotation_ranges_window);
     tcase_add_test(t, annotation_ranges_no_window);
     tcase_add_test(t, annotation_by_launch_time);
+    tcase_add_test(t, pgzip_round_trip);
+    tcase_add_test(t, pgzip_write_error);
     tcase_add_test(t, range_text_forms);
     tcase_add_test(t, json_escape_every_byte);
     tcase_add_test(t, format_us_exact);
