@@ -16,7 +16,7 @@ bench_replay_producer_SOURCES = bench/replay-producer.c
 bench_replay_producer_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS)
 bench_replay_producer_LDADD = $(ARCHIVE_LIBS)
 EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/window-scale.sh \
-	bench/plot-node.sh bench/load-zst.h
+	bench/plot-node.sh bench/load-zst.h bench/gzip-threads.sh
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
 bench-archive: bench/bench-archive$(EXEEXT)
@@ -33,5 +33,9 @@ bench-node: all $(check_PROGRAMS)
 bench-window: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/window-scale.sh $(BENCH_WINDOW_ARGS)
 
-bench: bench-archive bench-decode bench-handoff bench-node bench-window
-.PHONY: bench bench-archive bench-handoff bench-node bench-window
+# BENCH_GZIP_ARGS="ROUNDS THREADS_LIST RECORDS_PER_PRODUCER N", default '5 "1 2 4 8" 250000 4'.
+bench-gzip: all $(check_PROGRAMS)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/gzip-threads.sh $(BENCH_GZIP_ARGS)
+
+bench: bench-archive bench-decode bench-handoff bench-node bench-window bench-gzip
+.PHONY: bench bench-archive bench-handoff bench-node bench-window bench-gzip
