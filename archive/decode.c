@@ -11,8 +11,13 @@
 #include "decode.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
 
 #include "layouts.h"
 
@@ -89,6 +94,178 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
     if (!l->version_known)
         return -EPROTONOSUPPORT;
     return mismatch;
+}
+
+/* ---- user-defined records (CUPTI 13.2+) -------------------------------- */
+
+static void udr_fail(struct cuptimon_layout *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void udr_fail(struct cuptimon_layout *l, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (l->udr_error[0] != '\0')
+        return; /* the first problem is the one worth reading */
+    va_start(ap, fmt);
+    vsnprintf(l->udr_error, sizeof(l->udr_error), fmt, ap);
+    va_end(ap);
+}
+
+/* An integer member in [lo, hi], or -1 (absent, not an integer, out of range). */
+static int64_t udr_int(json_object *o, const char *key, int64_t lo, int64_t hi)
+{
+    json_object *v;
+    int64_t n;
+
+    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+        return -1;
+    n = json_object_get_int64(v);
+    return n < lo || n > hi ? -1 : n;
+}
+
+/* Builds l->own[k] from one kind's description; 0, or -1 after udr_fail. */
+static int udr_kind(struct cuptimon_layout *l, uint32_t k, const char *kname, json_object *d,
+                    uint32_t size)
+{
+    unsigned type = cuptimon__rec_type_of_kind(k), nnames;
+    const char *const *names = cuptimon__rec_field_names(type, &nnames);
+    struct cuptimon_rec_layout *L = &l->own[k];
+    json_object *fields;
+    size_t n;
+
+    memset(L, 0, sizeof(*L));
+    L->name = "user-defined";
+    L->type = (uint8_t)type;
+    L->size = (uint16_t)size;
+    if (!json_object_object_get_ex(d, "fields", &fields) ||
+        !json_object_is_type(fields, json_type_array)) {
+        udr_fail(l, "kind %u (%s): \"fields\" is missing or not an array", k, kname);
+        return -1;
+    }
+    n = json_object_array_length(fields);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(fields, i), *nm;
+        const char *name;
+        int64_t off, width;
+        unsigned f, want;
+
+        if (e == NULL || !json_object_is_type(e, json_type_object) ||
+            !json_object_object_get_ex(e, "field", &nm) ||
+            !json_object_is_type(nm, json_type_string)) {
+            udr_fail(l, "kind %u (%s): field entry %zu has no \"field\" name", k, kname, i);
+            return -1;
+        }
+        name = json_object_get_string(nm);
+        for (f = 0; f < nnames; f++)
+            if (strcmp(names[f], name) == 0)
+                break;
+        if (f == nnames)
+            continue; /* a field this build does not read: a later CUPTI's */
+        off = udr_int(e, "offset", 0, CUPTIMON_RECORD_MAX);
+        width = udr_int(e, "size", 0, CUPTIMON_RECORD_MAX);
+        want = cuptimon__rec_field_width(type, f);
+        if (off < 0 || width < 0) {
+            udr_fail(l, "kind %u (%s): field %s has no valid \"offset\"/\"size\" (integers 0..%u)",
+                     k, kname, names[f], CUPTIMON_RECORD_MAX);
+            return -1;
+        }
+        if (L->f[f].width != 0) {
+            udr_fail(l, "kind %u (%s): field %s is described twice", k, kname, names[f]);
+            return -1;
+        }
+        if ((unsigned)width != want) {
+            udr_fail(l, "kind %u (%s): field %s is %lld bytes wide, the decoder reads it as %u", k,
+                     kname, names[f], (long long)width, want);
+            return -1;
+        }
+        if (off < 4 || (uint64_t)off + (uint64_t)width > size) {
+            udr_fail(l,
+                     "kind %u (%s): field %s at offset %lld (%lld bytes) is not inside the "
+                     "record's bytes 4..%u (the first 4 hold the kind)",
+                     k, kname, names[f], (long long)off, (long long)width, size);
+            return -1;
+        }
+        for (unsigned g = 0; g < nnames; g++) {
+            const struct cuptimon_field *o = &L->f[g];
+            if (o->width != 0 && off < o->off + o->width && o->off < off + width) {
+                udr_fail(l, "kind %u (%s): field %s at offset %lld overlaps field %s at %u", k,
+                         kname, names[f], (long long)off, names[g], o->off);
+                return -1;
+            }
+        }
+        L->f[f].off = (uint16_t)off;
+        L->f[f].width = (uint8_t)width;
+    }
+    return 0;
+}
+
+int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
+                              const uint32_t *announced, json_object *record_layouts)
+{
+    int rc = cuptimon__layout_init(l, cupti_version, announced), bad = 0;
+
+    if (record_layouts == NULL)
+        return rc;
+    if (!json_object_is_type(record_layouts, json_type_object)) {
+        udr_fail(l, "record_layouts is not an object; the layout table is used");
+        return rc < 0 ? rc : 1;
+    }
+    json_object_object_foreach(record_layouts, key, d)
+    {
+        char *end;
+        unsigned long k = strtoul(key, &end, 10);
+        const char *kname;
+        int64_t size;
+
+        if (*end != '\0' || end == key || k == 0 || k >= CUPTIMON_KIND_SLOTS) {
+            udr_fail(l, "record_layouts: \"%.40s\" is not an activity kind (1..%u); ignored", key,
+                     CUPTIMON_KIND_SLOTS - 1);
+            bad = 1;
+            continue;
+        }
+        kname = cuptimon__kind_name((uint32_t)k) ? cuptimon__kind_name((uint32_t)k) : "?";
+        size = d != NULL && json_object_is_type(d, json_type_object)
+                   ? udr_int(d, "size", 8, CUPTIMON_RECORD_MAX)
+                   : -1;
+        l->rec[k] = NULL;
+        bad = 1; /* until the kind is known good */
+        if (size < 0) {
+            udr_fail(l, "kind %lu (%s): the record \"size\" is missing or outside 8..%u", k, kname,
+                     CUPTIMON_RECORD_MAX);
+            l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
+            l->size[k] = 0; /* unknown: the walk stops there rather than guess */
+            continue;
+        }
+        if (l->announced[k] != 0 && l->announced[k] != size) {
+            udr_fail(l, "kind %lu (%s): the described record size %lld is not the announced %u", k,
+                     kname, (long long)size, l->announced[k]);
+            l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
+            l->size[k] = 0;
+            continue;
+        }
+        l->size[k] = (uint16_t)size;
+        if (cuptimon__rec_type_of_kind((uint32_t)k) == CUPTIMON_REC_NONE) {
+            /* Not a kind this build decodes: its size still lets the walk
+             * step over it. */
+            l->state[k] = CUPTIMON_KIND_UNSUPPORTED;
+            bad = 0;
+            continue;
+        }
+        if (udr_kind(l, (uint32_t)k, kname, d, (uint32_t)size) < 0) {
+            l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
+            continue;
+        }
+        l->state[k] = CUPTIMON_KIND_DECODED;
+        l->table_size[k] = (uint16_t)size;
+        l->rec[k] = &l->own[k];
+        l->user_defined++;
+        bad = 0;
+    }
+    if (l->udr_error[0] != '\0')
+        bad = 1;
+    if (rc == -EPROTONOSUPPORT && l->user_defined == 0)
+        return rc;
+    return bad || rc > 0 ? 1 : 0;
 }
 
 int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS])

@@ -190,6 +190,12 @@ struct cuptimon_layout {
     uint16_t announced[CUPTIMON_KIND_SLOTS];      /* producer's size, 0 = none/absurd */
     uint8_t state[CUPTIMON_KIND_SLOTS];           /* enum cuptimon_kind_state */
     const struct cuptimon_rec_layout *rec[CUPTIMON_KIND_SLOTS]; /* decoded kinds' layouts */
+    /* CUPTI 13.2+ user-defined records (cuptimon__layout_init_udr): kinds
+     * whose layout the producer described decode through own[] (rec[k]
+     * points into this struct, so a layout is never copied by value). */
+    unsigned user_defined; /* kinds decoded through a described layout */
+    char udr_error[256];   /* the first problem found in it, "" when none */
+    struct cuptimon_rec_layout own[CUPTIMON_KIND_SLOTS];
 };
 
 /*
@@ -203,6 +209,30 @@ struct cuptimon_layout {
  */
 int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
                           const uint32_t *announced);
+
+/*
+ * cuptimon__layout_init, then the producer's own description of its
+ * records (a hello's / meta.json's "record_layouts", built by a shim from
+ * CUPTI 13.2+'s user-defined activity records) on top: for each kind it
+ * describes, the record size and each field's offset and size, decoded
+ * without a table, so that a CUPTI released after this build decodes.
+ * The description comes from the producer and is checked like any other
+ * producer input: {"<kind>": {"size": N, "fields": [{"field": "gridX",
+ * "offset": O, "size": S}, ...]}, ...}, field names being CUPTI's member
+ * names (layouts.h); a name this build does not know is ignored; every
+ * field must lie after the 4-byte kind, inside the record, at the width
+ * the decoder reads, once, overlapping no other.  A kind with any problem
+ * is CUPTIMON_KIND_BAD_LAYOUT (walked over by its size when that is sane,
+ * counted, never decoded) and the first problem, naming the kind and the
+ * field, is in l->udr_error.  record_layouts NULL: exactly
+ * cuptimon__layout_init.  Returns as cuptimon__layout_init does, except
+ * that a version this build does not know is no longer -EPROTONOSUPPORT
+ * once a kind decodes through a described layout, and any problem in the
+ * description returns 1.
+ */
+struct json_object;
+int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
+                              const uint32_t *announced, struct json_object *record_layouts);
 
 /* The record sizes of the release that cupti_version belongs to, for a
  * hello or a meta file: fills sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not

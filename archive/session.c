@@ -25,8 +25,8 @@
  */
 static json_object *salvage(const char *text)
 {
-    static const char *const keys[] = {"pid",           "hostname",     "exe",
-                                       "cupti_version", "record_sizes", "job"};
+    static const char *const keys[] = {"pid",          "hostname",       "exe", "cupti_version",
+                                       "record_sizes", "record_layouts", "job"};
     json_object *o = json_object_new_object();
     json_tokener *tok = json_tokener_new();
 
@@ -99,8 +99,11 @@ int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const cha
             have_sizes = 1;
         }
     }
-    s->layout_rc = cuptimon__layout_init(&s->layout, s->info.cupti_version,
-                                         have_sizes ? s->record_sizes : NULL);
+    /* record_layouts: the producer's CUPTI 13.2+ user-defined record
+     * layouts, when its shim asked for them (decode.h). */
+    s->layout_rc = cuptimon__layout_init_udr(&s->layout, s->info.cupti_version,
+                                             have_sizes ? s->record_sizes : NULL,
+                                             cuptimon__json_get(s->meta, "record_layouts"));
     return rc;
 }
 

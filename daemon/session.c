@@ -720,7 +720,13 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
              ", archive %s",
              s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
              s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
-    if (s->layout.release == NULL)
+    if (s->layout.udr_error[0] != '\0')
+        log_warn("session",
+                 "session %" PRIu64 " (pid %d): its user-defined record layouts are refused "
+                 "(%s): records of that kind are archived but counted as undecodable, never "
+                 "misread",
+                 s->id, (int)s->peer.pid, s->layout.udr_error);
+    if (s->layout.release == NULL && s->layout.user_defined == 0)
         log_warn("session",
                  "session %" PRIu64 " (pid %d): CUPTI API version %u is not one this build "
                  "decodes (it decodes %s): its buffers are archived as they come but not "

@@ -28,6 +28,57 @@
 #ifndef CUPTIMON_CUPTI_ABI_H
 #define CUPTIMON_CUPTI_ABI_H
 
+/*
+ * CUPTI 13.2+ user-defined activity records: what NVIDIA's reference says,
+ * and what it does not (written 2026-12-04 for issue 16; nothing below is
+ * declared, because nothing in the product calls it yet).
+ *
+ * Found in the reference (docs.nvidia.com, through the project's
+ * documentation search):
+ *  - The 13.2.1 Activity API page lists the data structures
+ *    CUpti_ActivityFieldLayoutEntry, CUpti_ActivityFieldSelection and
+ *    CUpti_ActivityConfig ("Activity configuration").
+ *    https://docs.nvidia.com/cupti/13.2.1/api/group__CUPTI__ACTIVITY__API.html
+ *  - struct CUpti_ActivityConfig { size_t structSize;
+ *    CUpti_ActivityFieldSelection fieldSelection; } (13.2/13.3), and in
+ *    13.4 a third member void *pKindOptions (a CUpti_ActivityApiOptions *
+ *    for RUNTIME/DRIVER cbid filtering, ignored for other kinds); the
+ *    client sets structSize.
+ *    https://docs.nvidia.com/cupti/api/structCUpti__ActivityConfig.html
+ *    https://docs.nvidia.com/cuda/developer-preview/13.4/cupti/api/structCUpti__ActivityConfig.html
+ *  - struct CUpti_BufferCallbackCompleteInfo { size_t structSize (set by
+ *    CUPTI); uint64_t threadId; CUpti_ActivityRecordLayout
+ *    **ppRecordLayouts ("array of record layouts present in the buffer",
+ *    for user-defined records); size_t numRecordLayouts; }.
+ *    https://docs.nvidia.com/cupti/api/structCUpti__BufferCallbackCompleteInfo.html
+ *  - struct CUpti_BufferCallbackRequestInfo begins with size_t structSize.
+ *    https://docs.nvidia.com/cupti/api/structCUpti__BufferCallbackRequestInfo.html
+ *  - CUDA 13.2 and older (or drivers before r610) allow one activity
+ *    subscriber ("Legacy Initialization").
+ *    https://docs.nvidia.com/cupti/13.4.0/main/main.html
+ *
+ * Not found in the reference through that search (the struct pages of
+ * CUpti_ActivityFieldSelection, CUpti_ActivityFieldLayoutEntry and
+ * CUpti_ActivityRecordLayout, and the Activity API page's function and
+ * enum sections, did not come up): the members and their types of those
+ * three structs; the numeric value of CUPTI_ACTIVITY_ATTR_USER_DEFINED_RECORDS;
+ * the numeric field ids of each kind; the prototypes of
+ * cuptiActivityEnable_v2, cuptiActivitySetAttribute_v2,
+ * cuptiActivityRegisterCallbacks_v2 and the _v2 buffer callbacks.  An ABI
+ * value is never guessed here (a wrong field id would make CUPTI emit, and
+ * the daemon decode, the wrong field under the right name), so the shim
+ * does not use user-defined records: with every runtime CUPTI it asks for
+ * the standard structs and sends the version and record sizes, exactly as
+ * before.  The daemon and cuptimonctl already decode a producer's own
+ * description of its records (the hello's "record_layouts", by CUPTI member
+ * name: archive/decode.h, cuptimon__layout_init_udr), so the shim side is
+ * what is left: declare the entry points and structs above once their
+ * definitions are transcribed from a 13.2+ cupti_activity.h, add them to
+ * these lists (test-cupti-abi.c then checks them against that header),
+ * map CUPTI's field ids to the member names of proto/layouts.h, and send
+ * ppRecordLayouts in that form.
+ */
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -356,3 +356,91 @@ const struct cuptimon_cupti_release *cuptimon__cupti_releases(unsigned *n)
     *n = (unsigned)(sizeof releases / sizeof releases[0]);
     return releases;
 }
+
+/* ---- per-type field names and widths (for user-defined layouts) -------- */
+
+unsigned cuptimon__rec_type_of_kind(uint32_t kind)
+{
+    switch (kind) {
+    case CUPTIMON_KIND_KERNEL:
+    case CUPTIMON_KIND_CONCURRENT_KERNEL: return CUPTIMON_REC_KERNEL;
+    case CUPTIMON_KIND_MEMCPY: return CUPTIMON_REC_MEMCPY;
+    case CUPTIMON_KIND_MEMCPY2: return CUPTIMON_REC_P2P;
+    case CUPTIMON_KIND_MEMSET: return CUPTIMON_REC_MEMSET;
+    case CUPTIMON_KIND_DRIVER:
+    case CUPTIMON_KIND_RUNTIME: return CUPTIMON_REC_API;
+    case CUPTIMON_KIND_EXTERNAL_CORRELATION: return CUPTIMON_REC_EXT;
+    case CUPTIMON_KIND_OVERHEAD: return CUPTIMON_REC_OVERHEAD;
+    case CUPTIMON_KIND_CUDA_EVENT: return CUPTIMON_REC_CUDA_EVENT;
+    case CUPTIMON_KIND_SYNCHRONIZATION: return CUPTIMON_REC_SYNC;
+    case CUPTIMON_KIND_MARKER: return CUPTIMON_REC_MARKER;
+    case CUPTIMON_KIND_MARKER_DATA: return CUPTIMON_REC_MARKER_DATA;
+    default: return CUPTIMON_REC_NONE;
+    }
+}
+
+#define NAME_(m) #m,
+static const char *const names_kernel[] = {CUPTIMON_KERNEL_FIELDS(NAME_)};
+static const char *const names_memcpy[] = {CUPTIMON_MEMCPY_FIELDS(NAME_)};
+static const char *const names_p2p[] = {CUPTIMON_P2P_FIELDS(NAME_)};
+static const char *const names_memset[] = {CUPTIMON_MEMSET_FIELDS(NAME_)};
+static const char *const names_api[] = {CUPTIMON_API_FIELDS(NAME_)};
+static const char *const names_ext[] = {CUPTIMON_EXT_FIELDS(NAME_)};
+static const char *const names_overhead[] = {CUPTIMON_OVERHEAD_FIELDS(NAME_)};
+static const char *const names_cuda_event[] = {CUPTIMON_CUDA_EVENT_FIELDS(NAME_)};
+static const char *const names_sync[] = {CUPTIMON_SYNC_FIELDS(NAME_)};
+static const char *const names_marker[] = {CUPTIMON_MARKER_FIELDS(NAME_)};
+static const char *const names_marker_data[] = {CUPTIMON_MARKER_DATA_FIELDS(NAME_)};
+#undef NAME_
+
+#define NAMES_(a)                                                                                  \
+    {                                                                                              \
+        a, (unsigned)(sizeof(a) / sizeof(a[0]))                                                    \
+    }
+static const struct {
+    const char *const *names;
+    unsigned n;
+} type_names[CUPTIMON_REC_TYPES] = {
+    [CUPTIMON_REC_KERNEL] = NAMES_(names_kernel),
+    [CUPTIMON_REC_MEMCPY] = NAMES_(names_memcpy),
+    [CUPTIMON_REC_P2P] = NAMES_(names_p2p),
+    [CUPTIMON_REC_MEMSET] = NAMES_(names_memset),
+    [CUPTIMON_REC_API] = NAMES_(names_api),
+    [CUPTIMON_REC_EXT] = NAMES_(names_ext),
+    [CUPTIMON_REC_OVERHEAD] = NAMES_(names_overhead),
+    [CUPTIMON_REC_CUDA_EVENT] = NAMES_(names_cuda_event),
+    [CUPTIMON_REC_SYNC] = NAMES_(names_sync),
+    [CUPTIMON_REC_MARKER] = NAMES_(names_marker),
+    [CUPTIMON_REC_MARKER_DATA] = NAMES_(names_marker_data),
+};
+#undef NAMES_
+
+const char *const *cuptimon__rec_field_names(unsigned type, unsigned *n)
+{
+    if (type >= CUPTIMON_REC_TYPES || type_names[type].names == NULL) {
+        *n = 0;
+        return NULL;
+    }
+    *n = type_names[type].n;
+    return type_names[type].names;
+}
+
+/* Every struct version above, for cuptimon__rec_field_width. */
+static const struct cuptimon_rec_layout *const all_layouts[] = {
+    &kernel9,     &kernel10,    &kernel11,     &kernel12,     &kernel13,   &memcpy5,
+    &memcpy6_12,  &memcpy6,     &memcpy7,      &p2p4,         &memset4_12, &memset4,
+    &memset5,     &marker2,     &marker_data1, &marker_data2, &overhead2,  &overhead3,
+    &cuda_event1, &cuda_event2, &sync1,        &sync2,        &api,        &ext,
+};
+
+unsigned cuptimon__rec_field_width(unsigned type, unsigned field)
+{
+    if (field >= CUPTIMON_FIELDS_MAX)
+        return 0;
+    /* A field keeps its width in every version that has it (CUPTI appends;
+     * test-layouts checks the table), so the first version found says. */
+    for (size_t i = 0; i < sizeof all_layouts / sizeof all_layouts[0]; i++)
+        if (all_layouts[i]->type == type && all_layouts[i]->f[field].width != 0)
+            return all_layouts[i]->f[field].width;
+    return 0;
+}

@@ -182,6 +182,22 @@ const struct cuptimon_cupti_release *cuptimon__cupti_releases(unsigned *n);
  * messages that name what is supported. */
 const char *cuptimon__cupti_supported(void);
 
+/* The record type an activity kind is decoded as (CUPTIMON_REC_NONE for a
+ * kind the decoder does not read), whatever the release: CUPTI never
+ * renumbers a kind. */
+unsigned cuptimon__rec_type_of_kind(uint32_t kind);
+
+/* The CUPTI member names of a record type's fields, in the order of its
+ * CUPTIMON_*_FIELDS list (so names[i] is field i); *n is set to their
+ * number.  NULL (and *n = 0) for CUPTIMON_REC_NONE or an unknown type. */
+const char *const *cuptimon__rec_field_names(unsigned type, unsigned *n);
+
+/* The width in bytes that every struct version in the table gives field i
+ * of a record type (1, 2, 4, 8, or 12 for objectId), or 0 when no version
+ * has it.  A user-defined layout (CUPTI 13.2+) must give the same width:
+ * the decoder reads each field at exactly this width. */
+unsigned cuptimon__rec_field_width(unsigned type, unsigned field);
+
 /* The record at rec (already known to be l->size bytes long) read at field
  * i: 0 when the field is absent from this version.  Widths are 1, 2, 4 or
  * 8; any other width reads as 0 here (objectId is read word by word with

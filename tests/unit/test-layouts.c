@@ -19,6 +19,8 @@
 #include <cupti_activity.h>
 #include <cupti_activity_deprecated.h>
 
+#include <json-c/json.h>
+
 #include "archive/decode.h"
 #include "tests/unit/testlib.h"
 #include "cupti-future.h"
@@ -457,6 +459,251 @@ START_TEST(sizes_of_another_release_are_refused)
 }
 END_TEST
 
+/* ---- user-defined record layouts (CUPTI 13.2+) -------------------------- */
+
+/* A layout description in the hello's "record_layouts" form for one kind:
+ * every field of the record type, packed from byte 4 in reverse list
+ * order (so that no table struct has this layout), record size rounded up
+ * to 8.  offs[i] receives field i's offset. */
+static json_object *packed_kind(unsigned type, unsigned *size, unsigned offs[CUPTIMON_FIELDS_MAX])
+{
+    unsigned n, off = 4;
+    const char *const *names = cuptimon__rec_field_names(type, &n);
+    json_object *d = json_object_new_object(), *fields = json_object_new_array();
+
+    for (unsigned j = n; j-- > 0;) {
+        unsigned w = cuptimon__rec_field_width(type, j);
+        json_object *e = json_object_new_object();
+        ck_assert_uint_ne(w, 0);
+        json_object_object_add(e, "field", json_object_new_string(names[j]));
+        json_object_object_add(e, "offset", json_object_new_int(off));
+        json_object_object_add(e, "size", json_object_new_int(w));
+        json_object_array_add(fields, e);
+        offs[j] = off;
+        off += w;
+    }
+    /* A field this build does not know: ignored, not refused. */
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "field", json_object_new_string("someFieldOfCupti14"));
+    json_object_object_add(e, "offset", json_object_new_int(999));
+    json_object_object_add(e, "size", json_object_new_int(3));
+    json_object_array_add(fields, e);
+    *size = (off + 7) & ~7u;
+    json_object_object_add(d, "size", json_object_new_int(*size));
+    json_object_object_add(d, "fields", fields);
+    return d;
+}
+
+/* Writes value v (its low w bytes) at off. */
+static void put(uint8_t *rec, unsigned off, unsigned w, uint64_t v)
+{
+    memcpy(rec + off, &v, w < 8 ? w : 8);
+}
+
+START_TEST(user_defined_layouts_decode_without_a_table)
+{
+    unsigned ksize, csize, msize, koff[CUPTIMON_FIELDS_MAX], coff[CUPTIMON_FIELDS_MAX],
+        moff[CUPTIMON_FIELDS_MAX];
+    json_object *rl = json_object_new_object();
+    struct cuptimon_layout l, table;
+    struct cuptimon_decode_stats st;
+    struct cuptimon_walk w;
+    struct cuptimon_ev ev;
+    uint8_t buf[3 * 512];
+    size_t len = 0;
+    uint32_t kind;
+
+    json_object_object_add(rl, "3", packed_kind(CUPTIMON_REC_KERNEL, &ksize, koff));
+    json_object_object_add(rl, "1", packed_kind(CUPTIMON_REC_MEMCPY, &csize, coff));
+    json_object_object_add(rl, "2", packed_kind(CUPTIMON_REC_MEMSET, &msize, moff));
+    /* A version released after this build: no table row claims it. */
+    ck_assert_int_eq(cuptimon__layout_init_udr(&l, 149900, NULL, rl), 0);
+    ck_assert_str_eq(l.udr_error, "");
+    ck_assert_uint_eq(l.user_defined, 3);
+    ck_assert_int_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_DECODED);
+    ck_assert_uint_eq(l.size[CUPTIMON_KIND_KERNEL], ksize);
+
+    memset(buf, 0, sizeof buf);
+    kind = CUPTIMON_KIND_KERNEL;
+    memcpy(buf, &kind, 4);
+    put(buf, koff[CUPTIMON_FK_start], 8, 1000);
+    put(buf, koff[CUPTIMON_FK_end], 8, 2000);
+    put(buf, koff[CUPTIMON_FK_gridX], 4, 11);
+    put(buf, koff[CUPTIMON_FK_gridY], 4, 12);
+    put(buf, koff[CUPTIMON_FK_gridZ], 4, 13);
+    put(buf, koff[CUPTIMON_FK_blockX], 4, 21);
+    put(buf, koff[CUPTIMON_FK_blockY], 4, 22);
+    put(buf, koff[CUPTIMON_FK_blockZ], 4, 23);
+    put(buf, koff[CUPTIMON_FK_streamId], 4, 7);
+    put(buf, koff[CUPTIMON_FK_correlationId], 4, 4242);
+    put(buf, koff[CUPTIMON_FK_name], 8, 0x7f0012345678ull);
+    put(buf, koff[CUPTIMON_FK_registersPerThread], 2, 99);
+    len = ksize;
+    kind = CUPTIMON_KIND_MEMCPY;
+    memcpy(buf + len, &kind, 4);
+    put(buf + len, coff[CUPTIMON_FMC_bytes], 8, 1u << 20);
+    put(buf + len, coff[CUPTIMON_FMC_copyKind], 1, 2);
+    put(buf + len, coff[CUPTIMON_FMC_start], 8, 3000);
+    put(buf + len, coff[CUPTIMON_FMC_end], 8, 3500);
+    put(buf + len, coff[CUPTIMON_FMC_streamId], 4, 8);
+    len += csize;
+    kind = CUPTIMON_KIND_MEMSET;
+    memcpy(buf + len, &kind, 4);
+    put(buf + len, moff[CUPTIMON_FMS_bytes], 8, 4096);
+    put(buf + len, moff[CUPTIMON_FMS_value], 4, 0xab);
+    put(buf + len, moff[CUPTIMON_FMS_start], 8, 4000);
+    put(buf + len, moff[CUPTIMON_FMS_end], 8, 4100);
+    len += msize;
+
+    memset(&st, 0, sizeof st);
+    cuptimon__walk_begin(&w, &l, buf, len, &st);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert_uint_eq(ev.start, 1000);
+    ck_assert_uint_eq(ev.end, 2000);
+    ck_assert_int_eq(ev.u.kernel.grid_x, 11);
+    ck_assert_int_eq(ev.u.kernel.grid_y, 12);
+    ck_assert_int_eq(ev.u.kernel.grid_z, 13);
+    ck_assert_int_eq(ev.u.kernel.block_x, 21);
+    ck_assert_int_eq(ev.u.kernel.block_y, 22);
+    ck_assert_int_eq(ev.u.kernel.block_z, 23);
+    ck_assert_uint_eq(ev.stream_id, 7);
+    ck_assert_uint_eq(ev.correlation_id, 4242);
+    ck_assert_uint_eq(ev.u.kernel.name_ptr, 0x7f0012345678ull);
+    ck_assert_uint_eq(ev.u.kernel.registers_per_thread, 99);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert_uint_eq(ev.u.memcpy.bytes, 1u << 20);
+    ck_assert_uint_eq(ev.u.memcpy.copy_kind, 2);
+    ck_assert_uint_eq(ev.start, 3000);
+    ck_assert_uint_eq(ev.stream_id, 8);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert_uint_eq(ev.u.memset.bytes, 4096);
+    ck_assert_uint_eq(ev.u.memset.value, 0xab);
+    ck_assert_uint_eq(ev.end, 4100);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 0);
+    ck_assert_uint_eq(st.records, 3);
+    ck_assert_uint_eq(st.undecodable_bytes, 0);
+
+    /* The same buffer through a table (13.4, whose kernel is as long as
+     * this packed one would be were it not) decodes none of it: the
+     * description is what makes it readable. */
+    ck_assert_int_eq(cuptimon__layout_init_udr(&table, 149900, NULL, NULL), -EPROTONOSUPPORT);
+    memset(&st, 0, sizeof st);
+    cuptimon__walk_begin(&w, &table, buf, len, &st);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 0);
+    ck_assert_uint_eq(st.records, 0);
+    json_object_put(rl);
+}
+END_TEST
+
+/* Without record_layouts, cuptimon__layout_init_udr is cuptimon__layout_init. */
+START_TEST(no_user_defined_layouts_is_the_table)
+{
+    struct cuptimon_layout a, b;
+    uint32_t v[] = {26, 130001, 130400, 149900};
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        ck_assert_int_eq(cuptimon__layout_init(&a, v[i], NULL),
+                         cuptimon__layout_init_udr(&b, v[i], NULL, NULL));
+        ck_assert_mem_eq(a.size, b.size, sizeof a.size);
+        ck_assert_mem_eq(a.state, b.state, sizeof a.state);
+        ck_assert_mem_eq(a.rec, b.rec, sizeof a.rec);
+        ck_assert_uint_eq(b.user_defined, 0);
+    }
+}
+END_TEST
+
+/* Hostile descriptions: each is refused for its kind with a message that
+ * names the kind and the field, and that kind is never decoded. */
+START_TEST(hostile_user_defined_layouts_are_refused)
+{
+    static const struct {
+        const char *json;
+        const char *says; /* in udr_error */
+        unsigned kind;
+        unsigned walk_size; /* l.size[kind] after the refusal */
+    } cases[] = {
+        {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"start\",\"offset\":60,\"size\":8}]}}",
+         "kind 3 (KERNEL): field start at offset 60 (8 bytes) is not inside", 3, 64},
+        {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"gridX\",\"offset\":8,\"size\":8}]}}",
+         "kind 3 (KERNEL): field gridX is 8 bytes wide, the decoder reads it as 4", 3, 64},
+        {"{\"1\":{\"size\":32,\"fields\":[{\"field\":\"bytes\",\"offset\":8,\"size\":8},"
+         "{\"field\":\"bytes\",\"offset\":16,\"size\":8}]}}",
+         "kind 1 (MEMCPY): field bytes is described twice", 1, 32},
+        {"{\"2\":{\"size\":32,\"fields\":[{\"field\":\"bytes\",\"offset\":8,\"size\":8},"
+         "{\"field\":\"start\",\"offset\":12,\"size\":8}]}}",
+         "kind 2 (MEMSET): field start at offset 12 overlaps field bytes at 8", 2, 32},
+        {"{\"10\":{\"size\":32,\"fields\":[{\"field\":\"start\",\"offset\":0,\"size\":8}]}}",
+         "kind 10 (CONCURRENT_KERNEL): field start at offset 0", 10, 32},
+        {"{\"10\":{\"size\":32,\"fields\":[{\"field\":\"start\",\"offset\":-8,\"size\":8}]}}",
+         "kind 10 (CONCURRENT_KERNEL): field start has no valid", 10, 32},
+        {"{\"3\":{\"size\":1000000,\"fields\":[]}}", "kind 3 (KERNEL): the record \"size\"", 3, 0},
+        {"{\"3\":{\"size\":64}}", "kind 3 (KERNEL): \"fields\" is missing", 3, 64},
+        {"{\"3\":{\"size\":64,\"fields\":[7]}}", "kind 3 (KERNEL): field entry 0 has no", 3, 64},
+        {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"name\",\"offset\":4090,\"size\":8}]}}",
+         "kind 3 (KERNEL): field name at offset 4090 (8 bytes) is not inside", 3, 64},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct cuptimon_layout l;
+        json_object *rl = json_tokener_parse(cases[i].json);
+        ck_assert_ptr_nonnull(rl);
+        ck_assert_int_eq(cuptimon__layout_init_udr(&l, 149900, NULL, rl), -EPROTONOSUPPORT);
+        ck_assert_int_eq(cuptimon__layout_init_udr(&l, 130001, NULL, rl), 1);
+        if (strstr(l.udr_error, cases[i].says) == NULL)
+            ck_abort_msg("case %zu: \"%s\" does not say \"%s\"", i, l.udr_error, cases[i].says);
+        ck_assert_int_eq(l.state[cases[i].kind], CUPTIMON_KIND_BAD_LAYOUT);
+        ck_assert_ptr_null(l.rec[cases[i].kind]);
+        ck_assert_uint_eq(l.size[cases[i].kind], cases[i].walk_size);
+        ck_assert_uint_eq(l.user_defined, 0);
+        /* The other kinds keep the table's layouts. */
+        ck_assert_int_eq(l.state[CUPTIMON_KIND_RUNTIME], CUPTIMON_KIND_DECODED);
+        json_object_put(rl);
+    }
+
+    /* A size that disagrees with the announced record_sizes. */
+    {
+        struct cuptimon_layout l;
+        uint32_t sizes[CUPTIMON_KIND_SLOTS] = {[CUPTIMON_KIND_KERNEL] = 216};
+        json_object *rl = json_tokener_parse("{\"3\":{\"size\":64,\"fields\":[]}}");
+        ck_assert_int_eq(cuptimon__layout_init_udr(&l, 130001, sizes, rl), 1);
+        ck_assert_ptr_nonnull(strstr(l.udr_error, "kind 3 (KERNEL): the described record size 64 "
+                                                  "is not the announced 216"));
+        ck_assert_uint_eq(l.size[CUPTIMON_KIND_KERNEL], 0);
+        json_object_put(rl);
+    }
+    /* Not an object, and a key that is not a kind. */
+    {
+        struct cuptimon_layout l;
+        json_object *rl = json_tokener_parse("[1,2]");
+        ck_assert_int_eq(cuptimon__layout_init_udr(&l, 130001, NULL, rl), 1);
+        ck_assert_ptr_nonnull(strstr(l.udr_error, "record_layouts is not an object"));
+        ck_assert_int_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_DECODED);
+        json_object_put(rl);
+        rl = json_tokener_parse("{\"kernel\":{},\"64\":{}}");
+        ck_assert_int_eq(cuptimon__layout_init_udr(&l, 130001, NULL, rl), 1);
+        ck_assert_ptr_nonnull(strstr(l.udr_error, "is not an activity kind (1..63)"));
+        json_object_put(rl);
+    }
+}
+END_TEST
+
+/* Every field the decoder reads has one width the table agrees on. */
+START_TEST(every_field_has_a_width)
+{
+    for (unsigned t = CUPTIMON_REC_KERNEL; t < CUPTIMON_REC_TYPES; t++) {
+        unsigned n;
+        const char *const *names = cuptimon__rec_field_names(t, &n);
+        ck_assert_ptr_nonnull(names);
+        for (unsigned i = 0; i < n; i++)
+            if (cuptimon__rec_field_width(t, i) == 0)
+                ck_abort_msg("type %u field %s has no width in any table struct", t, names[i]);
+    }
+    ck_assert_uint_eq(cuptimon__rec_type_of_kind(CUPTIMON_KIND_CONCURRENT_KERNEL),
+                      CUPTIMON_REC_KERNEL);
+    ck_assert_uint_eq(cuptimon__rec_type_of_kind(9), CUPTIMON_REC_NONE);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("layouts");
@@ -470,6 +717,12 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, copy_and_memset_records_of_every_version);
     tcase_add_test(t, cuda_event_and_sync_records_of_every_version);
     tcase_add_test(t, sizes_of_another_release_are_refused);
+    suite_add_tcase(s, t);
+    t = tcase_create("user-defined");
+    tcase_add_test(t, user_defined_layouts_decode_without_a_table);
+    tcase_add_test(t, no_user_defined_layouts_is_the_table);
+    tcase_add_test(t, hostile_user_defined_layouts_are_refused);
+    tcase_add_test(t, every_field_has_a_width);
     suite_add_tcase(s, t);
     return s;
 }
