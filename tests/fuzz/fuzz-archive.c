@@ -136,6 +136,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int mrc = cuptimon__archive_session_meta(&as, text);
     CHECK(mrc == 0 || mrc == -EBADMSG || mrc == -EINVAL);
     CHECK(mrc != -EINVAL || as.meta == NULL);
+    /* Whatever "record_layouts" said, no decoded field lies outside its
+     * record or over the kind, and a walk of the input through the layout
+     * reads inside it (the sanitizers watch). */
+    for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
+        const struct cuptimon_rec_layout *L = as.layout.rec[k];
+        if (L == NULL)
+            continue;
+        CHECK(as.layout.state[k] == CUPTIMON_KIND_DECODED && L->size == as.layout.size[k]);
+        for (unsigned f = 0; f < CUPTIMON_FIELDS_MAX; f++)
+            CHECK(L->f[f].width == 0 ||
+                  (L->f[f].off >= 4 && L->f[f].off + L->f[f].width <= L->size));
+    }
+    if (as.layout.user_defined > 0) {
+        struct cuptimon_decode_stats dst;
+        struct cuptimon_walk w;
+        struct cuptimon_ev ev;
+        memset(&dst, 0, sizeof dst);
+        cuptimon__walk_begin(&w, &as.layout, data, size, &dst);
+        while (cuptimon__walk_next(&w, &ev) == 1)
+            ;
+        CHECK(dst.decoded_bytes + dst.undecodable_bytes == size);
+    }
     cuptimon__archive_session_clear(&as);
     free(text);
     return 0;
