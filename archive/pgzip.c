@@ -44,7 +44,7 @@ struct cuptimon_pgz {
 int cuptimon__pgz_threads_default(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+    return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
 static int write_all(int fd, const void *buf, size_t len)

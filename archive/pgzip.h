@@ -28,7 +28,9 @@ int cuptimon__pgz_write(struct cuptimon_pgz *g, const void *buf, size_t len);
 int cuptimon__pgz_finish(struct cuptimon_pgz *g);
 /* Waits for the threads still running and frees g (NULL: nothing). */
 void cuptimon__pgz_free(struct cuptimon_pgz *g);
-/* The processors online, at most 8 (at least 1). */
+/* The processors online, at most 4 (at least 1): past 4 the text to
+ * deflate comes no faster (16 cores of the H200 host: 2.79x at 4 threads,
+ * 2.55x at 8; docs/BENCHMARKS.md). */
 int cuptimon__pgz_threads_default(void);
 
 #endif

@@ -84,7 +84,7 @@ struct cuptimon_trace_opts {
     int no_flows;           /* 1: no launch -> GPU flow arrows */
     size_t buf_size;        /* output buffer bytes; 0: 256 KiB */
     int gzip_level;         /* cuptimon__trace_new_fd: 1..9 writes gzip; 0: plain JSON */
-    int gzip_threads;       /* threads deflating at once; 0: the processors, at most 8 */
+    int gzip_threads;       /* threads deflating at once; 0: the processors, at most 4 */
     const char *trace_name; /* Kineto's traceName (the path), NULL: none; must outlive t */
     /* Annotation ranges are clipped to [range_from_ns, range_to_ns] (Unix
      * ns; 0: no bound), a window's span. */

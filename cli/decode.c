@@ -77,7 +77,7 @@ static void usage(FILE *f)
           "      --gzip=N           gzip level of what is written (0: plain JSON; default:\n"
           "                         1 for FILE.gz and --split files, else 0)\n"
           "      --gzip-threads=N   threads that deflate at once (1 to 64; default: the\n"
-          "                         processors, at most 8)\n"
+          "                         processors, at most 4)\n"
           "      --pid=P            decode only the sessions of process P (repeatable)\n"
           "      --label=L          decode only the sessions labelled L (CUPTIMON_LABEL;\n"
           "                         repeatable; with --pid: either matches)\n"
