@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "cuptimon-proto.h"
+#include "layouts.h"
 
 #ifndef MFD_ALLOW_SEALING
 #define MFD_ALLOW_SEALING 0x0002u
@@ -1104,6 +1105,248 @@ static int case_close_unread(void)
     return 0;
 }
 
+/* ---- cases: user-defined record layouts (issue 16) ---------------------- */
+
+/* What a shim on CUPTI 13.2+ with user-defined records would send: a hello
+ * whose "record_layouts" describes packed records (every field the decoder
+ * reads, in reverse order from byte 4: no table struct looks like it) for
+ * CONCURRENT_KERNEL, MEMCPY and MEMSET, reporting a CUPTI released after
+ * this build (14.99), and buffers of such records whose fields follow
+ * udr_value() below (tests/integration/user-defined.sh recomputes them).
+ * "hostile" describes the kernel's start past the record's end. */
+static const uint32_t udr_kinds[3] = {10, 1, 2};
+static const unsigned udr_types[3] = {CUPTIMON_REC_KERNEL, CUPTIMON_REC_MEMCPY,
+                                      CUPTIMON_REC_MEMSET};
+
+static json_object *udr_describe(int hostile, unsigned offs[3][CUPTIMON_FIELDS_MAX],
+                                 unsigned size[3])
+{
+    json_object *rl = json_object_new_object();
+    for (int t = 0; t < 3; t++) {
+        unsigned n, off = 4;
+        const char *const *names = cuptimon__rec_field_names(udr_types[t], &n);
+        json_object *d = json_object_new_object(), *fields = json_object_new_array();
+        for (unsigned j = n; j-- > 0;) {
+            unsigned w = cuptimon__rec_field_width(udr_types[t], j);
+            json_object *e = json_object_new_object();
+            json_object_object_add(e, "field", json_object_new_string(names[j]));
+            json_object_object_add(e, "offset", json_object_new_int((int)off));
+            json_object_object_add(e, "size", json_object_new_int((int)w));
+            json_object_array_add(fields, e);
+            offs[t][j] = off;
+            off += w;
+        }
+        size[t] = (off + 7) & ~7u;
+        if (hostile && t == 0) {
+            json_object *e = json_object_array_get_idx(fields, n - 1 - CUPTIMON_FK_start);
+            json_object_object_add(e, "offset", json_object_new_int((int)size[t] - 4));
+        }
+        json_object_object_add(d, "size", json_object_new_int((int)size[t]));
+        json_object_object_add(d, "fields", fields);
+        char key[16];
+        snprintf(key, sizeof key, "%u", udr_kinds[t]);
+        json_object_object_add(rl, key, d);
+    }
+    return rl;
+}
+
+static void udr_put(uint8_t *rec, unsigned off, unsigned w, uint64_t v)
+{
+    memcpy(rec + off, &v, w < 8 ? w : 8);
+}
+
+/* Record i: a memset every 11th, else a memcpy every 7th, else a kernel. */
+static unsigned udr_type_of(uint64_t i)
+{
+    return i % 11 == 10 ? 2 : i % 7 == 6 ? 1 : 0;
+}
+
+static void udr_record(uint8_t *rec, unsigned t, const unsigned *off, unsigned size, uint64_t i,
+                       uint64_t start)
+{
+    memset(rec, 0, size);
+    memcpy(rec, &udr_kinds[t], 4);
+    if (t == 0) {
+        udr_put(rec, off[CUPTIMON_FK_start], 8, start);
+        udr_put(rec, off[CUPTIMON_FK_end], 8, start + 1000 + i % 100);
+        udr_put(rec, off[CUPTIMON_FK_gridX], 4, 1 + i % 5);
+        udr_put(rec, off[CUPTIMON_FK_gridY], 4, 2);
+        udr_put(rec, off[CUPTIMON_FK_gridZ], 4, 3);
+        udr_put(rec, off[CUPTIMON_FK_blockX], 4, 32 * (1 + i % 4));
+        udr_put(rec, off[CUPTIMON_FK_blockY], 4, 1);
+        udr_put(rec, off[CUPTIMON_FK_blockZ], 4, 1);
+        udr_put(rec, off[CUPTIMON_FK_registersPerThread], 2, 16 + i % 8);
+        udr_put(rec, off[CUPTIMON_FK_dynamicSharedMemory], 4, 256 * (i % 3));
+        udr_put(rec, off[CUPTIMON_FK_streamId], 4, 7 + i % 2);
+        udr_put(rec, off[CUPTIMON_FK_deviceId], 4, 0);
+        udr_put(rec, off[CUPTIMON_FK_contextId], 4, 1);
+    } else if (t == 1) {
+        udr_put(rec, off[CUPTIMON_FMC_start], 8, start);
+        udr_put(rec, off[CUPTIMON_FMC_end], 8, start + 500);
+        udr_put(rec, off[CUPTIMON_FMC_bytes], 8, 4096 * (1 + i % 3));
+        udr_put(rec, off[CUPTIMON_FMC_copyKind], 1, 1 + i % 2);
+        udr_put(rec, off[CUPTIMON_FMC_streamId], 4, 7 + i % 2);
+        udr_put(rec, off[CUPTIMON_FMC_contextId], 4, 1);
+    } else {
+        udr_put(rec, off[CUPTIMON_FMS_start], 8, start);
+        udr_put(rec, off[CUPTIMON_FMS_end], 8, start + 300);
+        udr_put(rec, off[CUPTIMON_FMS_bytes], 8, 512 * (1 + i % 5));
+        udr_put(rec, off[CUPTIMON_FMS_value], 4, i % 256);
+        udr_put(rec, off[CUPTIMON_FMS_memoryKind], 2, 3);
+        udr_put(rec, off[CUPTIMON_FMS_streamId], 4, 7 + i % 2);
+        udr_put(rec, off[CUPTIMON_FMS_contextId], 4, 1);
+    }
+}
+
+static uint64_t udr_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads daemon messages until `slot` is released, answering flushes as the
+ * shim does (FLUSH_DONE with the flush's id). */
+static int udr_wait_release(struct session *s, uint32_t slot, uint64_t seq)
+{
+    long long deadline = now_ms() + REPLY_MS;
+    for (;;) {
+        struct cuptimon_msg_hdr h;
+        char *body = NULL;
+        long long left = deadline - now_ms();
+        int rc = read_frame(&s->c, &h, &body, left > 0 ? (int)left : 0);
+        CHECK(rc == 1, "no BUFFER_RELEASE for slot %u: %s", slot, rc == 0 ? "EOF" : strerror(-rc));
+        if (h.type == CUPTIMON_MSG_FLUSH) {
+            struct cuptimon_flush f;
+            struct cuptimon_flush_done d = {0};
+            uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
+            if (cuptimon__flush_decode((const uint8_t *)body, h.length, &f) == 0) {
+                d.flush_id = f.flush_id;
+                cuptimon__flush_done_encode(out, &d);
+                send_msg(&s->c, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out, NULL, 0);
+            }
+            free(body);
+            continue;
+        }
+        if (is_command(h.type)) {
+            free(body);
+            continue;
+        }
+        struct cuptimon_buffer_release r;
+        int bad = h.type != CUPTIMON_MSG_BUFFER_RELEASE ||
+                  cuptimon__buffer_release_decode((const uint8_t *)body, h.length, &r) < 0;
+        free(body);
+        CHECK(!bad, "expected BUFFER_RELEASE, got %s", cuptimon__type_name(h.type));
+        CHECK(r.slot == slot && r.seq == seq && r.status == 0,
+              "released slot %u seq %" PRIu64 " status %u, expected slot %u seq %" PRIu64, r.slot,
+              r.seq, r.status, slot, seq);
+        return 0;
+    }
+}
+
+static int udr_run(int hostile)
+{
+    unsigned offs[3][CUPTIMON_FIELDS_MAX], size[3];
+    json_object *rl = udr_describe(hostile, offs, size), *h = json_object_new_object(), *rs;
+    const uint32_t slots = 4;
+    const uint64_t slot_size = 1u << 20;
+    long count = opt_count > 0 ? opt_count : 20000;
+    long hold = opt_hold_ms >= 0 ? opt_hold_ms : 3000;
+    uint64_t counts[3] = {0, 0, 0}, seq = 0, i = 0;
+    struct session s;
+    char key[16];
+
+    json_object_object_add(h, "pid", json_object_new_int64((int64_t)getpid()));
+    json_object_object_add(h, "uid", json_object_new_int64((int64_t)getuid()));
+    json_object_object_add(h, "hostname", json_object_new_string("hostile"));
+    json_object_object_add(h, "exe", json_object_new_string("hostile-producer"));
+    json_object_object_add(h, "cupti_version", json_object_new_int(149900));
+    rs = json_object_new_object();
+    for (int t = 0; t < 3; t++) {
+        snprintf(key, sizeof key, "%u", udr_kinds[t]);
+        json_object_object_add(rs, key, json_object_new_int((int)size[t]));
+    }
+    json_object_object_add(h, "record_sizes", rs);
+    json_object_object_add(h, "record_layouts", rl);
+    json_object *job = json_object_new_object();
+    char label[80];
+    snprintf(label, sizeof label, "hostile-%s", case_name);
+    json_object_object_add(job, "label", json_object_new_string(label));
+    json_object_object_add(h, "job", job);
+    json_object *pool = json_object_new_object();
+    json_object_object_add(pool, "slots", json_object_new_int((int)slots));
+    json_object_object_add(pool, "slot_size", json_object_new_int64((int64_t)slot_size));
+    json_object_object_add(h, "pool", pool);
+
+    memset(&s, 0, sizeof s);
+    s.slots = slots;
+    s.slot_size = slot_size;
+    CHECK(pconnect(&s.c) == 0, "connect");
+    int fd = good_pool(slots, slot_size);
+    CHECK(fd >= 0, "memfd: %s", strerror(-fd));
+    s.pool = mmap(NULL, slots * slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(s.pool != MAP_FAILED, "mmap: %s", strerror(errno));
+    const char *txt = json_object_to_json_string(h);
+    int rc = send_msg(&s.c, CUPTIMON_MSG_HELLO, txt, strlen(txt), &fd, 1);
+    close(fd);
+    json_object_put(h);
+    CHECK(rc == 0, "send hello: %s", strerror(-rc));
+    {
+        struct cuptimon_msg_hdr hh;
+        char *body = NULL;
+        rc = read_reply(&s.c, &hh, &body, REPLY_MS);
+        CHECK(rc == 1 && hh.type == CUPTIMON_MSG_HELLO_ACK, "no HELLO_ACK");
+        free(body);
+    }
+
+    /* count records over `hold` ms, in 30 buffers at most. */
+    long batches = 30, per = (count + batches - 1) / batches;
+    for (long b = 0; b < batches && (long)i < count; b++) {
+        uint32_t slot = (uint32_t)(seq % slots);
+        uint8_t *p = s.pool + slot * slot_size;
+        uint64_t valid = 0, n = 0, t0 = udr_now_ns();
+        for (long k = 0; k < per && (long)i < count; k++, i++, n++) {
+            unsigned t = udr_type_of(i);
+            CHECK(valid + size[t] <= slot_size, "slot too small");
+            udr_record(p + valid, t, offs[t], size[t], i, t0 + (uint64_t)k * 2000);
+            valid += size[t];
+            counts[t]++;
+        }
+        struct cuptimon_buffer_ready m = {
+            .slot = slot, .valid_size = valid, .seq = seq, .records = n, .cupti_ts = udr_now_ns()};
+        m.realtime_ns = m.cupti_ts;
+        uint8_t body[CUPTIMON_BUFFER_READY_SIZE];
+        cuptimon__buffer_ready_encode(body, &m);
+        CHECK(send_msg(&s.c, CUPTIMON_MSG_BUFFER_READY, body, sizeof body, NULL, 0) == 0, "send");
+        if ((rc = udr_wait_release(&s, slot, seq)))
+            return rc;
+        seq++;
+        usleep((useconds_t)(hold * 1000 / batches));
+    }
+    const char *bye = "{}";
+    send_msg(&s.c, CUPTIMON_MSG_BYE, bye, strlen(bye), NULL, 0);
+    close_session(&s);
+    printf("udr-report: {\"pid\":%ld,\"records\":%" PRIu64 ",\"kernels\":%" PRIu64
+           ",\"memcpys\":%" PRIu64 ",\"memsets\":%" PRIu64 ",\"sizes\":[%u,%u,%u]}\n",
+           (long)getpid(), i, counts[0], counts[1], counts[2], size[0], size[1], size[2]);
+    if (hostile)
+        expect_log("its user-defined record layouts are refused (kind 10 (CONCURRENT_KERNEL): "
+                   "field start at offset %u (8 bytes) is not inside",
+                   size[0] - 4);
+    note("%" PRIu64 " records in %" PRIu64 " buffers, packed as described", i, seq);
+    return 0;
+}
+
+static int case_user_defined(void)
+{
+    return udr_run(0);
+}
+
+static int case_user_defined_hostile(void)
+{
+    return udr_run(1);
+}
+
 /* ---- cases: order and the data path ------------------------------------- */
 
 static int case_ready_before_hello(void)
@@ -1656,6 +1899,9 @@ static const struct {
     {"flood", case_flood, "100k valid FLUSH_DONE messages"},
     {"bad-flood", case_bad_flood, "100k refused BUFFER_READY messages"},
     {"idle-connections", case_idle_connections, "connections that never say hello"},
+    {"user-defined", case_user_defined, "records packed as its hello's record_layouts say"},
+    {"user-defined-hostile", case_user_defined_hostile,
+     "record_layouts with a field outside its record"},
 };
 
 static void usage(FILE *f)
