@@ -202,7 +202,7 @@ static int udr_kind(struct cuptimon_layout *l, uint32_t k, const char *kname, js
 int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
                               const uint32_t *announced, json_object *record_layouts)
 {
-    int rc = cuptimon__layout_init(l, cupti_version, announced), bad = 0;
+    int rc = cuptimon__layout_init(l, cupti_version, announced);
 
     if (record_layouts == NULL)
         return rc;
@@ -220,7 +220,6 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
         if (*end != '\0' || end == key || k == 0 || k >= CUPTIMON_KIND_SLOTS) {
             udr_fail(l, "record_layouts: \"%.40s\" is not an activity kind (1..%u); ignored", key,
                      CUPTIMON_KIND_SLOTS - 1);
-            bad = 1;
             continue;
         }
         kname = cuptimon__kind_name((uint32_t)k) ? cuptimon__kind_name((uint32_t)k) : "?";
@@ -228,7 +227,6 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
                    ? udr_int(d, "size", 8, CUPTIMON_RECORD_MAX)
                    : -1;
         l->rec[k] = NULL;
-        bad = 1; /* until the kind is known good */
         if (size < 0) {
             udr_fail(l, "kind %lu (%s): the record \"size\" is missing or outside 8..%u", k, kname,
                      CUPTIMON_RECORD_MAX);
@@ -236,9 +234,9 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
             l->size[k] = 0; /* unknown: the walk stops there rather than guess */
             continue;
         }
-        if (l->announced[k] != 0 && l->announced[k] != size) {
+        if (announced != NULL && announced[k] != 0 && announced[k] != size) {
             udr_fail(l, "kind %lu (%s): the described record size %lld is not the announced %u", k,
-                     kname, (long long)size, l->announced[k]);
+                     kname, (long long)size, announced[k]);
             l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
             l->size[k] = 0;
             continue;
@@ -248,7 +246,6 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
             /* Not a kind this build decodes: its size still lets the walk
              * step over it. */
             l->state[k] = CUPTIMON_KIND_UNSUPPORTED;
-            bad = 0;
             continue;
         }
         if (udr_kind(l, (uint32_t)k, kname, d, (uint32_t)size) < 0) {
@@ -259,13 +256,11 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
         l->table_size[k] = (uint16_t)size;
         l->rec[k] = &l->own[k];
         l->user_defined++;
-        bad = 0;
     }
-    if (l->udr_error[0] != '\0')
-        bad = 1;
     if (rc == -EPROTONOSUPPORT && l->user_defined == 0)
         return rc;
-    return bad || rc > 0 ? 1 : 0;
+    /* Every problem left its message in udr_error. */
+    return l->udr_error[0] != '\0' || rc > 0 ? 1 : 0;
 }
 
 int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS])

@@ -669,6 +669,11 @@ START_TEST(hostile_user_defined_layouts_are_refused)
         ck_assert_ptr_nonnull(strstr(l.udr_error, "kind 3 (KERNEL): the described record size 64 "
                                                   "is not the announced 216"));
         ck_assert_uint_eq(l.size[CUPTIMON_KIND_KERNEL], 0);
+        /* An absurd announced size is no better a match. */
+        sizes[CUPTIMON_KIND_KERNEL] = 5;
+        ck_assert_int_eq(cuptimon__layout_init_udr(&l, 149900, sizes, rl), -EPROTONOSUPPORT);
+        ck_assert_int_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_BAD_LAYOUT);
+        ck_assert_ptr_nonnull(strstr(l.udr_error, "is not the announced 5"));
         json_object_put(rl);
     }
     /* Not an object, and a key that is not a kind. */
