@@ -100,6 +100,10 @@ struct session {
     uv_work_t work;
     int working;
     int turn_waiting;          /* in its user's line for a worker (session.c turns) */
+    /* Refused after its process had gone: what it had announced is
+     * counted as lost when the connection ends (session.c). */
+    int refused_gone;
+    uint64_t refused_records, refused_buffers, refused_dropped;
     struct session *turn_next; /* ... behind it in that line */
     uint64_t items_queued, items_done;
 
@@ -242,6 +246,9 @@ int session_idle(const struct session *s);
 struct lossreport;
 int lossreport_start(struct daemon *d); /* never fatal: reports are then off */
 void lossreport_refused(struct daemon *d, uid_t uid);
+/* A refused producer that had gone announced these: lost, counted. */
+void lossreport_refused_lost(struct daemon *d, uid_t uid, uint64_t records, uint64_t buffers,
+                             uint64_t dropped);
 json_object *lossreport_status(const struct daemon *d, const struct conn *conn);
 void lossreport_free(struct daemon *d); /* after the loop is closed */
 

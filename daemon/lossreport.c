@@ -359,6 +359,17 @@ void lossreport_refused(struct daemon *d, uid_t uid)
         user_row(d->loss, uid)->refused++;
 }
 
+void lossreport_refused_lost(struct daemon *d, uid_t uid, uint64_t records, uint64_t buffers,
+                             uint64_t dropped)
+{
+    if (d->loss == NULL)
+        return;
+    struct loss_user *u = user_row(d->loss, uid);
+    u->records += records;
+    u->buffers += buffers;
+    u->dropped += dropped;
+}
+
 static json_object *user_json(const struct loss_user *u)
 {
     json_object *o = json_object_new_object();

@@ -34,6 +34,10 @@
 static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
 static void turns_run(struct daemon *d);
+static int peer_gone(pid_t pid);
+static void refused_count(struct session *s, const struct cuptimon_msg_hdr *h, const uint8_t *body);
+static uint64_t claim(struct session *s, const char *what, uint64_t v, uint64_t max);
+static uint64_t sat_add(uint64_t a, uint64_t b);
 static void on_flush_timer(uv_timer_t *t);
 static void on_hello_timeout(uv_timer_t *t);
 static int session_evict_silent_except(struct daemon *d, const struct session *keep);
@@ -761,8 +765,50 @@ refuse:
     }
     if (s->conn)
         conn_send_error(s->conn, refusal, "%s", why);
+    /* A job that exited before its hello was read left its last buffers'
+     * BUFFER_READYs in the socket: its shim counted them as the daemon's,
+     * so they are counted here, to the end of what it sent.  A live one
+     * reads the refusal and counts what it had not handed over itself. */
+    if (s->conn && strcmp(refusal, "EMFILE") != 0 && peer_gone(s->peer.pid)) {
+        s->refused_gone = 1;
+        return;
+    }
     if (s->conn)
         conn_close(s->conn);
+}
+
+/* Whether process pid has ended (no such process, or a zombie).  A process
+ * the daemon may not see counts as alive: it is never counted twice. */
+static int peer_gone(pid_t pid)
+{
+    char path[64], buf[256];
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ESRCH;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the state follows the (comm) */
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* What a refused, gone producer had announced: counted, never archived. */
+static void refused_count(struct session *s, const struct cuptimon_msg_hdr *h, const uint8_t *body)
+{
+    struct cuptimon_buffer_ready m;
+    if (h->type != CUPTIMON_MSG_BUFFER_READY ||
+        cuptimon__buffer_ready_decode(body, h->length, &m) < 0)
+        return;
+    s->refused_buffers++;
+    s->refused_records = sat_add(s->refused_records, claim(s, "BUFFER_READY records", m.records,
+                                                           CLAIM_MAX));
+    s->refused_dropped = sat_add(s->refused_dropped, claim(s, "BUFFER_READY dropped", m.dropped,
+                                                           CLAIM_MAX));
 }
 
 /* Counters are the producer's word: each claim is checked for range before
@@ -958,6 +1004,12 @@ static void on_bye(struct session *s, const uint8_t *body, size_t len)
 static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8_t *body, int fd)
 {
     struct session *s = c->owner;
+    if (s->refused_gone) {
+        if (fd >= 0)
+            close(fd);
+        refused_count(s, h, body);
+        return;
+    }
     if (!s->hello && h->type != CUPTIMON_MSG_HELLO) {
         if (fd >= 0)
             close(fd);
@@ -1009,6 +1061,14 @@ static void on_conn_close(struct conn *c)
     struct session *s = c->owner;
     s->conn = NULL;
     s->disconnected_unix_ns = unix_ns_now();
+    if (s->refused_gone && s->refused_buffers) {
+        log_warn("session",
+                 "refused producer pid %d uid %u had ended: the %" PRIu64 " records (%" PRIu64
+                 " buffers) it had announced are lost, counted in status (losses)",
+                 (int)s->peer.pid, (unsigned)s->peer.uid, s->refused_records, s->refused_buffers);
+        lossreport_refused_lost(s->d, s->peer.uid, s->refused_records, s->refused_buffers,
+                                s->refused_dropped);
+    }
     if (s->hello)
         log_info("session",
                  "session %" PRIu64 " (pid %d) ended: %" PRIu64 " buffers, %" PRIu64

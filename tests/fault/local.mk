@@ -20,6 +20,7 @@ FAULT_TESTS = \
 	tests/fault/ctl-caps.sh \
 	tests/fault/fair-workers.sh \
 	tests/fault/fair-users.sh \
+	tests/fault/refused-gone.sh \
 	tests/fault/disk-full.sh \
 	tests/fault/xfsz.sh \
 	tests/fault/readonly-output.sh \
