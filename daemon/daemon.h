@@ -99,7 +99,7 @@ struct session {
     size_t work_len;
     uv_work_t work;
     int working;
-    int turn_waiting;          /* in its user's line for a worker (session.c turns) */
+    int turn_waiting; /* in its user's line for a worker (session.c turns) */
     /* Refused after its process had gone: what it had announced is
      * counted as lost when the connection ends (session.c). */
     int refused_gone;

@@ -805,10 +805,10 @@ static void refused_count(struct session *s, const struct cuptimon_msg_hdr *h, c
         cuptimon__buffer_ready_decode(body, h->length, &m) < 0)
         return;
     s->refused_buffers++;
-    s->refused_records = sat_add(s->refused_records, claim(s, "BUFFER_READY records", m.records,
-                                                           CLAIM_MAX));
-    s->refused_dropped = sat_add(s->refused_dropped, claim(s, "BUFFER_READY dropped", m.dropped,
-                                                           CLAIM_MAX));
+    s->refused_records =
+        sat_add(s->refused_records, claim(s, "BUFFER_READY records", m.records, CLAIM_MAX));
+    s->refused_dropped =
+        sat_add(s->refused_dropped, claim(s, "BUFFER_READY dropped", m.dropped, CLAIM_MAX));
 }
 
 /* Counters are the producer's word: each claim is checked for range before
