@@ -20,6 +20,8 @@ tests_unit_test_retention_LDADD = $(DAEMON_CORE_LIBS) $(CHECK_TEST_LIBS) $(PTHRE
 TESTS += tests/unit/systemd-verify.sh
 EXTRA_DIST += tests/unit/systemd-verify.sh
 tests/unit/systemd-verify.log: $(SYSTEMD_TEST_UNITS)
+# systemd.sh checks LimitNOFILE= in both units (the build's and the test copy).
+tests/integration/systemd.log: $(SYSTEMD_TEST_UNITS)
 
 # The shim's run-time dependencies and exported symbols.
 TESTS += tests/unit/shim-surface.sh
