@@ -166,7 +166,7 @@ struct cuptimon_archive_writer {
     uint64_t total;
 };
 
-static int write_all(int fd, const void *buf, size_t len)
+int cuptimon__write_all(int fd, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
     while (len) {
@@ -194,7 +194,7 @@ static int open_segment(struct cuptimon_archive_writer *w)
     memcpy(h, CUPTIMON_SEG_MAGIC, 8);
     cuptimon__put_u32(h + 8, CUPTIMON_SEG_VERSION);
     cuptimon__put_u32(h + 12, w->cupti_version);
-    int rc = write_all(fd, h, sizeof h);
+    int rc = cuptimon__write_all(fd, h, sizeof h);
     if (rc < 0) {
         close(fd);
         unlink(path);
@@ -216,9 +216,9 @@ int cuptimon__aw_meta(struct cuptimon_archive_writer *w, const char *meta_json)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, meta_json, strlen(meta_json));
+    int rc = cuptimon__write_all(fd, meta_json, strlen(meta_json));
     if (rc == 0)
-        rc = write_all(fd, "\n", 1);
+        rc = cuptimon__write_all(fd, "\n", 1);
     if (close(fd) < 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename(tmp, path) < 0)
@@ -284,7 +284,7 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
     uint8_t h[CUPTIMON_STR_HDR_SIZE] = {0};
     memcpy(h, CUPTIMON_STR_MAGIC, 8);
     cuptimon__put_u32(h + 8, CUPTIMON_STR_VERSION);
-    if ((rc = write_all(w->str_fd, h, sizeof h)) < 0)
+    if ((rc = cuptimon__write_all(w->str_fd, h, sizeof h)) < 0)
         goto fail;
     if ((rc = open_segment(w)) < 0)
         goto fail;
@@ -394,7 +394,7 @@ int cuptimon__aw_strings(struct cuptimon_archive_writer *w, const uint8_t *body,
     }
     if (rc == 0) {
         off_t at = lseek(w->str_fd, 0, SEEK_END);
-        rc = write_all(w->str_fd, out.data, out.len);
+        rc = cuptimon__write_all(w->str_fd, out.data, out.len);
         if (rc < 0 && at >= 0 && ftruncate(w->str_fd, at) == 0)
             lseek(w->str_fd, at, SEEK_SET);
         else if (rc == 0)

@@ -75,6 +75,10 @@ void cuptimon__chunk_hdr_encode(uint8_t out[CUPTIMON_CHUNK_HDR_SIZE],
 int cuptimon__chunk_hdr_decode(const uint8_t in[CUPTIMON_CHUNK_HDR_SIZE],
                                struct cuptimon_chunk_hdr *h);
 
+/* Writes all of buf to fd (retrying short writes and EINTR): 0, -errno,
+ * or -EIO when the file takes no more. */
+int cuptimon__write_all(int fd, const void *buf, size_t len);
+
 /* ---- writer (one per session; called from one thread at a time) ------ */
 
 struct cuptimon_archive_writer;

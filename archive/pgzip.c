@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "archive.h"
 #include "pgzip.h"
 
 #define PGZ_BLOCK   (1u << 20) /* input bytes a thread deflates */
@@ -45,24 +46,6 @@ int cuptimon__pgz_threads_default(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (w == 0)
-            return -EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
 }
 
 /* Deflates one block: raw deflate (no header), the dictionary first, ended
@@ -129,7 +112,7 @@ static int retire(struct cuptimon_pgz *g)
     if (j->rc < 0 && g->err == 0)
         g->err = j->rc;
     if (g->err == 0) {
-        int rc = write_all(g->fd, j->out, j->out_len);
+        int rc = cuptimon__write_all(g->fd, j->out, j->out_len);
         if (rc < 0)
             g->err = rc;
         g->crc = (uint32_t)crc32_combine(g->crc, j->crc, (z_off_t)j->in_len);
@@ -203,7 +186,7 @@ int cuptimon__pgz_open(int fd, int level, int threads, struct cuptimon_pgz **out
     g->threads = threads;
     g->crc = (uint32_t)crc32(0, NULL, 0);
     hdr[8] = g->level == 9 ? 2 : g->level == 1 ? 4 : 0;
-    int rc = write_all(fd, hdr, sizeof hdr);
+    int rc = cuptimon__write_all(fd, hdr, sizeof hdr);
     if (rc < 0) {
         cuptimon__pgz_free(g);
         return rc;
@@ -249,7 +232,7 @@ int cuptimon__pgz_finish(struct cuptimon_pgz *g)
         tr[i] = (unsigned char)(g->crc >> (8 * i));
         tr[4 + i] = (unsigned char)(g->total >> (8 * i)); /* ISIZE: the length mod 2^32 */
     }
-    return g->err = write_all(g->fd, tr, sizeof tr);
+    return g->err = cuptimon__write_all(g->fd, tr, sizeof tr);
 }
 
 void cuptimon__pgz_free(struct cuptimon_pgz *g)

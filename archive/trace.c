@@ -18,6 +18,7 @@
 
 #include <json-c/json.h>
 
+#include "archive.h"
 #include "cbid.h"
 #include "demangle.h"
 #include "pgzip.h"
@@ -404,22 +405,7 @@ static int file_write(void *ud, const void *buf, size_t len)
 
 static int fd_write(void *ud, const void *buf, size_t len)
 {
-    int fd = *(int *)ud;
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (w == 0)
-            return -EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
+    return cuptimon__write_all(*(int *)ud, buf, len);
 }
 
 /* gzip (opts.gzip_level): the text goes through deflate to the fd, on
