@@ -146,7 +146,7 @@ static int submit(struct cuptimon_pgz *g, int last)
     if (g->cur_len >= PGZ_DICT) {
         memcpy(g->dict, g->cur + g->cur_len - PGZ_DICT, PGZ_DICT);
         g->dict_len = PGZ_DICT;
-    } else {
+    } else if (g->cur_len > 0) { /* (the last block may be empty, cur NULL) */
         size_t keep = g->dict_len + g->cur_len > PGZ_DICT ? PGZ_DICT - g->cur_len : g->dict_len;
         memmove(g->dict, g->dict + g->dict_len - keep, keep);
         memcpy(g->dict + keep, g->cur, g->cur_len);
