@@ -134,24 +134,8 @@ n=$(same after --from "$((last + 1500000000))ns")
 [ "$n" = "$nchunks" ] || fail "after: $n of $nchunks chunks passed over"
 
 # On a terminal, the progress line says how many chunks were passed over.
-python3 - "$CTL" "$T/out" "$T/tty.json" "${mid}ns" >"$T/tty.txt" <<'PY' || fail "decode on a pty failed"
-import os, pty, subprocess, sys
-ctl, arch, out, frm = sys.argv[1:]
-m, s = pty.openpty()
-p = subprocess.Popen([ctl, "decode", arch, "-o", out, "--from", frm], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=s)
-os.close(s)
-buf = b""
-while True:
-    try:
-        c = os.read(m, 4096)
-    except OSError:
-        break
-    if not c:
-        break
-    buf += c
-sys.exit(p.wait() or sys.stdout.write(buf.decode(errors="replace")) and 0)
-PY
+on_tty "$CTL" decode "$T/out" -o "$T/tty.json" --from "${mid}ns" >"$T/tty.txt" ||
+    fail "decode on a pty failed"
 grep -q "M records, .* chunks before --from skipped" "$T/tty.txt" ||
     { cat -v "$T/tty.txt"; fail "the progress line does not count the chunks passed over"; }
 echo "ok"

@@ -88,25 +88,9 @@ rc=0; "$CTL" decode "$T/out" --pid "$p1" --label gamma -o "$T/bad.json" -q 2>"$T
 [ ! -e "$T/bad.json" ] || fail "a refused decode left $T/bad.json"
 
 # Progress: on a terminal only, and not with --quiet.
-progress() { # progress QUIET: decode with standard error on a pty; prints what it showed
-    python3 - "$CTL" "$T/out" "$T/tty.json" "$1" <<'PY'
-import os, pty, subprocess, sys
-ctl, arch, out, quiet = sys.argv[1:]
-m, s = pty.openpty()
-args = [ctl, "decode", arch, "-o", out] + (["--quiet"] if quiet == "1" else [])
-p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=s)
-os.close(s)
-buf = b""
-while True:
-    try:
-        c = os.read(m, 4096)
-    except OSError:
-        break
-    if not c:
-        break
-    buf += c
-sys.exit(p.wait() or sys.stdout.write(buf.decode(errors="replace")) and 0)
-PY
+progress() { # progress QUIET (0 or 1): decode with standard error on a pty; prints what it showed
+    if [ "$1" = 1 ]; then on_tty "$CTL" decode "$T/out" -o "$T/tty.json" --quiet
+    else on_tty "$CTL" decode "$T/out" -o "$T/tty.json"; fi
 }
 progress 0 >"$T/tty.txt" || fail "decode on a pty failed"
 grep -q "decode: .* M records, .* of .* M records/s" "$T/tty.txt" ||

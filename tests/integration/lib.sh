@@ -176,6 +176,29 @@ workload_preload() {
     LD_PRELOAD="${ASAN_RT:+$ASAN_RT }$SHIM" "$WORKLOAD" "$@"
 }
 
+# on_tty CMD...: runs CMD with its standard error on a pseudo-terminal (as
+# a person at a terminal sees it) and prints what it wrote there; returns
+# CMD's status.
+on_tty() {
+    python3 - "$@" <<'PY'
+import os, pty, subprocess, sys
+m, s = pty.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=s)
+os.close(s)
+buf = b""
+while True:
+    try:
+        c = os.read(m, 4096)
+    except OSError:
+        break
+    if not c:
+        break
+    buf += c
+sys.stdout.write(buf.decode(errors="replace"))
+sys.exit(p.wait())
+PY
+}
+
 # wait_for COUNT CMD...: retries CMD every 0.1 s up to COUNT times.
 wait_for() {
     local n=$1; shift
