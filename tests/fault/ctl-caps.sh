@@ -168,16 +168,8 @@ echo "ctl-caps: caps: nobody served on 4 of 10 connections, 6 refused with the r
 stop_daemon
 
 # ---- reserve -----------------------------------------------------------
-# The daemon starts with only 0, 1 and 2 open (as in fd-full.sh), so that
+# The daemon starts with only 0, 1 and 2 open (close_inherited), so that
 # its table is the same whatever this script inherited.
-close_inherited() {
-    local f n
-    for f in /proc/$BASHPID/fd/*; do
-        n=${f##*/}
-        [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null
-    done
-    return 0
-}
 LIMIT=64
 RESERVE=8 # an eighth of the table, at least 8 (daemon/main.c, raise_fd_limit)
 export CUPTIMON_SOCKET=$T/pb.sock CUPTIMON_CONTROL_SOCKET=$T/cb.sock

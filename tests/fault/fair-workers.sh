@@ -18,9 +18,7 @@ CUPTIMON_TEST_NO_DOUBLE=1
 # integration test beside it (tests/integration/lib.sh).
 CUPTIMON_TEST_ALONE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
-RP=$top_builddir/bench/replay-producer
-BUF=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst
-[ -x "$RP" ] || fail "$RP is not built"
+need_replay_producer
 
 start_daemon --flush-period 0
 sparse_producers 4

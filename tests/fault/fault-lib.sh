@@ -145,11 +145,31 @@ stalled_exit() {
     wait_for 100 no_sessions || fail "the stalled producer's session did not end"
 }
 
+# close_inherited: closes every descriptor above 2 of the (sub)shell, so
+# that a daemon started from it has a table that does not depend on what
+# the test inherited (for limits set with ulimit -n).
+close_inherited() {
+    local f n
+    for f in /proc/$BASHPID/fd/*; do
+        n=${f##*/}
+        [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null
+    done
+    return 0
+}
+
+# The replay producer (bench/replay-producer: a real H200 buffer over the
+# shim's protocol, cheap enough to load the daemon) and the buffer it
+# replays, for sparse_producers and honest_producer.
+RP=$top_builddir/bench/replay-producer
+BUF=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst
+need_replay_producer() {
+    [ -x "$RP" ] || fail "$RP is not built"
+}
+
 # sparse_producers N [AS...]: N bench/replay-producers (as the user AS...
 # runs them: as_nobody, or nothing for the caller) whose pools are sparse
 # 16 x 64 MiB, every byte announced again and again: a hostile load on the
-# daemon's workers.  Tracked.  Needs RP and BUF (the replay producer and
-# the H200 buffer it replays).
+# daemon's workers.  Tracked.
 sparse_producers() {
     local n=$1 i
     shift

@@ -17,17 +17,6 @@
 CUPTIMON_TEST_ALONE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
 
-# The daemon starts with only 0, 1 and 2 open, so that the limits below
-# mean the same whatever this script inherited.
-close_inherited() {
-    local f n
-    for f in /proc/$BASHPID/fd/*; do
-        n=${f##*/}
-        [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null
-    done
-    return 0
-}
-
 deferred_total=0
 paused_total=0
 # scenario LIMIT: one daemon at LIMIT descriptors, filled with lingering
@@ -35,6 +24,8 @@ paused_total=0
 scenario() {
     local limit=$1 out=$T/out-$1 log=$T/daemon-$1.log
     export CUPTIMON_SOCKET=$T/p$1.sock CUPTIMON_CONTROL_SOCKET=$T/c$1.sock
+    # Only 0, 1 and 2 open: the limits mean the same whatever this script
+    # inherited.
     (close_inherited; ulimit -n "$limit" && exec "$CUPTIMOND" --socket "$CUPTIMON_SOCKET" \
         --control-socket "$CUPTIMON_CONTROL_SOCKET" --output-dir "$out" --flush-period 0.5) \
         2>>"$log" &
