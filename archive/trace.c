@@ -146,7 +146,7 @@ struct tproc {
      * annotation of its own (xr_build): built at the first such launch. */
     struct xrange *xr;
     struct xthread *xt;
-    uint32_t nxr, nxt;
+    uint32_t nxt;
     int xr_built;
 
     int ended;   /* cuptimon__trace_end_process was called */
@@ -1530,7 +1530,6 @@ static void xr_build(struct cuptimon_trace *t, struct tproc *P)
             P->xt[P->nxt++] = (struct xthread){.tid = P->xr[i].tid, .lo = i};
         P->xt[P->nxt - 1].hi = i + 1;
     }
-    P->nxr = n;
     goto out;
 fail:
     free(P->xr);
@@ -2143,7 +2142,7 @@ int cuptimon__trace_end_process(struct cuptimon_trace *t, int proc)
     free(P->xt);
     P->xr = NULL;
     P->xt = NULL;
-    P->nxr = P->nxt = 0;
+    P->nxt = 0;
     P->nc = NULL;
     P->nc_cap = P->nc_n = 0;
     P->nc_last = NULL;

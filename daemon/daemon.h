@@ -190,7 +190,7 @@ struct daemon {
     int fd_limit, fd_reserve;
     int activated;
     char archive_root[600];
-    uint64_t refused_producers, refused_controls;
+    uint64_t refused_producers;
     uint64_t hellos_deferred; /* refused for EMFILE: the shim tries again soon */
     uint64_t silent_closed;   /* connections closed for sending no hello */
     struct ctl *ctls;         /* open control connections (control.c) */
