@@ -100,10 +100,10 @@ struct session {
     uv_work_t work;
     int working;
     int turn_waiting; /* in its user's line for a worker (session.c turns) */
-    /* Refused after its process had gone: what it had announced is
-     * counted as lost when the connection ends (session.c). */
+    /* Refused after its process had gone: what it had announced
+     * (buffers_received, records, dropped_records) is counted as lost when
+     * the connection ends (session.c). */
     int refused_gone;
-    uint64_t refused_records, refused_buffers, refused_dropped;
     struct session *turn_next; /* ... behind it in that line */
     uint64_t items_queued, items_done;
 

@@ -365,9 +365,10 @@ void lossreport_refused_lost(struct daemon *d, uid_t uid, uint64_t records, uint
     if (d->loss == NULL)
         return;
     struct loss_user *u = user_row(d->loss, uid);
-    u->records += records;
-    u->buffers += buffers;
-    u->dropped += dropped;
+    /* Claims of a producer: held at the top, as session.c's counters. */
+    u->records = records > UINT64_MAX - u->records ? UINT64_MAX : u->records + records;
+    u->buffers = buffers > UINT64_MAX - u->buffers ? UINT64_MAX : u->buffers + buffers;
+    u->dropped = dropped > UINT64_MAX - u->dropped ? UINT64_MAX : u->dropped + dropped;
 }
 
 static json_object *user_json(const struct loss_user *u)

@@ -305,14 +305,25 @@ static uint64_t item_bytes(const struct aw_item *it)
 
 /* ---- turns on the worker pool ------------------------------------------ */
 
-/* At most ARCHIVE_INFLIGHT archive items run at once (libuv's pool has
- * four threads; the window writer, retention and the loss-report scan
- * queue behind them, never more than that many items deep).  Sessions
+/* At most as many archive items run at once as libuv's pool has threads
+ * (archive_inflight_max; the window writer, retention and the loss-report
+ * scan queue behind them, never more than that many items deep).  Sessions
  * with work wait in their user's line, and users take turns: one item of
  * the first session in one user's line, then the next user's.  A user
  * with 200 sessions gets a turn in a round, not 200: per session turns
  * (each session one item in libuv's FIFO) gave that user the pool. */
-#define ARCHIVE_INFLIGHT 4u
+static unsigned archive_inflight_max(void)
+{
+    /* libuv's pool: UV_THREADPOOL_SIZE threads (4 unless set; libuv reads
+     * it once, at its first work item, and caps it at 1024). */
+    static unsigned n;
+    if (n == 0) {
+        const char *v = getenv("UV_THREADPOOL_SIZE");
+        long k = v ? strtol(v, NULL, 10) : 0;
+        n = k > 0 ? (k > 1024 ? 1024u : (unsigned)k) : 4u;
+    }
+    return n;
+}
 
 struct turn_user {
     uint32_t uid;
@@ -360,7 +371,7 @@ found:
 /* Starts work for the users whose turn it is while the pool has room. */
 static void turns_run(struct daemon *d)
 {
-    while (d->archive_inflight < ARCHIVE_INFLIGHT && d->turns) {
+    while (d->archive_inflight < archive_inflight_max() && d->turns) {
         struct turn_user *u = d->turns;
         struct session *s = u->head;
         u->head = s->turn_next;
@@ -385,13 +396,19 @@ static void turns_run(struct daemon *d)
 
 static void start_work(struct session *s)
 {
+    struct daemon *d = s->d;
     if (s->working || s->turn_waiting || s->qlen == 0)
         return;
+    /* Nobody waits and a worker is free: no line to stand in. */
+    if (d->turns == NULL && d->archive_inflight < archive_inflight_max()) {
+        submit_work(s);
+        return;
+    }
     if (turn_wait(s) < 0) {
         submit_work(s); /* no memory for a line: out of turn rather than never */
         return;
     }
-    turns_run(s->d);
+    turns_run(d);
 }
 
 static void submit_work(struct session *s)
@@ -413,10 +430,15 @@ static void submit_work(struct session *s)
         s->qcap = 0;
     } else {
         s->work_items = malloc(n * sizeof *s->work_items);
-        if (!s->work_items)
-            return; /* tried again at the next enqueue or completion */
-        memcpy(s->work_items, s->queue, n * sizeof *s->work_items);
-        memmove(s->queue, s->queue + n, (s->qlen - n) * sizeof *s->queue);
+        if (s->work_items) {
+            memcpy(s->work_items, s->queue, n * sizeof *s->work_items);
+            memmove(s->queue, s->queue + n, (s->qlen - n) * sizeof *s->queue);
+        } else { /* no memory to split it: the whole queue, one long turn */
+            s->work_items = s->queue;
+            s->queue = NULL;
+            s->qcap = 0;
+            n = s->qlen;
+        }
     }
     s->work_len = n;
     s->qlen -= n;
@@ -804,11 +826,13 @@ static void refused_count(struct session *s, const struct cuptimon_msg_hdr *h, c
     if (h->type != CUPTIMON_MSG_BUFFER_READY ||
         cuptimon__buffer_ready_decode(body, h->length, &m) < 0)
         return;
-    s->refused_buffers++;
-    s->refused_records =
-        sat_add(s->refused_records, claim(s, "BUFFER_READY records", m.records, CLAIM_MAX));
-    s->refused_dropped =
-        sat_add(s->refused_dropped, claim(s, "BUFFER_READY dropped", m.dropped, CLAIM_MAX));
+    /* Bounded as on_buffer_ready bounds them, with the largest slot a pool
+     * may have (no pool was taken). */
+    uint64_t size = m.valid_size < (256u << 20) ? m.valid_size : 256u << 20;
+    s->buffers_received++;
+    s->records = sat_add(s->records, claim(s, "BUFFER_READY records", m.records, size / 8));
+    s->dropped_records =
+        sat_add(s->dropped_records, claim(s, "BUFFER_READY dropped", m.dropped, CLAIM_MAX));
 }
 
 /* Counters are the producer's word: each claim is checked for range before
@@ -1061,13 +1085,13 @@ static void on_conn_close(struct conn *c)
     struct session *s = c->owner;
     s->conn = NULL;
     s->disconnected_unix_ns = unix_ns_now();
-    if (s->refused_gone && s->refused_buffers) {
+    if (s->refused_gone && s->buffers_received) {
         log_warn("session",
                  "refused producer pid %d uid %u had ended: the %" PRIu64 " records (%" PRIu64
                  " buffers) it had announced are lost, counted in status (losses)",
-                 (int)s->peer.pid, (unsigned)s->peer.uid, s->refused_records, s->refused_buffers);
-        lossreport_refused_lost(s->d, s->peer.uid, s->refused_records, s->refused_buffers,
-                                s->refused_dropped);
+                 (int)s->peer.pid, (unsigned)s->peer.uid, s->records, s->buffers_received);
+        lossreport_refused_lost(s->d, s->peer.uid, s->records, s->buffers_received,
+                                s->dropped_records);
     }
     if (s->hello)
         log_info("session",
@@ -1124,6 +1148,10 @@ static void session_maybe_free(struct session *s)
 static void close_silent(struct session *s, int ms, const char *why)
 {
     struct daemon *d = s->d;
+    if (s->refused_gone) { /* refused and counted, not silent: done reading */
+        conn_close(s->conn);
+        return;
+    }
     if (d->silent_closed++ % 1000 == 0)
         log_warn("session",
                  "closed a connection from pid %d uid %u that sent no hello in %d ms%s "
