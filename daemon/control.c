@@ -486,48 +486,6 @@ static uint64_t ctl_count_of(const struct daemon *d, uid_t uid)
     return n;
 }
 
-/* Refusals are logged at most once a second per uid, so that a user who
- * keeps connecting cannot flood the log; the lines that were not written
- * are counted in the next.  One daemon per process: the table is the
- * process's.  A uid past the table's size takes the slot noted longest
- * ago (it may then be logged a little more often). */
-static struct ctl_refusal_note {
-    uid_t uid;
-    int64_t last_ns; /* 0: free */
-    uint64_t quiet;  /* refusals of this uid not logged since */
-} refusal_notes[32];
-
-static void log_refusal(const struct cuptimon_peer *peer, const char *why)
-{
-    int64_t now = unix_ns_now();
-    struct ctl_refusal_note *n = &refusal_notes[0];
-    for (size_t i = 0; i < sizeof refusal_notes / sizeof refusal_notes[0]; i++) {
-        struct ctl_refusal_note *o = &refusal_notes[i];
-        if (o->last_ns && o->uid == peer->uid) {
-            n = o;
-            break;
-        }
-        if (o->last_ns < n->last_ns)
-            n = o;
-    }
-    if (n->last_ns && n->uid == peer->uid && now - n->last_ns < 1000000000LL) {
-        n->quiet++;
-        return;
-    }
-    uint64_t quiet = n->last_ns && n->uid == peer->uid ? n->quiet : 0;
-    if (quiet)
-        log_warn("control",
-                 "refused a control connection of uid %u pid %d: %s (and %" PRIu64
-                 " more of this uid since the last such line)",
-                 (unsigned)peer->uid, (int)peer->pid, why, quiet);
-    else
-        log_warn("control", "refused a control connection of uid %u pid %d: %s",
-                 (unsigned)peer->uid, (int)peer->pid, why);
-    n->uid = peer->uid;
-    n->last_ns = now;
-    n->quiet = 0;
-}
-
 /* Whether the connection of a user who is not an operator, on descriptor
  * fd, is refused; if so, the error code and the reason (for the client
  * and the log), and it is counted. */
@@ -572,8 +530,13 @@ void control_accept(struct daemon *d, int fd)
     int restricted = !is_operator(d, &peer);
     if (restricted)
         refusal = refuse_at_accept(d, fd, &peer, why, sizeof why);
-    if (refusal)
-        log_refusal(&peer, why);
+    /* Logged as the daemon logs its other floods: the first, then every
+     * 1000th (status counts them all). */
+    if (refusal && (d->ctl_refused_over_cap + d->ctl_refused_in_reserve) % 1000 == 1)
+        log_warn("control",
+                 "refused a control connection of uid %u pid %d: %s (%" PRIu64 " refused so far)",
+                 (unsigned)peer.uid, (int)peer.pid, why,
+                 d->ctl_refused_over_cap + d->ctl_refused_in_reserve);
     struct ctl *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
