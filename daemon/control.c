@@ -495,7 +495,7 @@ static const char *refuse_at_accept(struct daemon *d, int fd, const struct cupti
     uint64_t cap = d->conf.max_controls_per_user, n;
     /* The reserve is for operators: a user who could take it could keep
      * root's status (and the daemon's own files) out of a full table. */
-    if (fd >= d->fd_limit - d->fd_reserve) {
+    if (fd_in_reserve(d, fd)) {
         d->ctl_refused_in_reserve++;
         snprintf(why, whylen,
                  "the daemon is short of file descriptors (this connection's, %d, is among "

@@ -233,10 +233,18 @@ int64_t unix_ns_now(void); /* CLOCK_REALTIME in ns */
 void session_accept(struct daemon *d, int fd);
 void session_request_flush(struct session *s, uint64_t flush_id, int forced);
 void session_close_all(struct daemon *d);
-/* Out of descriptors: closes the oldest connection that has said no hello
- * for a while.  Returns 1 if one was closed (its descriptor is free once
- * the loop has run its close callback), 0 if none qualifies. */
-int session_evict_silent(struct daemon *d);
+/* Out of descriptors: closes up to 8 of the oldest connections that have
+ * said no hello for a while (keep excepted; NULL: none).  Returns how many
+ * were closed (their descriptors are free once the loop has run their
+ * close callbacks). */
+int session_make_room(struct daemon *d, const struct session *keep);
+
+/* Whether descriptor fd lies in the reserve kept from producers and
+ * ordinary users (the last fd_reserve of the table). */
+static inline int fd_in_reserve(const struct daemon *d, int fd)
+{
+    return fd >= d->fd_limit - d->fd_reserve;
+}
 size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);

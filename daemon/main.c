@@ -215,9 +215,7 @@ static void on_listen(uv_poll_t *p, int status, int events)
                  * connection stays queued and the listener would fire again
                  * at once: stop listening for a moment instead of
                  * spinning, and say so once a minute. */
-                int made = 0;
-                while (made < 8 && session_evict_silent(d))
-                    made++;
+                int made = session_make_room(d, NULL);
                 /* On the control socket an operator may be waiting: a
                  * control connection of another user that is idle makes
                  * room too (operators' never are closed for this). */
@@ -249,14 +247,14 @@ static void on_listen(uv_poll_t *p, int status, int events)
              * run its close callbacks.  Accepting on would fill the
              * reserve with those and make EMFILE close someone's idle
              * connection for nothing: the rest wait for the next turn. */
-            if (fd >= d->fd_limit - d->fd_reserve)
+            if (fd_in_reserve(d, fd))
                 return;
             continue;
         }
         session_accept(d, fd);
         /* Into the reserve: this one is served (its hello is refused, to
          * try again), and the next wait a moment in the listen queue. */
-        if (fd >= d->fd_limit - d->fd_reserve) {
+        if (fd_in_reserve(d, fd)) {
             uv_poll_stop(p);
             d->accept_paused |= 1;
             uv_timer_start(&d->accept_timer, on_accept_resume, 200, 0);

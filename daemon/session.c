@@ -610,8 +610,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         refusal = "EMFILE";
         /* Make room for that try: connections that have said nothing
          * go first, as at accept. */
-        for (int i = 0; i < 8 && session_evict_silent_except(d, s); i++)
-            ;
+        session_make_room(d, s);
         goto refuse;
     }
     if (fd < 0) {
@@ -620,14 +619,13 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     }
     /* Descriptors come lowest first, so a pool fd this high means that
      * fewer than fd_reserve are left: they are not for producers. */
-    if (fd >= d->fd_limit - d->fd_reserve) {
+    if (fd_in_reserve(d, fd)) {
         snprintf(why, sizeof why,
                  "the daemon is out of file descriptors for producers (it keeps the "
                  "last %d of %d for the operator and its own files); the shim tries again",
                  d->fd_reserve, d->fd_limit);
         refusal = "EMFILE";
-        for (int i = 0; i < 8 && session_evict_silent_except(d, s); i++)
-            ;
+        session_make_room(d, s);
         goto refuse;
     }
     if (!json_object_object_get_ex(o, "pool", &pool)) {
@@ -703,8 +701,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
         s->slot_held = NULL;
         s->hello = NULL; /* o is put at refuse */
         refusal = "EMFILE";
-        for (int i = 0; i < 8 && session_evict_silent_except(d, s); i++)
-            ;
+        session_make_room(d, s);
         goto refuse;
     }
     if (arc < 0) {
@@ -1168,9 +1165,12 @@ static void on_hello_timeout(uv_timer_t *t)
     close_silent(s, HELLO_TIMEOUT_MS, "");
 }
 
-int session_evict_silent(struct daemon *d)
+int session_make_room(struct daemon *d, const struct session *keep)
 {
-    return session_evict_silent_except(d, NULL);
+    int made = 0;
+    while (made < 8 && session_evict_silent_except(d, keep))
+        made++;
+    return made;
 }
 
 static int session_evict_silent_except(struct daemon *d, const struct session *keep)
