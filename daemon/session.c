@@ -693,12 +693,10 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  arc == -EMFILE ? "EMFILE" : "ENFILE");
         free(err);
         s->aw = NULL;
-        cuptimon__live_set_remove(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
-        s->archive_dir[0] = '\0';
+        /* Its descriptor back at once, not when the session is freed (the
+         * rest goes then): the daemon is short of them. */
         close(s->pool_fd);
         s->pool_fd = -1;
-        free(s->slot_held);
-        s->slot_held = NULL;
         s->hello = NULL; /* o is put at refuse */
         refusal = "EMFILE";
         session_make_room(d, s);
