@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "decode.h"
+#include "json-get.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -114,12 +115,7 @@ static void udr_fail(struct cuptimon_layout *l, const char *fmt, ...)
 /* An integer member in [lo, hi], or -1 (absent, not an integer, out of range). */
 static int64_t udr_int(json_object *o, const char *key, int64_t lo, int64_t hi)
 {
-    json_object *v;
-    int64_t n;
-
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-        return -1;
-    n = json_object_get_int64(v);
+    int64_t n = cuptimon__json_integer(o, key, -1); /* lo >= 0: -1 is never in range */
     return n < lo || n > hi ? -1 : n;
 }
 
@@ -227,9 +223,12 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
                    ? udr_int(d, "size", 8, CUPTIMON_RECORD_MAX)
                    : -1;
         l->rec[k] = NULL;
-        if (size < 0) {
-            udr_fail(l, "kind %lu (%s): the record \"size\" is missing or outside 8..%u", k, kname,
-                     CUPTIMON_RECORD_MAX);
+        l->described[k] = 1;
+        if (size < 0 || !size_sane((uint32_t)size)) {
+            udr_fail(l,
+                     "kind %lu (%s): the record \"size\" is missing, outside 8..%u or not a "
+                     "multiple of 8",
+                     k, kname, CUPTIMON_RECORD_MAX);
             l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
             l->size[k] = 0; /* unknown: the walk stops there rather than guess */
             continue;

@@ -193,8 +193,9 @@ struct cuptimon_layout {
     /* CUPTI 13.2+ user-defined records (cuptimon__layout_init_udr): kinds
      * whose layout the producer described decode through own[] (rec[k]
      * points into this struct, so a layout is never copied by value). */
-    unsigned user_defined; /* kinds decoded through a described layout */
-    char udr_error[256];   /* the first problem found in it, "" when none */
+    unsigned user_defined;                        /* kinds decoded through a described layout */
+    char udr_error[256];                          /* the first problem found in it, "" when none */
+    unsigned char described[CUPTIMON_KIND_SLOTS]; /* the producer described kind k */
     struct cuptimon_rec_layout own[CUPTIMON_KIND_SLOTS];
 };
 

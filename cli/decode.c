@@ -248,12 +248,13 @@ static void session_meta(struct session *s, const char *text, int report)
     } else if (as->layout_rc > 0) {
         if (as->layout.udr_error[0] != '\0')
             fprintf(stderr,
-                    "cuptimonctl decode: %s: the producer's user-defined record layouts are "
-                    "refused: %s; the records of a refused kind are counted as undecodable, "
-                    "never misread\n",
+                    "cuptimonctl decode: %s: the producer's user-defined record layouts: %s; "
+                    "the records of a kind whose description is refused are counted as "
+                    "undecodable, never misread\n",
                     s->dir, as->layout.udr_error);
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
-            if (as->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT || as->layout.udr_error[0] != '\0')
+            /* A described kind's problem is in udr_error (said above). */
+            if (as->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT || as->layout.described[k])
                 continue;
             fprintf(stderr,
                     "cuptimonctl decode: %s: kind %u (%s): the producer's record size %u is not "

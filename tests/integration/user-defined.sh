@@ -105,7 +105,7 @@ want_log=$(sed -n 's/^expect-log: //p' "$T/bad.out")
 grep -qF -- "$want_log" "$T/daemon.log" || { cat "$T/daemon.log"; fail "the daemon did not log: $want_log"; }
 "$CTL" decode "$T/out" -o "$T/bad.json" --summary-out "$T/bad-summary.json" 2>"$T/bad-decode.err" ||
     { cat "$T/bad-decode.err"; fail "decode of the refused description failed"; }
-grep -q "the producer's user-defined record layouts are refused: kind 10 (CONCURRENT_KERNEL): field start at offset [0-9]* (8 bytes) is not inside the record" "$T/bad-decode.err" ||
+grep -q "the producer's user-defined record layouts: kind 10 (CONCURRENT_KERNEL): field start at offset [0-9]* (8 bytes) is not inside the record" "$T/bad-decode.err" ||
     { cat "$T/bad-decode.err"; fail "decode does not name the refused kind and field"; }
 grep "udr-report:" "$T/bad.out" | sed 's/^udr-report: //' > "$T/bad-rep.json"
 python3 - "$T/bad.json" "$T/bad-summary.json" "$T/bad-rep.json" <<'PY'

@@ -637,6 +637,9 @@ START_TEST(hostile_user_defined_layouts_are_refused)
         {"{\"10\":{\"size\":32,\"fields\":[{\"field\":\"start\",\"offset\":-8,\"size\":8}]}}",
          "kind 10 (CONCURRENT_KERNEL): field start has no valid", 10, 32},
         {"{\"3\":{\"size\":1000000,\"fields\":[]}}", "kind 3 (KERNEL): the record \"size\"", 3, 0},
+        /* Not a multiple of 8: the walk would step out of alignment. */
+        {"{\"3\":{\"size\":60,\"fields\":[]}}", "kind 3 (KERNEL): the record \"size\"", 3, 0},
+        {"{\"3\":{\"size\":\"64\",\"fields\":[]}}", "kind 3 (KERNEL): the record \"size\"", 3, 0},
         {"{\"3\":{\"size\":64}}", "kind 3 (KERNEL): \"fields\" is missing", 3, 64},
         {"{\"3\":{\"size\":64,\"fields\":[7]}}", "kind 3 (KERNEL): field entry 0 has no", 3, 64},
         {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"name\",\"offset\":4090,\"size\":8}]}}",
