@@ -1093,6 +1093,16 @@ static int grow_buf(uint8_t **buf, size_t *cap, uint64_t want)
     return 0;
 }
 
+/* The reader is past chunk h, which counts as read (decoded or passed
+ * over on its header). */
+static void chunk_passed(struct cuptimon_archive_reader *r, const struct cuptimon_chunk_hdr *h)
+{
+    r->off += CUPTIMON_CHUNK_HDR_SIZE + h->stored_size;
+    r->st.chunks++;
+    r->st.bytes_raw += h->raw_size;
+    r->st.bytes_stored += h->stored_size;
+}
+
 int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_archive_chunk *c)
 {
     for (;;) {
@@ -1131,7 +1141,7 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
             torn(r, "a chunk's payload is cut short");
             continue;
         }
-        if (h.unix_ns < r->skip_before) {
+        if (h.unix_ns != 0 && h.unix_ns < r->skip_before) {
             /* Passed over on its header's word: the payload is not read,
              * so damage to it goes unnoticed, as the caller asked. */
             int dup = seen_chunk(r, &h);
@@ -1139,10 +1149,7 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
                 return dup;
             if (dup)
                 continue;
-            r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
-            r->st.chunks++;
-            r->st.bytes_raw += h.raw_size;
-            r->st.bytes_stored += h.stored_size;
+            chunk_passed(r, &h);
             r->st.range_chunks++;
             r->st.range_records += h.records;
             r->st.range_bytes += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
@@ -1216,10 +1223,7 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
         c->data = data;
         c->segment = r->cur_path;
         c->offset = r->off;
-        r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
-        r->st.chunks++;
-        r->st.bytes_raw += h.raw_size;
-        r->st.bytes_stored += h.stored_size;
+        chunk_passed(r, &h);
         return 1;
     }
 }
