@@ -361,22 +361,13 @@ const struct cuptimon_cupti_release *cuptimon__cupti_releases(unsigned *n)
 
 unsigned cuptimon__rec_type_of_kind(uint32_t kind)
 {
-    switch (kind) {
-    case CUPTIMON_KIND_KERNEL:
-    case CUPTIMON_KIND_CONCURRENT_KERNEL: return CUPTIMON_REC_KERNEL;
-    case CUPTIMON_KIND_MEMCPY: return CUPTIMON_REC_MEMCPY;
-    case CUPTIMON_KIND_MEMCPY2: return CUPTIMON_REC_P2P;
-    case CUPTIMON_KIND_MEMSET: return CUPTIMON_REC_MEMSET;
-    case CUPTIMON_KIND_DRIVER:
-    case CUPTIMON_KIND_RUNTIME: return CUPTIMON_REC_API;
-    case CUPTIMON_KIND_EXTERNAL_CORRELATION: return CUPTIMON_REC_EXT;
-    case CUPTIMON_KIND_OVERHEAD: return CUPTIMON_REC_OVERHEAD;
-    case CUPTIMON_KIND_CUDA_EVENT: return CUPTIMON_REC_CUDA_EVENT;
-    case CUPTIMON_KIND_SYNCHRONIZATION: return CUPTIMON_REC_SYNC;
-    case CUPTIMON_KIND_MARKER: return CUPTIMON_REC_MARKER;
-    case CUPTIMON_KIND_MARKER_DATA: return CUPTIMON_REC_MARKER_DATA;
-    default: return CUPTIMON_REC_NONE;
-    }
+    /* The record type the releases' rows give the kind (it is the same in
+     * every release that decodes it). */
+    for (size_t i = 0; kind < CUPTIMON_LAYOUT_KINDS && i < sizeof releases / sizeof releases[0];
+         i++)
+        if (releases[i].kinds[kind] != NULL)
+            return releases[i].kinds[kind]->type;
+    return CUPTIMON_REC_NONE;
 }
 
 #define NAME_(m) #m,
