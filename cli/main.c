@@ -30,10 +30,10 @@ static void usage(FILE *f)
            "  status [--json]        daemon version and uptime, and each session: pid, uid,\n"
            "                         label/rank/job, CUPTI version, buffers received, bytes\n"
            "                         archived, dropped records, lost buffers, last flush\n"
-           "  flush [--forced] [--timeout=S]\n"
+           "  flush [--wait-running] [--timeout=S]\n"
            "                         ask every session to hand over its CUPTI buffers now\n"
-           "                         and wait until they are archived; --forced also takes\n"
-           "                         partly filled buffers\n"
+           "                         and wait until they are archived; --wait-running also\n"
+           "                         waits for the work still running to end\n"
            "  begin-window [SELECTOR] [--activities=LIST] [--duration=S] [--at=T] [--output=FILE]\n"
            "                         open a trace window over the selected processes\n"
            "                         (--all, --pid, --uid, --job, --rank, --label, --all-users)\n"
@@ -41,7 +41,8 @@ static void usage(FILE *f)
            "                         trace what\n"
            "  prepare-window ...     the same, enabling the kinds without starting yet\n"
            "  start-window [ID]      start a prepared window\n"
-           "  end-window [ID]        end a window; prints the trace path and a summary\n"
+           "  end-window [ID] [--end-timeout=S]\n"
+           "                         end a window; prints the trace path and a summary\n"
            "  windows                list windows\n"
            "  top [--by=process|kernel|device] [--sort=time|count|p99] [--once] [--json]\n"
            "                         live GPU work per process, kernel or device (full\n"
@@ -198,18 +199,17 @@ static int cmd_status(int argc, char **argv)
 
 static int cmd_flush(int argc, char **argv)
 {
-    static const struct option opts[] = {{"forced", no_argument, NULL, 'f'},
-                                         {"timeout", required_argument, NULL, 't'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    int forced = 0, json = 0, opt;
+    static const struct option opts[] = {
+        {"wait-running", no_argument, NULL, 'w'},  {"forced", no_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    int fence = 0, json = 0, opt;
     double timeout = 5;
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
-    while ((opt = getopt_long(argc, argv, "ft:jh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "wt:jh", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
-        case 'f': forced = 1; break;
+        case 'w': fence = 1; break;
         case 'j': json = 1; break;
         case 't':
             timeout = strtod(optarg, &end);
@@ -220,10 +220,26 @@ static int cmd_flush(int argc, char **argv)
             }
             break;
         case 'h':
-            printf("Usage: cuptimonctl flush [--forced] [--timeout=S] [--json]\n"
-                   "Ask every session for its completed CUPTI buffers (--forced: all buffers)\n"
-                   "and wait up to S seconds (default 5) until they are archived.  Sessions\n"
-                   "that do not answer in time are listed as late.\n");
+            printf("Usage: cuptimonctl flush [--wait-running] [--timeout=S] [--json]\n"
+                   "Ask every session for the CUPTI buffers whose records are complete and wait\n"
+                   "up to S seconds (default 5) until they are archived.  Records of work still\n"
+                   "running stay with CUPTI until it ends, and come with a later flush.\n"
+                   "\n"
+                   "  --wait-running  also wait, up to S seconds, until each process has handed\n"
+                   "                  over every record of the work it launched before the\n"
+                   "                  flush, the work still running included (plain flushes are\n"
+                   "                  repeated until CUPTI gives back every buffer it held).\n"
+                   "  --forced        the same (its older name).  cuptimon never uses CUPTI's\n"
+                   "                  forced flush: it hands over the records of running work\n"
+                   "                  incomplete and never delivers their completion, so that\n"
+                   "                  work would be lost from the archive.\n"
+                   "  --timeout=S     how long to wait (default 5 s)\n"
+                   "  --json          print the daemon's answer as JSON\n"
+                   "\n"
+                   "Exit status: 0 when every session answered (and, with --wait-running, handed\n"
+                   "over everything), 1 when some were late or still ran work at the timeout\n"
+                   "(listed; their records reach the archive when the work ends), 2 on bad\n"
+                   "usage.\n");
             return 0;
         default: return 2;
         }
@@ -232,27 +248,32 @@ static int cmd_flush(int argc, char **argv)
         ctl.timeout_ms = (int)(timeout * 1000) + 2000;
     json_object *req = json_object_new_object();
     json_object_object_add(req, "op", json_object_new_string("flush"));
-    json_object_object_add(req, "forced", json_object_new_boolean(forced));
+    json_object_object_add(req, "fence", json_object_new_boolean(fence));
     json_object_object_add(req, "timeout_s", json_object_new_double(timeout));
     json_object *r = call(req);
     json_object_put(req);
     if (!r)
         return 1;
+    json_object *late = cuptimon__json_get(r, "late"), *running = cuptimon__json_get(r, "running");
+    size_t nlate = late ? json_object_array_length(late) : 0,
+           nrun = running ? json_object_array_length(running) : 0;
     if (json) {
         printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY));
     } else {
-        json_object *late = cuptimon__json_get(r, "late");
-        printf("%sflush: %" PRId64 " of %" PRId64 " session(s) flushed and archived in %.1f ms",
-               forced ? "forced " : "", cuptimon__json_int(r, "completed", 0),
-               cuptimon__json_int(r, "sessions", 0), cuptimon__json_double(r, "elapsed_ms", 0));
-        if (late && json_object_array_length(late) > 0)
-            printf("; late: %s", json_object_to_json_string(late));
+        printf("flush: %" PRId64 " of %" PRId64 " session(s) flushed and archived%s in %.1f ms",
+               cuptimon__json_int(r, "completed", 0), cuptimon__json_int(r, "sessions", 0),
+               fence ? ", with all the work launched before it," : "",
+               cuptimon__json_double(r, "elapsed_ms", 0));
+        if (nlate)
+            printf("; late (no answer): %s", json_object_to_json_string(late));
+        if (nrun)
+            printf("; still running work after %g s: %s (those records reach the archive when "
+                   "the work ends)",
+                   timeout, json_object_to_json_string(running));
         printf("\n");
     }
-    json_object *late = cuptimon__json_get(r, "late");
-    int ok = !(late && json_object_array_length(late) > 0);
     json_object_put(r);
-    return ok ? 0 : 1;
+    return nlate || nrun ? 1 : 0;
 }
 
 /* ---- trace windows -------------------------------------------------------- */
@@ -290,9 +311,17 @@ static void window_usage(FILE *f, const char *cmd)
             "                        (TRACE.rank-R.json[.gz], or TRACE.pid-P.json[.gz]\n"
             "                        without a rank), each with its own distributedInfo,\n"
             "                        as HTA reads a job (default: window_per_process)\n"
+            "      --end-timeout=S   how long the window's end waits for work launched\n"
+            "                        inside it that still runs (default: the daemon's\n"
+            "                        window_end_timeout_s, 10 s); work still running then\n"
+            "                        is named in the answer and reaches the archive, not\n"
+            "                        the trace, when it ends\n"
             "      --json            print the daemon's answer as JSON\n"
             "Processes that start during the window and match are included.  End it with\n"
             "'cuptimonctl end-window [ID]', which prints the trace's path and a summary.\n"
+            "The window holds the API calls that start inside it and all the GPU work they\n"
+            "launched, also work still running at the end: its end waits for that work\n"
+            "(CUPTI hands a record over only once the work has ended), up to --end-timeout.\n"
             "\n"
             "Who may trace what (cuptimond(8), AUTHORIZATION):\n"
             "  A user who is not an operator (root, the daemon's user, its control_group)\n"
@@ -307,6 +336,20 @@ static void window_usage(FILE *f, const char *cmd)
             "  a regular file of their own (never another user's file, a link's target,\n"
             "  a device or a FIFO).  The answer lists the uids of the processes taken.\n",
             cmd);
+}
+
+/* --end-timeout=S: the window end's bound on waiting for running work. */
+static int add_end_timeout(json_object *req, const char *arg)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end || !(v > 0 && v <= 3600)) {
+        fprintf(stderr, "cuptimonctl: --end-timeout '%s' is not a number of seconds in (0, 3600]\n",
+                arg);
+        return -EINVAL;
+    }
+    json_object_object_add(req, "end_timeout_s", json_object_new_double(v));
+    return 0;
 }
 
 static int parse_when(const char *s, int64_t *ns)
@@ -344,6 +387,15 @@ static void print_window(json_object *w)
     else if (at)
         printf("  starts at %.3f\n", (double)at / 1e9);
     printf("  trace: %s\n", cuptimon__json_str(w, "output", ""));
+    json_object *ew = cuptimon__json_get(w, "end_wait"), *run = cuptimon__json_get(ew, "running");
+    if (ew)
+        printf("  end: waited %.1f ms for the work launched in it to be handed over\n",
+               cuptimon__json_double(ew, "elapsed_ms", 0));
+    if (run && json_object_array_length(run) > 0)
+        printf("  still running work after %g s (end timeout): pid(s) %s; those records reach "
+               "the archive when the work ends, not this trace\n",
+               cuptimon__json_double(w, "end_timeout_s", 0),
+               json_object_to_json_string_ext(run, JSON_C_TO_STRING_PLAIN));
     json_object *pt = cuptimon__json_get(w, "process_traces");
     for (size_t i = 0;
          pt && json_object_is_type(pt, json_type_array) && i < json_object_array_length(pt); i++) {
@@ -392,12 +444,13 @@ static int cmd_window_open(int argc, char **argv, const char *op)
                                          {"all-users", no_argument, NULL, 'U'},
                                          {"gzip", required_argument, NULL, 'z'},
                                          {"per-process", no_argument, NULL, 'P'},
+                                         {"end-timeout", required_argument, NULL, 'E'},
                                          {NULL, 0, NULL, 0}};
     json_object *req = json_object_new_object();
     int opt, json = 0;
     json_object_object_add(req, "op", json_object_new_string(op));
     optind = 0; /* glibc: 0 re-initialises getopt after the global options */
-    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:z:Jh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "ap:u:j:r:L:k:d:T:o:z:E:Jh", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 'a': break;
@@ -492,6 +545,12 @@ static int cmd_window_open(int argc, char **argv, const char *op)
             break;
         }
         case 'P': json_object_object_add(req, "per_process", json_object_new_boolean(1)); break;
+        case 'E':
+            if (add_end_timeout(req, optarg) < 0) {
+                json_object_put(req);
+                return 2;
+            }
+            break;
         case 'J': json = 1; break;
         case 'h':
             window_usage(stdout, argv[0]);
@@ -520,23 +579,42 @@ static int cmd_window_open(int argc, char **argv, const char *op)
 
 static int cmd_window_id(int argc, char **argv, const char *op)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int opt, json = 0;
-    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
-    while ((opt = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
-        if (opt == 'J')
-            json = 1;
-        else if (opt == 'h') {
-            printf("Usage: cuptimonctl %s [ID] [--json]\n"
-                   "%s window ID (default: the newest).\n",
-                   argv[0], strcmp(op, "window_end") == 0 ? "End" : "Start");
-            return 0;
-        } else
-            return 2;
-    }
+    static const struct option opts[] = {{"json", no_argument, NULL, 'J'},
+                                         {"end-timeout", required_argument, NULL, 'E'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int opt, json = 0, ending = strcmp(op, "window_end") == 0;
     json_object *req = json_object_new_object();
     json_object_object_add(req, "op", json_object_new_string(op));
+    optind = 0; /* glibc: 0 re-initialises getopt after the global options */
+    while ((opt = getopt_long(argc, argv, ending ? "JE:h" : "Jh", opts, NULL)) != -1) {
+        if (opt == 'J') {
+            json = 1;
+        } else if (opt == 'E' && ending) {
+            if (add_end_timeout(req, optarg) < 0) {
+                json_object_put(req);
+                return 2;
+            }
+        } else if (opt == 'h') {
+            if (ending)
+                printf("Usage: cuptimonctl end-window [ID] [--end-timeout=S] [--json]\n"
+                       "End window ID (default: the newest): its API kinds are turned off, and\n"
+                       "it waits until every process has handed over the records of the work\n"
+                       "launched inside the window, work still running included, up to S\n"
+                       "seconds (default: what begin-window said, else the daemon's\n"
+                       "window_end_timeout_s).  Then the trace is written; its path and a\n"
+                       "summary are printed, with the processes whose work still ran at the\n"
+                       "bound (their records reach the archive, not the trace).\n");
+            else
+                printf("Usage: cuptimonctl start-window [ID] [--json]\n"
+                       "Start window ID (default: the newest prepared one).\n");
+            json_object_put(req);
+            return 0;
+        } else {
+            json_object_put(req);
+            return 2;
+        }
+    }
     if (optind < argc) {
         char *end;
         long long id = strtoll(argv[optind], &end, 10);

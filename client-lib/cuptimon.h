@@ -27,13 +27,18 @@ extern "C" {
  * could not be loaded or refused; the job carries on untraced either way. */
 CUPTIMON_API int cuptimon_init(void);
 
-/* Force-flushes and hands off what CUPTI holds, waiting at most timeout_ms
- * for the daemon to take it, then stops tracing.  Also run at exit. */
+/* Hands off what CUPTI holds (waiting up to half of timeout_ms for the work
+ * still running to end, then forcing out what still runs, counted), waits
+ * at most timeout_ms for the daemon to take it, then stops tracing.  Also
+ * run at exit. */
 CUPTIMON_API void cuptimon_shutdown(int timeout_ms);
 
-/* Asks CUPTI to complete its buffers now (forced: also partly filled
- * ones).  Returns 0 or a negative errno. */
-CUPTIMON_API int cuptimon_flush(int forced);
+/* Asks CUPTI for the buffers whose records are complete now.  wait != 0:
+ * asks again until every buffer CUPTI held at the call is back (the work
+ * launched before it has ended), for at most a second, and returns
+ * -ETIMEDOUT when work still ran then.  Never forces CUPTI (that would lose
+ * the records of running work).  Returns 0 or a negative errno. */
+CUPTIMON_API int cuptimon_flush(int wait);
 
 /* User annotations: a named range on the calling thread, carried to GPU
  * work through CUPTI external correlation ids.  Outside a trace window

@@ -55,6 +55,10 @@ struct io {
     uint64_t named_session;
     int devices_reported; /* the devices' properties are in the string table */
     int ranges;           /* the daemon's HELLO_ACK says it takes RANGES */
+    /* The daemon's current fence (FLUSH mode FENCE): its number, and the
+     * flush generation it began at (the buffers CUPTI got before it). */
+    uint32_t fence;
+    uint64_t fence_gen;
 };
 
 static struct io io_state;
@@ -150,6 +154,8 @@ static char *hello_json(struct shim *s)
     json_object_object_add(cnt, "connects",
                            json_object_new_int64((int64_t)atomic_load(&s->connects)));
     json_object_object_add(o, "counters", cnt);
+    /* It answers FLUSH mode FENCE (cuptimon-proto.h). */
+    json_object_object_add(o, "fence", json_object_new_boolean(1));
 
     char *txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
@@ -500,18 +506,36 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     struct cuptimon_flush f;
     if (cuptimon__flush_decode(body, len, &f) < 0)
         return;
-    if (f.forced) {
+    int forced = f.mode == CUPTIMON_FLUSH_FORCED, fence = f.mode == CUPTIMON_FLUSH_FENCE;
+    if (forced || fence) {
         report_thread_names(io);
         report_devices(io);
     }
     uint64_t before = atomic_load(&s->buffers_completed);
     uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
+    int do_flush = 1;
+    if (fence && f.fence != io->fence) {
+        /* A new fence: what CUPTI was given before this flush must come back. */
+        io->fence = f.fence;
+        io->fence_gen = gen;
+    } else if (fence && atomic_load(&s->pool_free) < (s->nslots + 3) / 4) {
+        /* Each flush closes the buffers CUPTI fills now, and while work
+         * launched before the fence runs they are held behind it: the
+         * daemon's repeated fence flushes must not take the last quarter of
+         * the pool from the job.  The periodic flush still comes. */
+        do_flush = 0;
+    }
     /* cuptiActivityFlushAll delivers the buffers through the completion
      * callback before it returns, so everything it produced is queued
-     * when FLUSH_DONE is framed after it. */
-    s->cupti.FlushAll(f.forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
-    if (f.forced)
+     * when FLUSH_DONE is framed after it.  Only the daemon of an older
+     * protocol asks for a forced one. */
+    uint32_t marked = do_flush && !forced ? cuptimon__mark_complete_held(s, gen) : 0;
+    if (do_flush)
+        s->cupti.FlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    if (forced)
         cuptimon__check_taken(s, gen);
+    else if (marked)
+        cuptimon__taken_if_held(s, gen);
     collect(io);
     struct cuptimon_flush_done d = {
         .flush_id = f.flush_id,
@@ -519,7 +543,9 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
         .buffers_lost = atomic_load(&s->buffers_lost),
         .requests_declined = atomic_load(&s->requests_declined),
         .foreign_buffers = atomic_load(&s->foreign_buffers),
-        .flags = (atomic_load(&s->cupti_taken) ? CUPTIMON_SHIM_CUPTI_TAKEN : 0)};
+        .flags =
+            (atomic_load(&s->cupti_taken) ? CUPTIMON_SHIM_CUPTI_TAKEN : 0) |
+            (fence && cuptimon__cupti_holds(s, io->fence_gen) ? CUPTIMON_SHIM_FENCE_PENDING : 0)};
     uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
     cuptimon__flush_done_encode(out, &d);
     cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);
@@ -687,6 +713,9 @@ static void *io_main(void *arg)
             io->next_attempt = now + EXIT_RETRY_MS;
         if (atomic_exchange(&s->reclaim_lost, 0))
             reclaim_lost(s);
+        if (atomic_exchange(&s->not_taken, 0) && atomic_exchange(&s->cupti_taken, 0))
+            cuptimon__log("a buffer counted lost to another CUPTI client came back to the shim: "
+                          "no other client holds CUPTI; this process is traced");
         /* Objects loaded since the last scan get their CUPTI imports routed
          * to the shim too (a cheap check, once a second). */
         if (now - hook_checked >= 1000) {
@@ -845,10 +874,12 @@ void cuptimon__io_stop(struct shim *s)
             body, sizeof body,
             "{\"dropped_records\":%llu,\"requests_declined\":%llu,"
             "\"buffers_lost\":%llu,\"completions\":%llu,"
-            "\"completion_p99_ns_max\":%llu,\"completion_longest_ns\":%llu}",
+            "\"completion_p99_ns_max\":%llu,\"completion_longest_ns\":%llu,"
+            "\"exit_running_buffers\":%llu}",
             (unsigned long long)late, (unsigned long long)atomic_load(&s->requests_declined),
             (unsigned long long)atomic_load(&s->buffers_lost), (unsigned long long)total,
-            (unsigned long long)p99, (unsigned long long)atomic_load(&s->completion_max_ns));
+            (unsigned long long)p99, (unsigned long long)atomic_load(&s->completion_max_ns),
+            (unsigned long long)atomic_load(&s->exit_running_buffers));
         struct cuptimon_buf b = {0};
         if (n > 0 && cuptimon__frame_append(&b, CUPTIMON_MSG_BYE, body, (size_t)n) == 0)
             send(io->fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -50,10 +50,14 @@ static struct {
     uint8_t *buf;             /* the tool's current buffer */
     size_t size, used;
     uint64_t delivered, dropped, buffers;
-    int stopping; /* it disabled kinds while it held CUPTI itself */
-    /* CUPTI's buffers were forced out since the tool last disabled a kind:
-     * what they held from before its (re)start went to cuptimon alone. */
+    int stopping;   /* it disabled kinds while it held CUPTI itself */
+    int registered; /* it registered its callbacks through here */
+    /* CUPTI's buffers were closed since the tool last disabled a kind (a
+     * plain flush at its (re)start, generation start_gen): GPU records in
+     * buffers CUPTI got before start_gen were launched before the tool
+     * started, and go to cuptimon alone. */
     int start_flushed;
+    uint64_t start_gen;
     /* The tool's clock as a line through samples (CUPTI time a, tool time
      * t): the first since it registered its callback, and the latest.  A
      * tool clock need not tick in nanoseconds (Kineto's, with TSC
@@ -215,15 +219,15 @@ static int ensure_buffer_locked(size_t need)
 
 /* Called from the shim's completion callback for each record the tool
  * wants: a copy goes into the tool's buffer, on its clock when it has one. */
-void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
+void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t gen,
                            const struct cuptimon_tool_clock *clk)
 {
     uint32_t k = rec->kind;
     uint64_t t0 = rec_start(rec, size);
     int api = k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
-    /* GPU work launched before the tool enabled its kind was flushed out
-     * at the enable; its start time says nothing about its launch. */
-    if (k >= TOOL_KINDS ||
+    /* API calls by their start; GPU work by its buffer (mux_enable): its
+     * start time says nothing about its launch. */
+    if (k >= TOOL_KINDS || (!api && gen < tool.start_gen) ||
         (t0 && ((api && t0 < tool.on_ns[k]) || (tool.off_ns[k] && t0 > tool.off_ns[k]))))
         return;
     pthread_mutex_lock(&tool.lock);
@@ -341,6 +345,7 @@ static CUptiResult CUPTIAPI mux_register(CUpti_BuffersCallbackRequestFunc req,
         complete_locked();
     tool.request = req;
     tool.complete = done;
+    tool.registered = 1;
     tool.stopping = 0;
     pthread_mutex_unlock(&tool.lock);
     shim_debug(&cuptimon__shim, "another CUPTI client registered activity callbacks: sharing");
@@ -367,11 +372,16 @@ static CUptiResult CUPTIAPI mux_enable(CUpti_ActivityKind kind)
         /* The kind was already on for cuptimon: what CUPTI holds now was
          * recorded before the tool asked for it (before its first start,
          * or in the gap since its last stop), so it goes to cuptimon
-         * alone.  A forced flush hands it over while the tool's window for
-         * the kind is still closed; once per (re)start, not per kind. */
+         * alone.  A plain flush closes every buffer CUPTI fills now
+         * (records after it go into new ones: docs/gpu-runs/
+         * 20261204-h200-probe), so the buffer a GPU record comes in tells
+         * whether it was launched before the tool's start.  Once per
+         * (re)start, not per kind.  Never a forced flush: it would hand
+         * over the work running now incomplete, lost to both. */
         CUptiResult (*flush)(uint32_t) = (CUptiResult(*)(uint32_t))real("cuptiActivityFlushAll");
+        tool.start_gen = atomic_fetch_add(&cuptimon__shim.flush_gen, 1) + 1;
         if (flush)
-            flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            flush(0);
         tool.start_flushed = 1;
     }
     CUptiResult rc = shared ? CUPTI_SUCCESS : f(kind);
@@ -428,13 +438,20 @@ static CUptiResult CUPTIAPI mux_flush(uint32_t flag)
     if (!active())
         return f(flag);
     /* CUPTI completes its buffers to the shim, which copies the tool's
-     * records out; then the tool gets its partly filled buffer too.  A
-     * forced flush also shows whether a client holds CUPTI behind mux.c. */
+     * records out; then the tool gets its partly filled buffer too.  While
+     * the tool shares CUPTI through the shim, its forced flush (Kineto's
+     * stop) goes to CUPTI as a plain one: a forced flush would hand the
+     * work running now over incomplete and lose its completion, from
+     * cuptimon's archive too; that work's records reach the tool later,
+     * complete, if it started before the tool stopped.  A tool that holds
+     * CUPTI itself flushes as it asked, its buffers being its own, and
+     * that forced flush shows whether it does. */
     struct shim *s = &cuptimon__shim;
     int forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
-    uint64_t gen = forced ? atomic_fetch_add(&s->flush_gen, 1) + 1 : 0;
-    CUptiResult rc = f(flag);
-    if (forced)
+    int pass_forced = forced && (taken() || !tool.registered);
+    uint64_t gen = pass_forced ? atomic_fetch_add(&s->flush_gen, 1) + 1 : 0;
+    CUptiResult rc = f(pass_forced ? flag : flag & ~(uint32_t)CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (pass_forced)
         cuptimon__check_taken(s, gen);
     pthread_mutex_lock(&tool.lock);
     if (tool.complete)
@@ -475,7 +492,11 @@ static CUptiResult CUPTIAPI mux_finalize(void)
     CUptiResult (*f)(void) = (CUptiResult(*)(void))real("cuptiFinalize");
     if (!active())
         return f ? f() : CUPTI_SUCCESS;
-    if (taken() || cuptimon__probe_taken(&cuptimon__shim)) {
+    /* A tool that registered its callbacks here shares CUPTI; one that did
+     * not may hold it from behind mux.c, which only a forced flush shows:
+     * it is finalizing CUPTI, the end of its profiling, where CUPTI itself
+     * would flush everything. */
+    if (taken() || (!tool.registered && cuptimon__probe_taken(&cuptimon__shim))) {
         /* It held CUPTI itself: let it finalize as it would without
          * cuptimon (that also resets any timebase it set), then take CUPTI
          * back. */
@@ -494,6 +515,7 @@ static CUptiResult CUPTIAPI mux_finalize(void)
     tool.timestamp = NULL;
     tool.clk_n = 0;
     tool.start_flushed = 0;
+    tool.registered = 0;
     for (unsigned k = 0; k < TOOL_KINDS; k++) {
         if (tool.kinds[k] && !tool.ours[k]) {
             CUptiResult (*d)(CUpti_ActivityKind) =

@@ -354,11 +354,12 @@ static int pool_create(struct shim *s)
     s->slot_used = calloc(s->nslots, sizeof *s->slot_used);
     s->slot_gen = calloc(s->nslots, sizeof *s->slot_gen);
     s->slot_info = calloc(s->nslots, sizeof *s->slot_info);
+    s->slot_mark = calloc(s->nslots, 1);
     s->ring = calloc(s->nslots, sizeof *s->ring);
     s->intern = calloc(INTERN_CAP, sizeof *s->intern);
     s->intern_cap = INTERN_CAP;
     if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->slot_info ||
-        !s->ring || !s->intern)
+        !s->slot_mark || !s->ring || !s->intern)
         return -ENOMEM;
     for (uint32_t i = s->nslots; i-- > 0;)
         cuptimon__slot_free(s, i);
@@ -505,6 +506,14 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     }
     if (valid > s->slot_size)
         valid = s->slot_size;
+    if (atomic_load_explicit(&s->slot_gen[idx], memory_order_relaxed) == UINT64_MAX) {
+        /* Counted lost to another client, yet completed to the shim: its
+         * callbacks are CUPTI's after all (cuptimon__taken_if_held took a
+         * held buffer for one completed elsewhere).  Undone. */
+        atomic_fetch_sub_explicit(&s->buffers_lost, 1, memory_order_relaxed);
+        atomic_store_explicit(&s->slot_gen[idx], 0, memory_order_relaxed);
+        atomic_store_explicit(&s->not_taken, 1, memory_order_relaxed);
+    }
     size_t dropped = 0;
     if (s->cupti.GetNumDroppedRecords(ctx, stream_id, &dropped) != CUPTI_SUCCESS)
         dropped = 0;
@@ -546,16 +555,17 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     for (uint32_t k = 1; k < 64 && !tool_on; k++)
         tool_on = cuptimon__mux_tool_wants(k);
     if (tool_on) {
+        uint64_t gen = atomic_load_explicit(&s->slot_gen[idx], memory_order_relaxed);
         have_clock = cuptimon__mux_clock(&clk);
         rec = prev = NULL;
         while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (prev && cuptimon__mux_tool_wants(prev->kind))
-                cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev),
+                cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev), gen,
                                       have_clock ? &clk : NULL);
             prev = rec;
         }
         if (prev && cuptimon__mux_tool_wants(prev->kind))
-            cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev),
+            cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev), gen,
                                   have_clock ? &clk : NULL);
     }
     atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
@@ -673,6 +683,84 @@ int cuptimon__check_taken(struct shim *s, uint64_t gen)
      * its calls to mux.c, so that its stop is seen. */
     cuptimon__mux_hook(s, 1);
     return 1;
+}
+
+/* The slots CUPTI was given before generation gen and still holds: after a
+ * plain flush, the buffers that hold a record of work still running, or
+ * that are held behind one (CUPTI completes records in launch order and
+ * returns closed buffers in fill order; docs/gpu-runs/20261204-h200-probe).
+ * Zero means every record written before gen has been handed over. */
+uint32_t cuptimon__cupti_holds(struct shim *s, uint64_t gen)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        uint64_t g = atomic_load(&s->slot_gen[i]);
+        n += atomic_load(&s->slot_state[i]) == SLOT_CUPTI && g < gen && g != UINT64_MAX;
+    }
+    return n;
+}
+
+/* Records CUPTI has not completed carry bit 31 in their kind while they sit
+ * in a buffer it holds (on the H200: docs/gpu-runs/20261204-h200-probe). */
+#define KIND_INCOMPLETE 0x80000000u
+
+/* 1 when slot i holds at least one record and every record in it is
+ * complete; 0 when not; -1 when it cannot tell (a kind whose size this
+ * build does not know).  The slot is CUPTI's: its bytes are read as they
+ * are, a record at a time (records are 8-aligned, so each kind is one
+ * aligned load); the slot was zeroed before CUPTI got it, so kind 0 ends. */
+static int slot_all_complete(const struct shim *s, uint32_t i)
+{
+    const struct cuptimon_cupti_release *r = s->cupti.release;
+    const uint8_t *b = s->pool + (size_t)i * s->slot_size;
+    size_t off = 0, n = 0;
+    if (!r)
+        return -1;
+    while (off + sizeof(uint32_t) <= s->slot_size) {
+        uint32_t kind =
+            __atomic_load_n((const uint32_t *)(const void *)(b + off), __ATOMIC_RELAXED);
+        if (kind == 0)
+            break;
+        if (kind & KIND_INCOMPLETE)
+            return 0;
+        if (kind >= CUPTIMON_LAYOUT_KINDS || !r->kinds[kind])
+            return -1;
+        off += r->kinds[kind]->size;
+        n++;
+    }
+    return n > 0;
+}
+
+/* Before a plain flush of generation gen: marks the slots CUPTI got before
+ * it whose records are all complete.  CUPTI hands such a buffer over at the
+ * next flush (a plain flush closes it, and the first buffer it holds back
+ * must hold a record not complete yet), so one still held after the flush
+ * went to another client (cuptimon__taken_if_held).  Returns how many. */
+uint32_t cuptimon__mark_complete_held(struct shim *s, uint64_t gen)
+{
+    uint32_t n = 0;
+    if (atomic_load(&s->cupti_taken))
+        return 0;
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        uint64_t g = atomic_load(&s->slot_gen[i]);
+        s->slot_mark[i] = atomic_load(&s->slot_state[i]) == SLOT_CUPTI && g < gen &&
+                          g != UINT64_MAX && slot_all_complete(s, i) == 1;
+        n += s->slot_mark[i];
+    }
+    return n;
+}
+
+/* After that flush: a marked slot CUPTI still holds was completed to
+ * another client, which took the activity callbacks (a tool that reached
+ * libcupti around mux.c).  Found so without a forced flush, which would
+ * lose the records of running work. */
+int cuptimon__taken_if_held(struct shim *s, uint64_t gen)
+{
+    for (uint32_t i = 0; i < s->nslots; i++)
+        if (s->slot_mark[i] && atomic_load(&s->slot_state[i]) == SLOT_CUPTI &&
+            atomic_load(&s->slot_gen[i]) < gen)
+            return cuptimon__check_taken(s, gen);
+    return atomic_load(&s->cupti_taken);
 }
 
 /* A forced flush of its own, then the check above. */
@@ -831,6 +919,51 @@ CUPTIMON_API int InitializeInjection(void)
     return 1;
 }
 
+/* Plain flushes, a few milliseconds apart, until CUPTI has given back every
+ * buffer it held at the call (the work launched before it has ended and its
+ * records are complete: CUPTI hands a record over only then,
+ * docs/gpu-runs/20261204-h200-probe), for at most budget_ms.  Returns how
+ * many it still holds (0: all back; also when another client holds them,
+ * since nothing would come back). */
+static uint32_t wait_cupti(struct shim *s, int budget_ms)
+{
+    uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
+    struct timespec t0, now;
+    long pause_us = 500;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (atomic_load(&s->cupti_taken))
+            return 0;
+        s->cupti.FlushAll(0);
+        uint32_t held = cuptimon__cupti_holds(s, gen);
+        if (held == 0)
+            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >= budget_ms)
+            return held;
+        struct timespec p = {0, pause_us * 1000};
+        nanosleep(&p, NULL);
+        pause_us = pause_us * 2 > 20000 ? 20000 : pause_us * 2;
+    }
+}
+
+/* At the end of tracing: wait for the work launched so far, within
+ * budget_ms; only then a forced flush, for the buffers of work that still
+ * runs: CUPTI hands those records over with no times and never completes
+ * them.  A forced flush at once would lose every kernel, copy or memset
+ * still running when tracing ends. */
+static void drain_cupti(struct shim *s, int budget_ms)
+{
+    uint32_t held = wait_cupti(s, budget_ms);
+    if (held) {
+        atomic_fetch_add(&s->exit_running_buffers, held);
+        cuptimon__log("%u CUPTI buffer(s) still held work that ran %d ms after tracing "
+                      "ended; their records are handed over without times",
+                      held, budget_ms);
+    }
+    s->cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
 CUPTIMON_API void cuptimon_shutdown(int timeout_ms)
 {
     struct shim *s = &cuptimon__shim;
@@ -843,7 +976,7 @@ CUPTIMON_API void cuptimon_shutdown(int timeout_ms)
         return;
     /* Hand off everything CUPTI holds, then give the IO thread a bounded
      * time to pass it to the daemon and see it written. */
-    s->cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    drain_cupti(s, timeout_ms / 2);
     cuptimon__io_drain(s, timeout_ms);
     cuptimon__io_stop(s);
     /* What did not reach a daemon within the bound is still counted: on
@@ -854,13 +987,14 @@ CUPTIMON_API void cuptimon_shutdown(int timeout_ms)
         cuptimon__loss_report(s, &loss);
 }
 
-CUPTIMON_API int cuptimon_flush(int forced)
+CUPTIMON_API int cuptimon_flush(int wait)
 {
     struct shim *s = &cuptimon__shim;
     if (cuptimon_init() < 0)
         return -ENODEV;
-    CUptiResult rc = s->cupti.FlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
-    return rc == CUPTI_SUCCESS ? 0 : -EIO;
+    if (wait)
+        return wait_cupti(s, 1000) == 0 ? 0 : -ETIMEDOUT;
+    return s->cupti.FlushAll(0) == CUPTI_SUCCESS ? 0 : -EIO;
 }
 
 /* User annotations ride on CUPTI external correlation ids (kind CUSTOM1,

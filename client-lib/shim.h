@@ -98,8 +98,10 @@ struct shim {
     _Atomic uint8_t *slot_state;
     uint64_t *slot_used;        /* valid bytes per slot, for zeroing on release */
     _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */
+    uint8_t *slot_mark;         /* the IO thread's scratch, one byte a slot */
     _Atomic uint64_t flush_gen;
     _Atomic int cupti_taken;      /* another client took the callbacks */
+    _Atomic int not_taken;        /* ... yet one of those buffers came back to the shim */
     _Atomic int reclaim_lost;     /* IO thread: free the slots lost to it */
     _Atomic uint64_t retakes;     /* times the shim took CUPTI back */
     int hook;                     /* route other objects' CUPTI calls to mux.c */
@@ -148,6 +150,10 @@ struct shim {
     /* counters (atomics: read by cuptimon_get_status from any thread) */
     _Atomic uint64_t buffers_completed, buffers_sent, buffers_released, buffers_lost;
     _Atomic uint64_t requests_declined, dropped_records, foreign_buffers, connects;
+    /* Buffers CUPTI still held at exit when the exit bound had passed: the
+     * work in them still ran, and the forced flush handed them over with
+     * its records incomplete (no times).  Told to the daemon in the BYE. */
+    _Atomic uint64_t exit_running_buffers;
     _Atomic uint64_t records_walked, layout_mismatch;
     _Atomic uint32_t in_flight; /* READY + SENT slots */
     /* How long the completion callback takes (it runs on CUPTI's thread,
@@ -196,7 +202,8 @@ struct cuptimon_tool_clock {
     double rate;
 };
 int cuptimon__mux_clock(struct cuptimon_tool_clock *c);
-void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size,
+/* gen: the flush generation at which CUPTI got the buffer rec is in. */
+void cuptimon__mux_deliver(const CUpti_Activity *rec, size_t size, uint64_t gen,
                            const struct cuptimon_tool_clock *clk);
 /* Hands a buffer CUPTI completed to the shim but the shim never gave out
  * to the tool whose it is, when that tool's callback is known; 0 if not. */
@@ -227,6 +234,11 @@ void cuptimon__retake(struct shim *s, const char *why);
 /* After a forced flush that began at generation gen: did another client
  * take CUPTI (slots it still holds were completed elsewhere)? */
 int cuptimon__check_taken(struct shim *s, uint64_t gen);
+/* Around a plain flush of generation gen: takeover found without forcing. */
+uint32_t cuptimon__mark_complete_held(struct shim *s, uint64_t gen);
+int cuptimon__taken_if_held(struct shim *s, uint64_t gen);
+/* How many slots CUPTI got before generation gen and holds still. */
+uint32_t cuptimon__cupti_holds(struct shim *s, uint64_t gen);
 /* The same with a forced flush of its own. */
 int cuptimon__probe_taken(struct shim *s);
 void cuptimon__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

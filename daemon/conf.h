@@ -32,17 +32,18 @@ struct cuptimon_config {
     char control_socket[108];
     char output_dir[400];
 
-    double flush_period_s;      /* periodic non-forced flush; 0 = never */
-    double flush_timeout_s;     /* how long a flush waits for a session */
-    uint64_t segment_size;      /* bytes: rotate archive segments past this */
-    int compress_level;         /* zstd level, 0 = store raw */
-    uint64_t archive_max_bytes; /* byte cap of OUTPUT_DIR/archive, 0 = none */
-    uint64_t archive_max_age_s; /* delete segments older than this, 0 = never */
-    double retention_period_s;  /* how often the caps are enforced */
-    uint64_t window_max_events; /* a trace window is cut short past this */
-    int window_gzip_level;      /* window traces: gzip level 1..9 (.json.gz), 0 = plain JSON */
-    int window_per_process;     /* 1: each window also writes one trace per process */
-    double control_idle_s;      /* a control connection with no request in progress
+    double flush_period_s;       /* periodic non-forced flush; 0 = never */
+    double flush_timeout_s;      /* how long a flush waits for a session */
+    uint64_t segment_size;       /* bytes: rotate archive segments past this */
+    int compress_level;          /* zstd level, 0 = store raw */
+    uint64_t archive_max_bytes;  /* byte cap of OUTPUT_DIR/archive, 0 = none */
+    uint64_t archive_max_age_s;  /* delete segments older than this, 0 = never */
+    double retention_period_s;   /* how often the caps are enforced */
+    uint64_t window_max_events;  /* a trace window is cut short past this */
+    int window_gzip_level;       /* window traces: gzip level 1..9 (.json.gz), 0 = plain JSON */
+    int window_per_process;      /* 1: each window also writes one trace per process */
+    double window_end_timeout_s; /* a window's end waits this long for work still running */
+    double control_idle_s;       /* a control connection with no request in progress
                                   * and nothing received this long is closed */
 
     /* Members of this group may control the daemon.  "" = none (only

@@ -163,7 +163,13 @@ static void op_flush(struct daemon *d, struct conn *conn, json_object *req)
 {
     struct ctl *c = conn->owner;
     json_object *v;
-    int forced = json_object_object_get_ex(req, "forced", &v) && json_object_get_boolean(v);
+    /* "fence" (cuptimonctl flush --wait-running; "forced", its older name,
+     * means the same): every record of the work launched so far, waiting
+     * for work still running.  Never CUPTI's forced flush, which hands that
+     * work's records over incomplete and loses them. */
+    int fence = (json_object_object_get_ex(req, "fence", &v) && json_object_get_boolean(v)) ||
+                (json_object_object_get_ex(req, "forced", &v) && json_object_get_boolean(v));
+    int mode = fence ? CUPTIMON_FLUSH_FENCE : CUPTIMON_FLUSH_PLAIN;
     double timeout = d->cfg.flush_timeout_s;
     if (json_object_object_get_ex(req, "timeout_s", &v)) {
         timeout = json_object_get_double(v);
@@ -183,8 +189,8 @@ static void op_flush(struct daemon *d, struct conn *conn, json_object *req)
                 ids[nids++] = s->id;
     }
     int frc = conn->restricted
-                  ? (ids ? flush_some(d, forced, timeout, ids, nids, flush_reply, c) : -ENOMEM)
-                  : flush_all(d, forced, timeout, flush_reply, c);
+                  ? (ids ? flush_some(d, mode, timeout, ids, nids, flush_reply, c) : -ENOMEM)
+                  : flush_all(d, mode, timeout, flush_reply, c);
     free(ids);
     if (frc < 0) {
         c->refs--;

@@ -120,9 +120,11 @@ struct session {
     uint64_t ranges_received, ranges_dropped; /* RANGES entries; the shim's queue overflows */
     uint64_t shim_lost, shim_declined, shim_foreign;   /* the shim's totals, from FLUSH_DONE */
     uint64_t completion_p99_ns, completion_longest_ns; /* from the shim's BYE */
-    int cupti_taken;       /* the shim says another CUPTI client took the callbacks */
-    uint64_t seq_next;     /* one past the highest buffer sequence number received */
-    struct window *window; /* the open window this session is in, if any */
+    uint64_t exit_running_buffers; /* BYE: handed over at exit with work still running */
+    int cupti_taken;               /* the shim says another CUPTI client took the callbacks */
+    int fence;                     /* the shim answers FLUSH mode FENCE (its hello says so) */
+    uint64_t seq_next;             /* one past the highest buffer sequence number received */
+    struct window *window;         /* the open window this session is in, if any */
 
     /* live aggregates: the producer's record layout (from the hello) and
      * its string table, filled on the session's worker from STRINGS items,
@@ -231,7 +233,9 @@ void daemon_wrote(struct daemon *d, uint64_t bytes);
 /* session.c */
 int64_t unix_ns_now(void); /* CLOCK_REALTIME in ns */
 void session_accept(struct daemon *d, int fd);
-void session_request_flush(struct session *s, uint64_t flush_id, int forced);
+/* mode: CUPTIMON_FLUSH_*; a FENCE flush goes out as a plain one to a shim
+ * that does not take fences (its hello lacks "fence": true). */
+void session_request_flush(struct session *s, uint64_t flush_id, int mode, uint32_t fence);
 void session_close_all(struct daemon *d);
 /* Out of descriptors: closes up to 8 of the oldest connections that have
  * said no hello for a while (keep excepted; NULL: none).  Returns how many
@@ -279,16 +283,20 @@ void ctl_reply_send(struct ctl_reply *r, int ok, json_object *body);
 
 /* flush.c: the flush barrier.  Starts a flush of every session (control's
  * flush, and the daemon's stop); cb is called once every session answered
- * and what it sent is written, or once timeout_s passed. */
+ * and what it sent is written, or once timeout_s passed.  mode is
+ * CUPTIMON_FLUSH_PLAIN or CUPTIMON_FLUSH_FENCE (flush.c says what a fence
+ * waits for); the daemon never asks for a forced one. */
 typedef void (*flush_all_cb)(struct daemon *d, void *ud, json_object *result);
-int flush_all(struct daemon *d, int forced, double timeout_s, flush_all_cb cb, void *ud);
+int flush_all(struct daemon *d, int mode, double timeout_s, flush_all_cb cb, void *ud);
 /* The same for the sessions whose ids are listed (a restricted user's
  * flush, a window's start and end). */
-int flush_some(struct daemon *d, int forced, double timeout_s, const uint64_t *ids, size_t nids,
+int flush_some(struct daemon *d, int mode, double timeout_s, const uint64_t *ids, size_t nids,
                flush_all_cb cb, void *ud);
 /* session.c calls it when a session answered the flush with this id
- * (FLUSH_DONE), wrote more, or went away (gone = 1). */
-void flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone);
+ * (FLUSH_DONE; fence_pending: it said CUPTIMON_SHIM_FENCE_PENDING), wrote
+ * more, or went away (gone = 1). */
+void flush_progress(struct daemon *d, struct session *s, uint64_t flush_id, int gone,
+                    int fence_pending);
 /* Finishes every barrier still waiting, with what it has (shutdown). */
 void flush_shutdown(struct daemon *d);
 

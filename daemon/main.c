@@ -567,7 +567,10 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_timer_init(d->loop, &d->stop_timer);
     d->stop_timer.data = d;
     uv_timer_start(&d->stop_timer, on_stop_timer, 20, 20);
-    if (flush_all(d, 1, 2.0, on_stop_flushed, NULL) < 0)
+    /* A plain flush: what CUPTI has complete is archived now; the rest (work
+     * still running) stays with each shim, which hands it to the next
+     * daemon.  A forced one would lose the records of running work. */
+    if (flush_all(d, CUPTIMON_FLUSH_PLAIN, 2.0, on_stop_flushed, NULL) < 0)
         finish_stop(d);
 }
 

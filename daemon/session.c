@@ -291,7 +291,7 @@ static void after_work_cb(uv_work_t *w, int status)
     s->holes_logged = holes;
     agg_counters(s);
     if (s->conn)
-        flush_progress(s->d, s, 0, 0);
+        flush_progress(s->d, s, 0, 0, 0);
     start_work(s);
     session_maybe_free(s);
     turns_run(d); /* the worker it had is free for the next in turn */
@@ -555,6 +555,8 @@ static char *meta_json(struct session *s)
                                json_object_new_int64((int64_t)s->completion_p99_ns));
         json_object_object_add(st, "completion_longest_ns",
                                json_object_new_int64((int64_t)s->completion_longest_ns));
+        json_object_object_add(st, "exit_incomplete_buffers",
+                               json_object_new_int64((int64_t)s->exit_running_buffers));
         json_object_object_add(st, "lost_buffers",
                                json_object_new_int64((int64_t)(s->shim_lost + s->write_errors)));
         json_object_object_add(m, "final", st);
@@ -659,6 +661,9 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     s->hello = o;
     s->reported_pid = cuptimon__json_integer(o, "pid", -1);
     s->cupti_version = (uint32_t)cuptimon__json_integer(o, "cupti_version", 0);
+    json_object *fv;
+    s->fence = json_object_object_get_ex(o, "fence", &fv) &&
+               json_object_is_type(fv, json_type_boolean) && json_object_get_boolean(fv);
     snprintf(s->hostname, sizeof s->hostname, "%s", cuptimon__json_str(o, "hostname", ""));
     snprintf(s->exe, sizeof s->exe, "%s", cuptimon__json_str(o, "exe", ""));
     json_object *job, *cnt;
@@ -986,7 +991,7 @@ static void on_flush_done(struct session *s, const uint8_t *body, size_t len)
                  s->id, (int)s->peer.pid);
     s->cupti_taken = (f.flags & CUPTIMON_SHIM_CUPTI_TAKEN) != 0;
     agg_counters(s);
-    flush_progress(s->d, s, f.flush_id, 0);
+    flush_progress(s->d, s, f.flush_id, 0, (f.flags & CUPTIMON_SHIM_FENCE_PENDING) != 0);
 }
 
 /* The shim's last totals (optional body): drops CUPTI counted after its
@@ -1017,6 +1022,13 @@ static void on_bye(struct session *s, const uint8_t *body, size_t len)
         s->completion_p99_ns = claim(s, "BYE completion_p99_ns_max", (uint64_t)v, hour_ns);
     if ((v = cuptimon__json_integer(o, "completion_longest_ns", 0)) > 0)
         s->completion_longest_ns = claim(s, "BYE completion_longest_ns", (uint64_t)v, hour_ns);
+    if ((v = cuptimon__json_integer(o, "exit_running_buffers", 0)) > 0) {
+        s->exit_running_buffers = claim(s, "BYE exit_running_buffers", (uint64_t)v, s->nslots);
+        log_warn("session",
+                 "session %" PRIu64 " (pid %d): %" PRIu64 " buffer(s) held work still running "
+                 "when the process ended; CUPTI handed their records over without times",
+                 s->id, (int)s->peer.pid, s->exit_running_buffers);
+    }
     json_object_put(o);
 }
 
@@ -1097,7 +1109,7 @@ static void on_conn_close(struct conn *c)
     uv_timer_stop(&s->flush_timer);
     if (!uv_is_closing((uv_handle_t *)&s->flush_timer))
         uv_close((uv_handle_t *)&s->flush_timer, on_timer_closed);
-    flush_progress(s->d, s, 0, 1);
+    flush_progress(s->d, s, 0, 1, 0);
     window_session_gone(s->d, s);
     /* Buffers already announced are still archived: the mapping outlives
      * the producer.  The session is freed once its queue is written. */
@@ -1188,14 +1200,16 @@ static int session_evict_silent_except(struct daemon *d, const struct session *k
 static void on_flush_timer(uv_timer_t *t)
 {
     struct session *s = t->data;
-    session_request_flush(s, 0, 0);
+    session_request_flush(s, 0, CUPTIMON_FLUSH_PLAIN, 0);
 }
 
-void session_request_flush(struct session *s, uint64_t flush_id, int forced)
+void session_request_flush(struct session *s, uint64_t flush_id, int mode, uint32_t fence)
 {
     if (!s->conn || !s->hello)
         return;
-    struct cuptimon_flush f = {.flush_id = flush_id, .forced = forced ? 1 : 0};
+    if (mode == CUPTIMON_FLUSH_FENCE && !s->fence)
+        mode = CUPTIMON_FLUSH_PLAIN; /* an older shim: what it has complete now */
+    struct cuptimon_flush f = {.flush_id = flush_id, .mode = (uint32_t)mode, .fence = fence};
     uint8_t body[CUPTIMON_FLUSH_SIZE];
     cuptimon__flush_encode(body, &f);
     conn_send(s->conn, CUPTIMON_MSG_FLUSH, body, sizeof body);
@@ -1284,6 +1298,10 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "requests_declined",
                            json_object_new_int64((int64_t)s->shim_declined));
     json_object_object_add(o, "foreign_buffers", json_object_new_int64((int64_t)s->shim_foreign));
+    /* Work still running when the process ended, past its exit bound: its
+     * records came without times (the shim's BYE). */
+    json_object_object_add(o, "exit_incomplete_buffers",
+                           json_object_new_int64((int64_t)s->exit_running_buffers));
     json_object_object_add(
         o, "cupti", json_object_new_string(s->cupti_taken ? "taken by another tool" : "ours"));
     json_object_object_add(o, "protocol_errors",

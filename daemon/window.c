@@ -4,10 +4,19 @@
  *            session (processes that join later and match are included);
  *   start:   non-forced flush of the selected sessions, wait, mark the
  *            start time;
- *   end:     disable the extra kinds, forced flush, wait for every
- *            session's FLUSH_DONE and writes (a session that does not
- *            answer in time is marked late), then write one trace of what
- *            arrived, filtered as window-write.h says, on a worker thread.
+ *   end:     mark the end time, disable the extra kinds, then a fence
+ *            (flush.c): plain flushes until every session has handed over
+ *            every buffer CUPTI held at the end, so that the records of
+ *            work launched inside the window and still running at its end
+ *            arrive complete, bounded by window_end_timeout_s (or the
+ *            request's wait_s); a session that never answers is "late",
+ *            one whose work still runs at the bound "running" (its records
+ *            still reach the archive, once, when the work ends).  Then
+ *            write one trace of what arrived, filtered as window-write.h
+ *            says, on a worker thread.  Never a forced flush: it would hand
+ *            over the running work's records incomplete and lose them
+ *            (docs/gpu-runs/20261204-h200-probe), from the always-on
+ *            archive too.
  * The always-on archive keeps running throughout: a window reads the
  * chunks its sessions archived from the prepare on.
  */
@@ -17,6 +26,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +64,7 @@ struct member {
     uint32_t extra[MAX_KINDS]; /* kinds this window enabled (not always-on) */
     int nextra;
     int late, gone, joined;
+    int running; /* its work launched before the end still ran at the end's bound */
 };
 
 struct selector {
@@ -79,8 +90,10 @@ struct window {
     int64_t prepared_ns, start_ns, end_ns, at_ns;
     double duration_s;
     char output[700];
-    int gzip_level;  /* 1..9: written gzipped (.json.gz); 0: plain JSON */
-    int per_process; /* also one trace per process */
+    int gzip_level;          /* 1..9: written gzipped (.json.gz); 0: plain JSON */
+    int per_process;         /* also one trace per process */
+    double end_wait_s;       /* the end's bound on waiting for running work */
+    json_object *end_report; /* how the end's wait went (flush.c's result, trimmed) */
     struct member *m;
     size_t nm, capm;
     uv_timer_t timer;
@@ -438,6 +451,9 @@ static json_object *window_json(const struct window *w)
     for (int i = 0; i < w->nkinds; i++)
         json_object_array_add(k, json_object_new_int64(w->kinds[i]));
     json_object_object_add(o, "kinds", k);
+    json_object_object_add(o, "end_timeout_s", json_object_new_double(w->end_wait_s));
+    if (w->end_report)
+        json_object_object_add(o, "end_wait", json_object_get(w->end_report));
     if (w->result) {
         json_object *pt;
         json_object_object_add(o, "summary", json_object_get(w->result));
@@ -507,19 +523,41 @@ static void after_write_cb(uv_work_t *req, int status)
     answer(w->end_wait, &w->nend_wait, w);
 }
 
+/* Sets a member flag for each pid listed under key in the flush result. */
+static void mark_members(struct window *w, json_object *result, const char *key, size_t flag_off)
+{
+    json_object *a;
+    if (!json_object_object_get_ex(result, key, &a) || !json_object_is_type(a, json_type_array))
+        return;
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        pid_t pid = (pid_t)json_object_get_int64(json_object_array_get_idx(a, i));
+        for (size_t k = 0; k < w->nm; k++)
+            if (w->m[k].pid == pid)
+                *(int *)((char *)&w->m[k] + flag_off) = 1;
+    }
+}
+
 static void ended(struct daemon *d, void *ud, json_object *result)
 {
     struct window *w = ud;
-    json_object *late;
-    w->end_ns = unix_ns_now();
-    if (json_object_object_get_ex(result, "late", &late)) {
-        for (size_t i = 0; i < json_object_array_length(late); i++) {
-            pid_t pid = (pid_t)json_object_get_int64(json_object_array_get_idx(late, i));
-            for (size_t k = 0; k < w->nm; k++)
-                if (w->m[k].pid == pid)
-                    w->m[k].late = 1;
-        }
+    static const char *const keep[] = {"late",        "running",    "gone",
+                                       "cupti_taken", "elapsed_ms", "fence_flushes"};
+    mark_members(w, result, "late", offsetof(struct member, late));
+    mark_members(w, result, "running", offsetof(struct member, running));
+    json_object_put(w->end_report);
+    w->end_report = json_object_new_object();
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+        json_object *v;
+        if (json_object_object_get_ex(result, keep[i], &v))
+            json_object_object_add(w->end_report, keep[i], json_object_get(v));
     }
+    if (json_object_array_length(json_object_object_get(result, "running")) > 0)
+        log_notice("window",
+                   "window %" PRIu64 ": %zu process(es) still ran work launched before its end "
+                   "after %.1f s (window_end_timeout_s); those records reach the archive when "
+                   "the work ends, not this window's trace",
+                   w->id, json_object_array_length(json_object_object_get(result, "running")),
+                   w->end_wait_s);
     w->src = calloc(w->nm ? w->nm : 1, sizeof *w->src);
     for (size_t i = 0; w->src && i < w->nm; i++) {
         struct member *m = &w->m[i];
@@ -552,8 +590,11 @@ static void end_window(struct window *w)
     if (w->timer_on) {
         uv_timer_stop(&w->timer);
     }
+    /* The end is when it was asked for: API calls that start after it are
+     * not the window's, whatever the wait for running work below. */
+    w->end_ns = unix_ns_now();
     if (w->start_ns == 0)
-        w->start_ns = unix_ns_now(); /* ended before it started: an empty window */
+        w->start_ns = w->end_ns; /* ended before it started: an empty window */
     w->state = W_ENDING;
     for (size_t i = 0; i < w->nm; i++) {
         struct session *s = find_session(d, w->m[i].session);
@@ -563,7 +604,7 @@ static void end_window(struct window *w)
     uint64_t *ids;
     size_t n;
     member_ids(w, &ids, &n);
-    if (!ids || flush_some(d, 1, d->cfg.flush_timeout_s, ids, n, ended, w) < 0) {
+    if (!ids || flush_some(d, CUPTIMON_FLUSH_FENCE, w->end_wait_s, ids, n, ended, w) < 0) {
         json_object *empty = json_object_new_object();
         ended(d, w, empty);
         json_object_put(empty);
@@ -598,7 +639,8 @@ static void start_window(struct window *w)
     member_ids(w, &ids, &n);
     /* PyTorch's start: a non-forced flush and a wait, so that what was
      * already buffered is behind us, then the start time. */
-    if (!ids || flush_some(w->d, 0, w->d->cfg.flush_timeout_s, ids, n, started, w) < 0) {
+    if (!ids ||
+        flush_some(w->d, CUPTIMON_FLUSH_PLAIN, w->d->cfg.flush_timeout_s, ids, n, started, w) < 0) {
         json_object *empty = json_object_new_object();
         started(w->d, w, empty);
         json_object_put(empty);
@@ -693,6 +735,22 @@ static int check_output(struct window *w, char *why, size_t wl)
         w->req.ngroups = (size_t)n;
     }
     return cuptimon__outpath_check(w->output, &w->req, w->user_dir, &w->dirid, why, wl);
+}
+
+/* A request's bound on the end's wait for running work (seconds). */
+static int parse_end_timeout(json_object *v, double *out, char *why, size_t wl)
+{
+    double s = json_object_get_double(v);
+    if (!(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) ||
+        !(s > 0 && s <= 3600)) {
+        snprintf(why, wl,
+                 "end timeout %s is not a number of seconds in (0, 3600] (how long the "
+                 "window's end waits for work still running)",
+                 json_object_to_json_string(v));
+        return -EINVAL;
+    }
+    *out = s;
+    return 0;
 }
 
 static void prepare(struct daemon *d, struct conn *conn, json_object *req, int begin)
@@ -836,6 +894,13 @@ static void prepare(struct daemon *d, struct conn *conn, json_object *req, int b
      * its name, as decode -o does: FILE.gz is gzipped (at level 1 when the
      * level says plain), any other name is plain JSON. */
     w->gzip_level = d->conf.window_gzip_level;
+    w->end_wait_s = d->conf.window_end_timeout_s;
+    if (json_object_object_get_ex(req, "end_timeout_s", &v) &&
+        parse_end_timeout(v, &w->end_wait_s, why, sizeof why) < 0) {
+        send_err(conn, "EINVAL", "%s", why);
+        free(w);
+        return;
+    }
     w->per_process = d->conf.window_per_process;
     if (json_object_object_get_ex(req, "per_process", &v)) {
         if (!json_object_is_type(v, json_type_boolean)) {
@@ -960,6 +1025,12 @@ void window_op_end(struct daemon *d, struct conn *conn, json_object *req)
         send_err(conn, "EBUSY", "too many clients wait for window %" PRIu64, w->id);
         return;
     }
+    json_object *v;
+    if (w->state < W_ENDING && json_object_object_get_ex(req, "end_timeout_s", &v) &&
+        parse_end_timeout(v, &w->end_wait_s, why, sizeof why) < 0) {
+        send_err(conn, "EINVAL", "%s", why);
+        return;
+    }
     w->end_wait[w->nend_wait++] = ctl_reply_hold(conn);
     if (w->state == W_STARTING) {
         /* Let the start finish first; it answers its waiters, then end. */
@@ -1024,6 +1095,7 @@ static void on_window_timer_closed(uv_handle_t *h)
     struct window *w = h->data;
     json_object_put(w->result);
     json_object_put(w->summary);
+    json_object_put(w->end_report);
     free(w->error);
     free(w->werr);
     free(w->m);

@@ -88,11 +88,29 @@ struct cuptimon_buffer_release {
 #define CUPTIMON_BUFFER_RELEASE_SIZE 16u
 
 /* FLUSH: ask the producer to call cuptiActivityFlushAll and then send
- * FLUSH_DONE with the same id after every buffer that flush produced. */
+ * FLUSH_DONE with the same id after every buffer that flush produced.
+ *
+ * mode PLAIN: cuptiActivityFlushAll(0), which hands over only buffers whose
+ * records are complete (docs/gpu-runs/20261204-h200-probe).  FORCED: with
+ * CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, which also hands over the records of
+ * work still running, incomplete, and loses their completion: the daemon
+ * never asks for it (an older daemon did, at a window's end).  FENCE: a
+ * plain flush that also answers whether every buffer CUPTI was given
+ * before the fence numbered `fence` (nonzero; the first FENCE flush with a
+ * new number sets it) is back: FLUSH_DONE's CUPTIMON_SHIM_FENCE_PENDING
+ * when not.  The daemon repeats a FENCE flush with the same number until it
+ * is not pending or its bound passes.  Only sent to a shim whose hello says
+ * "fence": true (a shim without it refuses mode 2, and `fence` must be 0 in
+ * the other modes), so no version bump. */
+enum {
+    CUPTIMON_FLUSH_PLAIN = 0,
+    CUPTIMON_FLUSH_FORCED = 1,
+    CUPTIMON_FLUSH_FENCE = 2,
+};
 struct cuptimon_flush {
     uint64_t flush_id;
-    uint32_t forced;
-    uint32_t reserved;
+    uint32_t mode;
+    uint32_t fence;
 };
 #define CUPTIMON_FLUSH_SIZE 16u
 
@@ -113,6 +131,9 @@ struct cuptimon_flush_done {
 #define CUPTIMON_SHIM_CUPTI_TAKEN 0x1ull
 /* Another tool shares CUPTI through the preloaded shim right now. */
 #define CUPTIMON_SHIM_SHARING 0x2ull
+/* Answering a FENCE flush: CUPTI still holds buffers it was given before the
+ * fence (they hold records of work still running). */
+#define CUPTIMON_SHIM_FENCE_PENDING 0x4ull
 
 /*
  * STRINGS body: uint32 count, uint32 reserved, then `count` entries of

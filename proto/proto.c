@@ -186,8 +186,8 @@ int cuptimon__buffer_release_decode(const uint8_t *body, size_t len,
 void cuptimon__flush_encode(uint8_t out[CUPTIMON_FLUSH_SIZE], const struct cuptimon_flush *m)
 {
     cuptimon__put_u64(out, m->flush_id);
-    cuptimon__put_u32(out + 8, m->forced);
-    cuptimon__put_u32(out + 12, 0);
+    cuptimon__put_u32(out + 8, m->mode);
+    cuptimon__put_u32(out + 12, m->mode == CUPTIMON_FLUSH_FENCE ? m->fence : 0);
 }
 
 int cuptimon__flush_decode(const uint8_t *body, size_t len, struct cuptimon_flush *m)
@@ -195,9 +195,9 @@ int cuptimon__flush_decode(const uint8_t *body, size_t len, struct cuptimon_flus
     if (len != CUPTIMON_FLUSH_SIZE)
         return -EBADMSG;
     m->flush_id = cuptimon__get_u64(body);
-    m->forced = cuptimon__get_u32(body + 8);
-    m->reserved = cuptimon__get_u32(body + 12);
-    if (m->forced > 1 || m->reserved != 0)
+    m->mode = cuptimon__get_u32(body + 8);
+    m->fence = cuptimon__get_u32(body + 12);
+    if (m->mode > CUPTIMON_FLUSH_FENCE || (m->mode == CUPTIMON_FLUSH_FENCE) != (m->fence != 0))
         return -EBADMSG;
     return 0;
 }

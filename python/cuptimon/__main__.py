@@ -1,7 +1,7 @@
 """``python -m cuptimon``: a small cuptimonctl in Python.
 
     python -m cuptimon status [--json]
-    python -m cuptimon flush [--forced] [--timeout-s S]
+    python -m cuptimon flush [--wait-running] [--timeout-s S]
     python -m cuptimon begin-window [--all | --pid P ... | --uid U | --job J | --rank R | --label L]
                                     [--activities LIST] [--duration S] [--at T] [--output FILE] [--json]
     python -m cuptimon prepare-window ...      (the same options)
@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the raw reply")
 
     s = sub.add_parser("flush", help="hand over CUPTI's buffers now and wait until archived")
-    s.add_argument("--forced", action="store_true", help="also partly filled buffers")
+    s.add_argument("--wait-running", "--forced", dest="forced", action="store_true",
+                   help="also wait for the work still running (never forces CUPTI)")
     s.add_argument("--timeout-s", type=float, metavar="S", help="how long the daemon waits")
     s.add_argument("--json", action="store_true")
 

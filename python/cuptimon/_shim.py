@@ -210,8 +210,12 @@ def init() -> int:
 
 
 def flush(forced: bool = False) -> int:
-    """cuptimon_flush(): asks CUPTI to complete its buffers now.  Returns 0
-    or a negative errno (-ENODEV without a shim)."""
+    """cuptimon_flush(): asks CUPTI for the buffers whose records are
+    complete now.  ``forced``: also wait (at most a second) until the work
+    launched so far has ended and every buffer CUPTI held is back; CUPTI is
+    never forced (that would lose the records of running work).  Returns 0
+    or a negative errno (-ENODEV without a shim, -ETIMEDOUT when work still
+    ran after the second)."""
     lib = find()
     if lib is None or not hasattr(lib, "cuptimon_flush"):
         return -19

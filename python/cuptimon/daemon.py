@@ -59,14 +59,19 @@ def ping(*, socket_path: Optional[str] = None, timeout: Optional[float] = None) 
 
 def flush(forced: bool = False, timeout_s: Optional[float] = None, *,
           socket_path: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
-    """Makes every session hand over CUPTI's buffers now and waits until they
-    are archived (``cuptimonctl flush``).  ``forced``: also partly filled
-    buffers.  ``timeout_s``: how long the daemon waits for the sessions
-    (default its own, see cuptimond --help); sessions that do not finish in
-    time are listed in the reply's "late".
+    """Makes every session hand over CUPTI's complete buffers now and waits
+    until they are archived (``cuptimonctl flush``).  ``forced``: also wait
+    until every process has handed over all the work it launched before the
+    flush, work still running included (``cuptimonctl flush
+    --wait-running``; CUPTI itself is never forced, which would lose the
+    records of running work).  ``timeout_s``: how long the daemon waits
+    (default its own, see cuptimond --help); sessions that do not answer in
+    time are listed in the reply's "late", those whose work still ran in
+    "running".
 
-    Returns ``{"flush_id", "forced", "sessions", "completed", "late": [pids],
-    "gone": [pids], "elapsed_ms"}``."""
+    Returns ``{"flush_id", "fence", "sessions", "completed", "late": [pids],
+    "running": [pids], "gone": [pids], "cupti_taken": [pids], "elapsed_ms",
+    "fence_flushes"}``."""
     if timeout_s is not None:
         timeout_s = float(timeout_s)
     if timeout is None:

@@ -96,7 +96,8 @@ static void decode_body(uint16_t type, const uint8_t *body, size_t len)
         if (len != CUPTIMON_FLUSH_SIZE)
             CHECK(rc == -EBADMSG);
         if (rc == 0) {
-            CHECK(m.forced <= 1 && m.reserved == 0);
+            CHECK(m.mode <= CUPTIMON_FLUSH_FENCE &&
+                  (m.mode == CUPTIMON_FLUSH_FENCE) == (m.fence != 0));
             cuptimon__flush_encode(out, &m);
             CHECK(memcmp(out, body, CUPTIMON_FLUSH_SIZE) == 0);
         }

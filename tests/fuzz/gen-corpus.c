@@ -123,14 +123,14 @@ static void gen_frames(void)
                                 CUPTIMON_BUFFER_RELEASE_SIZE + 1));
     put_buf("frame", "bad-buffer-release-long", &f);
 
-    const struct cuptimon_flush fl = {.flush_id = 99, .forced = 1};
+    const struct cuptimon_flush fl = {.flush_id = 99, .mode = CUPTIMON_FLUSH_FENCE, .fence = 3};
     cuptimon__flush_encode(b, &fl);
     must(cuptimon__frame_append(&f, CUPTIMON_MSG_FLUSH, b, CUPTIMON_FLUSH_SIZE));
     must(cuptimon__buf_append(&all, f.data, f.len));
     put_buf("frame", "ok-flush", &f);
-    cuptimon__put_u32(b + 8, 2);
+    cuptimon__put_u32(b + 12, 0); /* a fence flush without its number */
     must(cuptimon__frame_append(&f, CUPTIMON_MSG_FLUSH, b, CUPTIMON_FLUSH_SIZE));
-    put_buf("frame", "bad-flush-forced", &f);
+    put_buf("frame", "bad-flush-fence", &f);
 
     const struct cuptimon_flush_done fd = {.flush_id = 99, .buffers = 5};
     cuptimon__flush_done_encode(b, &fd);

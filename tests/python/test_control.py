@@ -29,11 +29,11 @@ def test_status(daemon):
 
 def test_flush(daemon):
     r = cuptimon.flush()
-    assert r["forced"] is False
+    assert r["fence"] is False
     assert r["completed"] <= r["sessions"]
-    assert r["late"] == [] and "elapsed_ms" in r
+    assert r["late"] == [] and r["running"] == [] and "elapsed_ms" in r
     r = cuptimon.flush(forced=True, timeout_s=5)
-    assert r["forced"] is True
+    assert r["fence"] is True
 
 
 def test_flush_bad_timeout_is_daemon_error(daemon):

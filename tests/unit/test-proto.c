@@ -607,11 +607,12 @@ END_TEST
 
 START_TEST(test_flush)
 {
-    const struct cuptimon_flush v = {.flush_id = 0xd1d2d3d4d5d6d7d8ull, .forced = 1, .reserved = 0};
+    const struct cuptimon_flush v = {
+        .flush_id = 0xd1d2d3d4d5d6d7d8ull, .mode = CUPTIMON_FLUSH_FENCE, .fence = 0x01020304u};
     static const uint8_t want[CUPTIMON_FLUSH_SIZE] = {
         0xd8, 0xd7, 0xd6, 0xd5, 0xd4, 0xd3, 0xd2, 0xd1, /* flush_id */
-        0x01, 0x00, 0x00, 0x00,                         /* forced */
-        0x00, 0x00, 0x00, 0x00,                         /* reserved */
+        0x02, 0x00, 0x00, 0x00,                         /* mode: fence */
+        0x04, 0x03, 0x02, 0x01,                         /* fence */
     };
     uint8_t out[CUPTIMON_FLUSH_SIZE + 1];
     memset(out, 0xee, sizeof out);
@@ -623,18 +624,23 @@ START_TEST(test_flush)
     memset(&m, 0xff, sizeof m);
     ck_assert_int_eq(cuptimon__flush_decode(want, sizeof want, &m), 0);
     ck_assert_uint_eq(m.flush_id, v.flush_id);
-    ck_assert_uint_eq(m.forced, 1);
-    ck_assert_uint_eq(m.reserved, 0);
+    ck_assert_uint_eq(m.mode, CUPTIMON_FLUSH_FENCE);
+    ck_assert_uint_eq(m.fence, 0x01020304u);
 
-    /* forced = 0 is the other accepted value. */
-    const struct cuptimon_flush z = {.flush_id = 7, .forced = 0};
-    cuptimon__flush_encode(out, &z);
-    ck_assert_int_eq(cuptimon__flush_decode(out, CUPTIMON_FLUSH_SIZE, &m), 0);
-    ck_assert_uint_eq(m.flush_id, 7);
-    ck_assert_uint_eq(m.forced, 0);
+    /* plain (0) and forced (1) are the other accepted modes, with fence 0. */
+    for (uint32_t mode = CUPTIMON_FLUSH_PLAIN; mode <= CUPTIMON_FLUSH_FORCED; mode++) {
+        const struct cuptimon_flush z = {.flush_id = 7 + mode, .mode = mode};
+        cuptimon__flush_encode(out, &z);
+        ck_assert_int_eq(cuptimon__flush_decode(out, CUPTIMON_FLUSH_SIZE, &m), 0);
+        ck_assert_uint_eq(m.flush_id, 7 + mode);
+        ck_assert_uint_eq(m.mode, mode);
+        ck_assert_uint_eq(m.fence, 0);
+    }
 
-    /* The encoder writes 0 into the reserved word whatever the struct holds. */
-    const struct cuptimon_flush r = {.flush_id = 8, .forced = 1, .reserved = 0x12345678u};
+    /* The encoder writes 0 into the fence word of the other modes, whatever the struct
+     * holds: an older shim refuses anything else there. */
+    const struct cuptimon_flush r = {
+        .flush_id = 8, .mode = CUPTIMON_FLUSH_FORCED, .fence = 0x12345678u};
     cuptimon__flush_encode(out, &r);
     static const uint8_t zero4[4] = {0};
     ck_assert_mem_eq(out + 12, zero4, 4);
@@ -649,17 +655,22 @@ START_TEST(test_flush_bad)
     ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE - 1, &m), -EBADMSG);
     ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE + 1, &m), -EBADMSG);
 
-    body[8] = 2; /* forced = 2 */
+    body[8] = 3; /* mode 3 */
     ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), -EBADMSG);
     body[8] = 0;
-    body[11] = 0x80; /* forced = 0x80000000 */
+    body[11] = 0x80; /* mode 0x80000000 */
     ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), -EBADMSG);
     body[11] = 0;
-    body[12] = 1; /* reserved = 1 */
+    body[12] = 1; /* a fence number on a plain flush */
     ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), -EBADMSG);
+    body[8] = 1; /* ... and on a forced one */
+    ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), -EBADMSG);
+    body[8] = 2; /* a fence flush needs one */
+    ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), 0);
     body[12] = 0;
-    body[15] = 0x01; /* reserved = 0x01000000 */
     ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), -EBADMSG);
+    body[15] = 0x01; /* fence 0x01000000 */
+    ck_assert_int_eq(cuptimon__flush_decode(body, CUPTIMON_FLUSH_SIZE, &m), 0);
 }
 END_TEST
 
