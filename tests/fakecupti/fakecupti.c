@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,23 @@ struct qnode {
     struct qnode *next;
     struct fbuf b;
     uint64_t seq;
+    int full;  /* closed because it could take no more: the worker completes it */
+    int ready; /* a flush found it complete (or forced it): deliver it */
+};
+
+/* A GPU record written incomplete.  Real CUPTI reserves a kernel's, copy's or
+ * memset's record in the buffer at launch, with bit 31 of its kind set and its
+ * timestamps 0, and fills it in once the work has ended and CUPTI looks (at a
+ * flush, or when its worker completes a full buffer), in launch order: a record
+ * whose work still runs holds back every later one, on any stream
+ * (docs/gpu-runs/20261204-h200-probe). */
+#define FC_INCOMPLETE 0x80000000u
+struct pend {
+    uint8_t *rec;        /* the record, in its buffer */
+    const uint8_t *base; /* that buffer */
+    uint64_t end_rt;     /* CLOCK_REALTIME at which its work has ended */
+    uint64_t t[3];       /* its start, end and completed, to write then */
+    uint16_t off[3];     /* where they go in the record (0: no such field) */
 };
 
 struct slot { /* slots[0]: the global buffer; 1..: per-thread buffers */
@@ -114,6 +132,9 @@ static struct {
 
     struct qnode *qhead, *qtail;
     uint64_t enq_seq, done_seq, inflight_seq;
+
+    struct pend *pend; /* incomplete records, in launch order: [pend_head, pend_head + npend) */
+    size_t pend_head, npend, cappend;
 
     pthread_t worker;
     int running, stop, shutting_down;
@@ -450,37 +471,119 @@ static void deliver_one_locked(void)
     pthread_cond_broadcast(&g.cv_done);
 }
 
-static void enqueue_locked(struct fbuf *b);
+/* ---------------------------------------------------------------- incomplete records */
 
-/* periodic flush: complete the current buffers that are full */
+static void pend_fill(struct pend *p, int complete)
+{
+    uint32_t kind;
+
+    if (complete)
+        for (int i = 0; i < 3; i++)
+            if (p->off[i])
+                memcpy(p->rec + p->off[i], &p->t[i], sizeof p->t[i]);
+    memcpy(&kind, p->rec, sizeof kind);
+    kind &= ~FC_INCOMPLETE;
+    memcpy(p->rec, &kind, sizeof kind);
+}
+
+/* Completes, in launch order, the records whose work has ended by now; the first one
+ * still running stops it. */
+static void reap_locked(void)
+{
+    uint64_t now = rt_now();
+
+    while (g.npend && g.pend[g.pend_head].end_rt <= now) {
+        pend_fill(&g.pend[g.pend_head], 1);
+        g.pend_head++;
+        g.npend--;
+    }
+    if (!g.npend)
+        g.pend_head = 0;
+    g.st.records_pending = g.npend;
+}
+
+/* Whether the buffer at base holds a record that is not complete yet. */
+static int incomplete_locked(const uint8_t *base)
+{
+    for (size_t i = 0; i < g.npend; i++)
+        if (g.pend[g.pend_head + i].base == base)
+            return 1;
+    return 0;
+}
+
+/* A forced flush: every record still incomplete goes out as it is, its times 0 and its
+ * kind clean, and CUPTI forgets it (its completion is never delivered). */
+static void abandon_locked(void)
+{
+    for (size_t i = 0; i < g.npend; i++)
+        pend_fill(&g.pend[g.pend_head + i], 0);
+    g.st.records_incomplete += g.npend;
+    if (g.npend)
+        fc_log(1, "forced flush: %zu record(s) handed over incomplete", g.npend);
+    g.npend = g.pend_head = 0;
+    g.st.records_pending = 0;
+}
+
+/* The queue head may go to the client now: a flush found it complete (or forced it), or
+ * it is full and its records are complete (CUPTI's worker). */
+static int head_deliverable_locked(void)
+{
+    struct qnode *h = g.qhead;
+
+    if (!h)
+        return 0;
+    if (h->ready)
+        return 1;
+    if (h->full) {
+        reap_locked();
+        return !incomplete_locked(h->b.base);
+    }
+    return 0;
+}
+
+static void enqueue_locked(struct fbuf *b, int full, int ready);
+
+/* periodic flush (cuptiActivityFlushPeriod): close the current buffers that are full;
+ * the worker completes them once their records are */
 static void periodic_flush_locked(void)
 {
     for (size_t i = 0; i < g.nslots; i++) {
         struct fbuf *b = &g.slots[i].b;
 
         if (b->base && b->valid && b->size - b->valid < FC_MAX_RECORD)
-            enqueue_locked(b);
+            enqueue_locked(b, 1, 0);
     }
 }
 
+static void force_ready_locked(void);
+
+/* CUPTI's worker: delivers the queue head once it may go (above), in order.  A full
+ * buffer whose records still run is looked at again every millisecond; a buffer a flush
+ * closed while a record in it (or before it) ran waits for the next flush, as on the
+ * H200, where nothing arrives without one. */
 static void *worker_main(void *arg)
 {
     (void)arg;
     lock();
     for (;;) {
-        while (!g.qhead && !g.stop) {
-            if (g.period_ms) {
+        while (!head_deliverable_locked() && !g.stop) {
+            uint64_t wait_ns = g.qhead && g.qhead->full ? 1000000ull
+                               : g.period_ms            ? (uint64_t)g.period_ms * 1000000ull
+                                                        : 0;
+            if (wait_ns) {
                 struct timespec ts;
-                uint64_t at = rt_now() + (uint64_t)g.period_ms * 1000000ull;
+                uint64_t at = rt_now() + wait_ns;
 
                 ts.tv_sec = (time_t)(at / 1000000000ull);
                 ts.tv_nsec = (long)(at % 1000000000ull);
-                if (pthread_cond_timedwait(&g.cv_work, &g.mu, &ts) == ETIMEDOUT)
+                if (pthread_cond_timedwait(&g.cv_work, &g.mu, &ts) == ETIMEDOUT && g.period_ms)
                     periodic_flush_locked();
             } else {
                 pthread_cond_wait(&g.cv_work, &g.mu);
             }
         }
+        if (g.stop)
+            force_ready_locked(); /* unloading: whatever is queued goes out as it is */
         if (!g.qhead)
             break; /* stop requested and queue drained */
         deliver_one_locked();
@@ -547,8 +650,9 @@ static void stop_worker(int timed)
     unlock();
 }
 
-/* queue a buffer for completion; the slot's fbuf is cleared */
-static void enqueue_locked(struct fbuf *b)
+/* close a buffer: queue it for completion; the slot's fbuf is cleared.  full: it can take
+ * no more (the worker completes it when its records are); ready: deliver it as it is */
+static void enqueue_locked(struct fbuf *b, int full, int ready)
 {
     struct qnode *n = malloc(sizeof *n);
 
@@ -561,6 +665,8 @@ static void enqueue_locked(struct fbuf *b)
     n->next = NULL;
     n->b = *b;
     n->seq = ++g.enq_seq;
+    n->full = full;
+    n->ready = ready;
     memset(b, 0, sizeof *b);
     if (g.qtail)
         g.qtail->next = n;
@@ -574,12 +680,13 @@ static void enqueue_locked(struct fbuf *b)
     pthread_cond_signal(&g.cv_work);
 }
 
-/* with g.mu held exactly once: wait until everything queued up to `ticket` has completed */
+/* with g.mu held exactly once: wait until everything queued up to `ticket` has completed
+ * (the caller made those deliverable) */
 static void wait_done_locked(uint64_t ticket)
 {
     while (g.done_seq < ticket) {
         if (!g.running && start_worker_locked() != 0) {
-            if (g.qhead)
+            if (head_deliverable_locked())
                 deliver_one_locked(); /* no completion thread: deliver inline */
             else if (g.inflight_seq)
                 pthread_cond_wait(&g.cv_done, &g.mu); /* another thread delivers inline */
@@ -587,19 +694,52 @@ static void wait_done_locked(uint64_t ticket)
                 break;
             continue;
         }
+        pthread_cond_signal(&g.cv_work);
         pthread_cond_wait(&g.cv_done, &g.mu);
     }
 }
 
-static void flush_locked(int include_empty)
+/* Everything queued may go, incomplete records as they are (a forced flush). */
+static void force_ready_locked(void)
 {
+    reap_locked();
+    abandon_locked();
+    for (struct qnode *n = g.qhead; n; n = n->next)
+        n->ready = 1;
+}
+
+/* cuptiActivityFlushAll, as measured on the H200 (docs/gpu-runs/20261204-h200-probe): every
+ * current buffer is closed (records written after it go into new buffers); plain (flag 0),
+ * the closed buffers are delivered in fill order up to the first that holds a record not
+ * complete yet, which stays queued, with all after it, until a later flush finds it
+ * complete; forced, every buffer goes, incomplete records with times 0, never completed
+ * after.  include_empty (a forced reset): empty current buffers go back too.  Returns when
+ * the completion callback has returned for each buffer delivered. */
+static void flush_locked(int forced, int include_empty)
+{
+    uint64_t ticket = 0;
+
     for (size_t i = 0; i < g.nslots; i++) {
         struct fbuf *b = &g.slots[i].b;
 
         if (b->base && (b->valid || include_empty))
-            enqueue_locked(b);
+            enqueue_locked(b, 0, 0);
     }
-    wait_done_locked(g.enq_seq);
+    if (forced) {
+        force_ready_locked();
+        ticket = g.enq_seq;
+    } else {
+        reap_locked();
+        for (struct qnode *n = g.qhead; n; n = n->next) {
+            if (!n->ready && incomplete_locked(n->b.base))
+                break;
+            n->ready = 1;
+            ticket = n->seq;
+        }
+    }
+    if (g.npend)
+        fc_log(1, "flush: %zu record(s) still running: their buffers are held", g.npend);
+    wait_done_locked(ticket);
 }
 
 /* ---------------------------------------------------------------- buffers and records */
@@ -637,10 +777,11 @@ static void thread_exit(void *p)
         if (t->slot < g.nslots) {
             struct slot *s = &g.slots[t->slot];
 
-            /* a thread's records go out when it exits; an empty buffer stays with the
-             * slot for the next thread */
+            /* a thread's buffer is closed when it exits (it goes out at the next flush,
+             * when its records are complete); an empty one stays with the slot for the
+             * next thread */
             if (s->b.base && s->b.valid)
-                enqueue_locked(&s->b);
+                enqueue_locked(&s->b, 0, 0);
             s->owned = 0;
         }
         unlock();
@@ -721,7 +862,7 @@ static int request_locked(struct tstate *t, size_t si, size_t need)
                     "%zu (needs %d-byte alignment and room for a %zu-byte record); "
                     "completing it back empty\n",
                     (void *)buf, size, ACTIVITY_RECORD_ALIGNMENT, need);
-        enqueue_locked(&rb);
+        enqueue_locked(&rb, 0, 1);
         return 0;
     }
     if (g.attr[CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER]) {
@@ -738,7 +879,7 @@ static int request_locked(struct tstate *t, size_t si, size_t need)
     }
     b = &g.slots[si].b;
     if (b->base) /* a nested request filled the slot meanwhile */
-        enqueue_locked(b);
+        enqueue_locked(b, 1, 0);
     b->base = buf;
     b->size = size;
     b->valid = 0;
@@ -748,9 +889,38 @@ static int request_locked(struct tstate *t, size_t si, size_t need)
     return 1;
 }
 
-/* write one record for the calling thread; returns 1 written, 0 dropped */
+/* Records a GPU record just copied to rec (in the buffer at base) as incomplete: its kind
+ * gets bit 31 and its times 0 until reap_locked fills them in. */
+static int push_pend_locked(const struct pend *p, const uint8_t *base, uint8_t *rec)
+{
+    struct pend e = *p;
+    uint32_t kind;
+
+    if (g.pend_head && g.pend_head + g.npend == g.cappend) {
+        memmove(g.pend, g.pend + g.pend_head, g.npend * sizeof *g.pend);
+        g.pend_head = 0;
+    }
+    if (grow((void **)&g.pend, &g.cappend, g.pend_head + g.npend + 1, sizeof *g.pend) != 0)
+        return -1;
+    e.rec = rec;
+    e.base = base;
+    for (int i = 0; i < 3; i++)
+        if (e.off[i]) {
+            memcpy(&e.t[i], rec + e.off[i], sizeof e.t[i]);
+            memset(rec + e.off[i], 0, sizeof e.t[i]);
+        }
+    memcpy(&kind, rec, sizeof kind);
+    kind |= FC_INCOMPLETE;
+    memcpy(rec, &kind, sizeof kind);
+    g.pend[g.pend_head + g.npend++] = e;
+    g.st.records_pending = g.npend;
+    return 0;
+}
+
+/* write one record for the calling thread; returns 1 written, 0 dropped.  p: a GPU record,
+ * written incomplete (struct pend) and completed when its work has ended */
 static int put_locked(struct tstate *t, const void *rec, size_t sz, CUcontext dctx,
-                      uint32_t dstream)
+                      uint32_t dstream, const struct pend *p)
 {
     size_t si;
     struct fbuf *b;
@@ -760,9 +930,11 @@ static int put_locked(struct tstate *t, const void *rec, size_t sz, CUcontext dc
         count_drop_locked(dctx, dstream);
         return 0;
     }
+    if (g.npend >= 256)
+        reap_locked(); /* keeps the list of incomplete records short */
     b = &g.slots[si].b;
     if (b->base && (b->size - b->valid < sz || (b->max_records && b->nrec >= b->max_records)))
-        enqueue_locked(b);
+        enqueue_locked(b, 1, 0);
     if (!b->base) {
         if (!request_locked(t, si, sz)) {
             count_drop_locked(dctx, dstream);
@@ -771,10 +943,15 @@ static int put_locked(struct tstate *t, const void *rec, size_t sz, CUcontext dc
         b = &g.slots[si].b;
     }
     memcpy(b->base + b->valid, rec, sz);
+    if (p && push_pend_locked(p, b->base, b->base + b->valid) < 0) {
+        memset(b->base + b->valid, 0, sz);
+        count_drop_locked(dctx, dstream);
+        return 0;
+    }
     b->valid += sz;
     b->nrec++;
     memcpy(&kind, rec, sizeof kind);
-    switch (kind) {
+    switch (kind & ~FC_INCOMPLETE) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: g.st.kernels++; break;
     case CUPTI_ACTIVITY_KIND_MEMCPY: g.st.memcpys++; break;
@@ -786,7 +963,7 @@ static int put_locked(struct tstate *t, const void *rec, size_t sz, CUcontext dc
     }
     /* full: hand it to the completion thread now */
     if ((b->max_records && b->nrec >= b->max_records) || b->size - b->valid < FC_MIN_RECORD)
-        enqueue_locked(b);
+        enqueue_locked(b, 1, 0);
     return 1;
 }
 
@@ -920,6 +1097,15 @@ static uint32_t mark(int written, uint32_t bit)
     return written ? bit : bit << FAKECUDA_DROPPED_SHIFT;
 }
 
+/* A GPU record goes into the buffer incomplete; its work ends at end_rt. */
+#define PUT_GPU_AT(r, o_completed)                                                                 \
+    put_locked(t, &(r), sizeof(r), gctx, gstream,                                                  \
+               &(struct pend){.end_rt = end_rt,                                                    \
+                              .off = {offsetof(__typeof__(r), start),                              \
+                                      offsetof(__typeof__(r), end), (o_completed)}})
+#define PUT_GPU(r)    PUT_GPU_AT(r, 0)
+#define PUT_KERNEL(r) PUT_GPU_AT(r, offsetof(__typeof__(r), completed))
+
 static uint32_t do_launch(const struct launch *L)
 {
     struct tstate *t = self();
@@ -1000,7 +1186,7 @@ static uint32_t do_launch(const struct launch *L)
             r.externalKind = (CUpti_ExternalCorrelationKind)k;
             r.externalId = t->ext[k].ids[t->ext[k].n - 1];
             r.correlationId = corr;
-            res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_EXTCORR);
+            res |= mark(put_locked(t, &r, sizeof r, NULL, 0, NULL), FAKECUDA_REC_EXTCORR);
         }
     }
 
@@ -1069,21 +1255,21 @@ static uint32_t do_launch(const struct launch *L)
         case 9: {
             CUpti_ActivityKernel9 r;
             FILL_KERNEL(r);
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_KERNEL(r), FAKECUDA_REC_GPU);
             break;
         }
         case 10: {
             CUpti_ActivityKernel10 r;
             FILL_KERNEL(r);
             r.isDeviceLaunched = 0;
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_KERNEL(r), FAKECUDA_REC_GPU);
             break;
         }
         case 11: {
             fc_ActivityKernel11 r;
             FILL_KERNEL(r);
             r.priority = -1 - (int32_t)L->stream;
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_KERNEL(r), FAKECUDA_REC_GPU);
             break;
         }
         case 12: {
@@ -1091,7 +1277,7 @@ static uint32_t do_launch(const struct launch *L)
             FILL_KERNEL(r);
             r.priority = -1 - (int32_t)L->stream;
             r.executionModel = 1;
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_KERNEL(r), FAKECUDA_REC_GPU);
             break;
         }
         default: {
@@ -1101,7 +1287,7 @@ static uint32_t do_launch(const struct launch *L)
             r.executionModel = 1;
             r.sourceGraphId = k->graph_id ? (uint32_t)k->graph_id + 7 : 0;
             r.sourceGraphNodeId = k->graph_node_id ? k->graph_node_id + 7 : 0;
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_KERNEL(r), FAKECUDA_REC_GPU);
             break;
         }
         }
@@ -1138,21 +1324,21 @@ static uint32_t do_launch(const struct launch *L)
         case 5: {
             CUpti_ActivityMemcpy5 r;
             FILL_MEMCPY(r);
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_GPU(r), FAKECUDA_REC_GPU);
             break;
         }
         case 6: {
             CUpti_ActivityMemcpy6 r;
             FILL_MEMCPY(r);
             r.copyCount = 1;
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_GPU(r), FAKECUDA_REC_GPU);
             break;
         }
         default: {
             fc_ActivityMemcpy7 r;
             FILL_MEMCPY(r);
             r.copyCount = 1;
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_GPU(r), FAKECUDA_REC_GPU);
             break;
         }
         }
@@ -1183,11 +1369,11 @@ static uint32_t do_launch(const struct launch *L)
         if (fc_gen().memset == 4) {
             CUpti_ActivityMemset4 r;
             FILL_MEMSET(r);
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_GPU(r), FAKECUDA_REC_GPU);
         } else {
             fc_ActivityMemset5 r;
             FILL_MEMSET(r);
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_GPU(r), FAKECUDA_REC_GPU);
         }
 #undef FILL_MEMSET
     }
@@ -1204,7 +1390,7 @@ static uint32_t do_launch(const struct launch *L)
         r.threadId = thread_id();
         r.correlationId = corr;
         r.returnValue = 0; /* CUDA_SUCCESS */
-        res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_DRIVER);
+        res |= mark(put_locked(t, &r, sizeof r, NULL, 0, NULL), FAKECUDA_REC_DRIVER);
     }
     if (rt_on) {
         CUpti_ActivityAPI r;
@@ -1218,7 +1404,7 @@ static uint32_t do_launch(const struct launch *L)
         r.threadId = thread_id();
         r.correlationId = corr;
         r.returnValue = 0; /* cudaSuccess */
-        res |= mark(put_locked(t, &r, sizeof r, NULL, 0), FAKECUDA_REC_RUNTIME);
+        res |= mark(put_locked(t, &r, sizeof r, NULL, 0, NULL), FAKECUDA_REC_RUNTIME);
     }
     unlock();
 
@@ -1448,10 +1634,12 @@ void fakecupti_reset(void)
     struct tstate *t = self();
 
     lock();
-    if (g.done)
-        flush_locked(1);
-    else
+    if (g.done) {
+        flush_locked(1, 1);
+    } else {
+        force_ready_locked();
         wait_done_locked(g.enq_seq);
+    }
     unlock();
     stop_worker(0);
 
@@ -1530,6 +1718,8 @@ static void fork_child(void)
     }
     g.qtail = NULL;
     g.st.buffers_pending = 0;
+    g.npend = g.pend_head = 0; /* the parent's records, in the parent's buffers */
+    g.st.records_pending = 0;
     g.done_seq = g.enq_seq;
     g.inflight_seq = 0;
     free(g.slots);
@@ -1705,7 +1895,7 @@ static CUptiResult flush_all(uint32_t flag)
     }
     g.st.flushes++;
     fc_log(1, "cuptiActivityFlushAll(%u)", flag);
-    flush_locked(0);
+    flush_locked((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0, 0);
     unlock();
     return CUPTI_SUCCESS;
 }
@@ -1952,10 +2142,12 @@ CUptiResult CUPTIAPI cuptiFinalize(void)
     fc_log(1, "cuptiFinalize");
     lock();
     /* detach: every buffer goes back, empty ones included */
-    if (g.done)
-        flush_locked(1);
-    else
+    if (g.done) {
+        flush_locked(1, 1);
+    } else {
+        force_ready_locked();
         wait_done_locked(g.enq_seq);
+    }
     unlock();
     stop_worker(0);
     lock();

@@ -17,21 +17,36 @@
  *     (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER defaults to 1): each launching thread
  *     fills its own buffer, so a client has one buffer out per launching thread plus the
  *     ones waiting for completion.  Set the attribute to 0 for one global buffer;
- *   - a full buffer is completed asynchronously on the double's completion thread (its
- *     "CUPTI worker"), one at a time, in the order they filled, with ctx NULL, streamId 0.
- *     The completion callback is called WITHOUT the double's lock held; it is read at
- *     delivery time, so a second cuptiActivityRegisterCallbacks takes over buffers that
- *     were handed out under the first (as measured on the H200);
- *   - cuptiActivityFlushAll(0) and cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
- *     both complete every non-empty current buffer (the double's records are always
- *     complete) and return only after the completion thread has returned from the
- *     completion callback of every buffer queued so far.  Flushing from inside a
- *     request/completion callback is refused with CUPTI_ERROR_INVALID_OPERATION (it would
- *     deadlock) and a warning on stderr.  Without a completion thread (after the library
- *     destructor ran) the flush delivers inline on the caller's thread.  Without registered
- *     callbacks it returns CUPTI_ERROR_INVALID_OPERATION, as documented;
- *   - cuptiActivityFlushPeriod(ms) makes the completion thread complete, every ms, the
- *     current buffers that are full (cannot take one more kernel record);
+ *   - GPU records (kernel, memcpy, memset) are written into the buffer at launch,
+ *     incomplete, as on the H200 (docs/gpu-runs/20261204-h200-probe): kind with bit 31 set,
+ *     start/end/completed 0.  They are completed (times filled in, kind clean) once their
+ *     work has ended, in launch order: a record whose work still runs holds back every
+ *     later one, on any stream.  API and external-correlation records are complete as
+ *     written;
+ *   - a buffer is closed when it is full (or cannot take the next record) and by every
+ *     flush; records after that go into a new buffer.  Closed buffers are completed in the
+ *     order they were closed, on the double's completion thread (its "CUPTI worker"), one
+ *     at a time, with ctx NULL, streamId 0: a full one once all its records are complete;
+ *     one a flush closed only by a later flush that finds it complete — nothing is
+ *     delivered without a flush, as on the H200.  The completion callback is called
+ *     WITHOUT the double's lock held; it is read at delivery time, so a second
+ *     cuptiActivityRegisterCallbacks takes over buffers that were handed out under the
+ *     first (as measured on the H200);
+ *   - cuptiActivityFlushAll(0) closes every current buffer that holds records and delivers
+ *     the closed buffers in order up to the first that holds a record not complete yet;
+ *     that one and all after it stay queued until a later flush finds them complete.
+ *     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) delivers every buffer, the
+ *     records whose work still runs with times 0 (counted in records_incomplete), and
+ *     never completes those later.  Both return only after the completion thread has
+ *     returned from the completion callback of every buffer they delivered.  Flushing
+ *     from inside a request/completion callback is refused with
+ *     CUPTI_ERROR_INVALID_OPERATION (it would deadlock) and a warning on stderr.  Without
+ *     a completion thread (after the library destructor ran) the flush delivers inline on
+ *     the caller's thread.  Without registered callbacks it returns
+ *     CUPTI_ERROR_INVALID_OPERATION, as documented;
+ *   - cuptiActivityFlushPeriod(ms) makes the completion thread close, every ms, the
+ *     current buffers that are full (cannot take one more kernel record); they are
+ *     delivered once their records are complete;
  *   - record order in the buffer follows the real H200 capture in tests/data: for one
  *     launch, [ExternalCorrelation per kind] [GPU record] [driver API] [runtime API], since
  *     CUPTI reserves the GPU record at launch and writes API records at API exit;
@@ -169,6 +184,9 @@ struct fakecupti_stats {
     uint64_t callback_registrations; /* successful cuptiActivityRegisterCallbacks calls */
     int callbacks_registered;        /* 1 while a pair of buffer callbacks is registered */
     uint32_t last_correlation;       /* last correlation id handed out (0: none yet) */
+    uint64_t records_incomplete;     /* GPU records a forced flush handed over while their
+                                        work still ran (times 0; never completed after) */
+    uint64_t records_pending;        /* GPU records written, not yet complete, now */
 };
 void fakecupti_get_stats(struct fakecupti_stats *out);
 

@@ -48,6 +48,9 @@ static struct {
     int steps, nest; /* --steps, --nest */
     const char *range_log;
     uint64_t linger_ms;
+    uint64_t kernel_ns;  /* --kernel-us: every kernel lasts this long (0: the double's 1-5 us) */
+    int no_sync;         /* --no-sync: return from main with the GPU still busy */
+    const char *go_file; /* --go-file: launch only once it exists */
     int no_init, quiet;
     /* Kernel names live until the process exits: the shim reads them through the
      * record's name pointer, possibly in its exit-time flush after main returned. */
@@ -122,12 +125,17 @@ static void usage(FILE *f)
         "                         CLOCK_REALTIME ns before and after the launch call\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0); SIGUSR1 ends the\n"
         "                         sleep at once (a normal exit)\n"
+        "      --kernel-us US     every kernel runs US microseconds (default: 1-5 us)\n"
+        "      --no-sync          return from main without waiting for the fake GPU: work\n"
+        "                         still runs while the process exits\n"
+        "      --go-file FILE     after start-up (the shim connected), wait until FILE exists\n"
+        "                         (at most 60 s) before the first launch\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
         "  -q, --quiet            no summary line on stdout\n"
         "  -h, --help             this help\n"
         "\n"
-        "After the launches it waits for the fake GPU (like cudaDeviceSynchronize) and\n"
-        "returns from main; a shim flushes at exit by itself.\n");
+        "After the launches it waits for the fake GPU (like cudaDeviceSynchronize; not with\n"
+        "--no-sync) and returns from main; a shim flushes at exit by itself.\n");
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -224,6 +232,7 @@ static void *run_worker(void *arg)
             .name = opt.names[ni],
             .device = (uint32_t)(i % opt.devices),
             .stream = 1 + (uint32_t)((i / opt.devices) % opt.streams),
+            .duration_ns = opt.kernel_ns,
         };
         uint32_t corr;
 
@@ -396,6 +405,9 @@ int main(int argc, char **argv)
         {"nest", no_argument, NULL, 'E'},
         {"range-log", required_argument, NULL, 'R'},
         {"linger-ms", required_argument, NULL, 'l'},
+        {"kernel-us", required_argument, NULL, 'K'},
+        {"no-sync", no_argument, NULL, 'Y'},
+        {"go-file", required_argument, NULL, 'F'},
         {"no-init", no_argument, NULL, 'I'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -412,8 +424,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:", longopts, NULL)) !=
-           -1) {
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:K:YF:", longopts,
+                            NULL)) != -1) {
         int bad = 0;
 
         switch (c) {
@@ -451,6 +463,12 @@ int main(int argc, char **argv)
         case 'E': opt.nest = 1; break;
         case 'R': opt.range_log = optarg; break;
         case 'l': bad = parse_u64(optarg, 86400000, &opt.linger_ms); break;
+        case 'K':
+            bad = parse_u64(optarg, 60000000, &v);
+            opt.kernel_ns = v * 1000;
+            break;
+        case 'Y': opt.no_sync = 1; break;
+        case 'F': opt.go_file = optarg; break;
         case 'I': opt.no_init = 1; break;
         case 'q': opt.quiet = 1; break;
         case 'h': usage(stdout); return 0;
@@ -510,6 +528,13 @@ int main(int argc, char **argv)
         }
     }
 
+    for (int i = 0; opt.go_file && access(opt.go_file, F_OK) != 0; i++) {
+        if (i == 6000) {
+            fprintf(stderr, PROG ": %s did not appear within 60 s\n", opt.go_file);
+            return 1;
+        }
+        usleep(10000);
+    }
     for (uint32_t t = 0; opt.log && t < opt.threads; t++)
         ws[t].logf = open_memstream(&ws[t].log, &ws[t].log_len);
     for (uint32_t t = 0; t < opt.threads && opt.range_log; t++)
@@ -530,7 +555,8 @@ int main(int argc, char **argv)
         for (uint32_t t = 0; t < opt.threads; t++)
             pthread_join(ws[t].tid, NULL);
     }
-    fakecuda_synchronize();
+    if (!opt.no_sync)
+        fakecuda_synchronize();
     end_ns = realtime_ns();
     if (opt.log) {
         FILE *lf = fopen(opt.log, "w");

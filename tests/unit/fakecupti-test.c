@@ -524,6 +524,7 @@ START_TEST(test_flush_waits_for_slow_completion)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     t0 = now_ns();
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(nbufs(), 1); /* the callback has returned */
     ck_assert_uint_ge(now_ns() - t0, 100000000ull);
@@ -545,6 +546,7 @@ START_TEST(test_full_buffers_complete_async)
     for (size_t i = 0; i < 5; i++)
         ck_assert_uint_eq(col.bufs[i].valid, 18 * 216);
     ck_assert_int_eq(col.completed_on_caller, 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 6);
     ck_assert_uint_eq(col.n, 100);
@@ -552,6 +554,100 @@ START_TEST(test_full_buffers_complete_async)
     ck_assert_uint_eq(st.buffers_requested, 6);
     ck_assert_uint_eq(st.buffers_completed, 6);
     ck_assert_uint_eq(st.buffers_pending, 0);
+    ck_assert_int_eq(col.bad_walk, 0);
+}
+END_TEST
+
+/* The H200 (docs/gpu-runs/20261204-h200-probe, E1): a plain flush returns no buffer that
+ * holds a running kernel, nor any closed after it, even one whose own kernel ended (records
+ * complete in launch order); nothing comes without a flush; the next flush after the work
+ * ended returns both, complete, with their true times. */
+START_TEST(test_plain_flush_holds_running_work)
+{
+    struct fakecuda_kernel k = {.name = K0, .stream = 1, .duration_ns = 60000000};
+    struct fakecupti_stats st;
+    uint32_t c1, c2;
+
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    c1 = fakecuda_launch_kernel_ex(&k);
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(nbufs(), 0);
+    c2 = fakecuda_launch_kernel(K1, 0, 2, 0, 0); /* another stream: ends in microseconds */
+    usleep(5000);
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(nbufs(), 0);
+    fakecupti_get_stats(&st);
+    ck_assert_uint_eq(st.records_pending, 2);
+    ck_assert_int_eq(atomic_load(&requests), 2); /* the first flush closed the first buffer */
+    fakecuda_synchronize();
+    usleep(20000);
+    ck_assert_uint_eq(nbufs(), 0); /* nothing without a flush */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(col.nbufs, 2);
+    ck_assert_uint_eq(col.n, 2);
+    ck_assert_uint_eq(col.recs[0].u.k.correlationId, c1);
+    ck_assert_uint_eq(col.recs[0].u.k.end - col.recs[0].u.k.start, 60000000);
+    ck_assert_uint_eq(col.recs[0].u.k.completed, col.recs[0].u.k.end);
+    ck_assert_uint_eq(col.recs[1].u.k.correlationId, c2);
+    ck_assert_uint_ne(col.recs[1].u.k.start, 0);
+    ck_assert_uint_gt(col.recs[1].u.k.end, col.recs[1].u.k.start);
+    fakecupti_get_stats(&st);
+    ck_assert_uint_eq(st.records_incomplete, 0);
+    ck_assert_int_eq(col.bad_walk, 0);
+}
+END_TEST
+
+/* The H200 (E3): a forced flush while a kernel runs hands its record over with start, end
+ * and completed 0, and its completion never comes, however the next flushes ask. */
+START_TEST(test_forced_flush_loses_running_work)
+{
+    struct fakecuda_kernel k = {.name = K0, .stream = 1, .duration_ns = 60000000};
+    struct fakecupti_stats st;
+    uint32_t c1;
+
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    c1 = fakecuda_launch_kernel_ex(&k);
+    ck_assert_int_eq(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+    ck_assert_uint_eq(col.nbufs, 1);
+    ck_assert_uint_eq(col.n, 1);
+    ck_assert_uint_eq(col.recs[0].kind, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); /* clean */
+    ck_assert_uint_eq(col.recs[0].u.k.correlationId, c1);
+    ck_assert_uint_eq(col.recs[0].u.k.start, 0);
+    ck_assert_uint_eq(col.recs[0].u.k.end, 0);
+    ck_assert_uint_eq(col.recs[0].u.k.completed, 0);
+    fakecupti_get_stats(&st);
+    ck_assert_uint_eq(st.records_incomplete, 1);
+    fakecuda_synchronize();
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+    ck_assert_uint_eq(col.n, 1);
+    ck_assert_int_eq(col.bad_walk, 0);
+}
+END_TEST
+
+/* CUPTI's worker completes a full buffer by itself, but only once every record in it is
+ * complete: a long kernel first in it holds it back. */
+START_TEST(test_full_buffer_waits_for_its_records)
+{
+    struct fakecuda_kernel k = {.name = K0, .stream = 1, .duration_ns = 40000000};
+    uint64_t t0 = now_ns();
+
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    rq_size = 4096; /* 18 kernel records */
+    fakecuda_launch_kernel_ex(&k);
+    for (int i = 0; i < 18; i++) /* the 19th record closes the first buffer */
+        fakecuda_launch_kernel(K1, 0, 2 + i % 4, 0, 0);
+    usleep(10000);
+    ck_assert_uint_eq(nbufs(), 0);
+    ck_assert(wait_recs(18, 5000)); /* without any flush */
+    ck_assert_uint_ge(now_ns() - t0, 40000000ull);
+    ck_assert_uint_eq(col.nbufs, 1);
+    ck_assert_uint_eq(col.recs[0].u.k.end - col.recs[0].u.k.start, 40000000);
+    for (size_t i = 0; i < col.n; i++)
+        ck_assert_uint_ne(col.recs[i].u.k.end, 0);
     ck_assert_int_eq(col.bad_walk, 0);
 }
 END_TEST
@@ -582,6 +678,7 @@ START_TEST(test_zeroed_out_attribute)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
     rq_dirty = 1;
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.dirty_buffers, 1);
@@ -590,6 +687,7 @@ START_TEST(test_zeroed_out_attribute)
 
     rq_dirty = 0; /* a clean buffer is fine */
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.dirty_buffers, 1);
@@ -600,6 +698,7 @@ START_TEST(test_zeroed_out_attribute)
         CUPTI_SUCCESS);
     rq_dirty = 1;
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     fakecupti_get_stats(&st);
     ck_assert_uint_eq(st.dirty_buffers, 1);
@@ -655,6 +754,7 @@ START_TEST(test_replace_callbacks)
     fakecuda_launch_kernel(K0, 0, 1, 0, 0); /* buffer handed out by rq */
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn2), CUPTI_SUCCESS);
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 1);
     ck_assert_int_eq(col.bufs[0].second_pair, 1); /* completed to the new pair */
@@ -689,6 +789,7 @@ START_TEST(test_external_correlation)
     ck_assert_int_eq(POP(CUSTOM0, NULL), CUPTI_SUCCESS);
     c3 = fakecuda_launch_kernel(K0, 0, 1, 0, 0);
     ck_assert_uint_eq(fakecuda_last_result(), FAKECUDA_REC_GPU | FAKECUDA_REC_RUNTIME);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
 
     ck_assert_uint_eq(col.n, 2 + 3 + 2 + 2);
@@ -786,6 +887,7 @@ START_TEST(test_kernel_kind_and_graphs)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL), CUPTI_SUCCESS);
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
     ck_assert_uint_ne(fakecuda_launch_kernel_ex(&k), 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.n, 2);
     ck_assert_uint_eq(col.recs[0].kind, CUPTI_ACTIVITY_KIND_KERNEL);
@@ -833,6 +935,7 @@ START_TEST(test_threads)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
     rq_size = 16384;
     run_threads();
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_int_eq(col.bad_walk, 0);
     ck_assert_uint_eq(count_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), NTHREADS * PER_THREAD);
@@ -878,6 +981,7 @@ START_TEST(test_global_buffer)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
     rq_size = 1u << 20; /* all fits in one */
     run_threads();
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 1);
     ck_assert_uint_eq(col.n, NTHREADS * PER_THREAD);
@@ -893,8 +997,13 @@ START_TEST(test_thread_exit_completes_its_buffer)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
     ck_assert_int_eq(pthread_create(&th, NULL, launcher, (void *)(uintptr_t)0), 0);
     pthread_join(th, NULL);
-    /* a full 64 KiB buffer (303 kernel records) and, at the thread's exit, the rest */
-    ck_assert(wait_recs(PER_THREAD, 10000));
+    /* a full 64 KiB buffer (303 kernel records) goes by itself once its records are
+     * complete; the rest, closed at the thread's exit, waits for a flush */
+    ck_assert(wait_bufs(1, 10000));
+    usleep(20000);
+    ck_assert_uint_eq(nbufs(), 1);
+    fakecuda_synchronize();
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(nbufs(), 2);
     ck_assert_uint_eq(nrecs(), PER_THREAD);
 }
@@ -906,6 +1015,7 @@ START_TEST(test_flush_from_callback_refused)
     ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
     atomic_store(&dn_flush, 1);
     fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_int_eq(col.flush_in_callback, CUPTI_ERROR_INVALID_OPERATION);
     atomic_store(&dn_flush, 0);
@@ -957,6 +1067,9 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(tc, test_flush_partial);
     tcase_add_test(tc, test_flush_waits_for_slow_completion);
     tcase_add_test(tc, test_full_buffers_complete_async);
+    tcase_add_test(tc, test_plain_flush_holds_running_work);
+    tcase_add_test(tc, test_forced_flush_loses_running_work);
+    tcase_add_test(tc, test_full_buffer_waits_for_its_records);
     tcase_add_test(tc, test_max_records);
     tcase_add_test(tc, test_zeroed_out_attribute);
     tcase_add_test(tc, test_attributes);
