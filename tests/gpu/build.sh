@@ -108,6 +108,21 @@ if bad:
 print("  CHECK    kernel table: %d kernels match the PTX entries%s" % (len(table), "" if have_filt else " (c++filt absent: demangled forms not checked)"))
 EOF
 
+# ---- long-work (edges-case.sh) and cupti-probe ---------------------------------
+for prog in long-work cupti-probe; do
+    pf="-O2 -gencode arch=compute_$arch,code=sm_$arch"
+    [ "$prog" = cupti-probe ] && pf="$pf -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib -lcupti -lcuda -ldl"
+    if rebuild_needed "$out/$prog" "$NVCC $pf" "$here/$prog.cu"; then
+        echo "  NVCC     tests/gpu/build/$prog"
+        # shellcheck disable=SC2086
+        "$NVCC" -o "$out/$prog.tmp" "$here/$prog.cu" $pf
+        mv "$out/$prog.tmp" "$out/$prog"
+        echo "$NVCC $pf" >"$out/$prog.flags"
+    else
+        echo "  UP2DATE  tests/gpu/build/$prog"
+    fi
+done
+
 # ---- cupti-layout.json ------------------------------------------------------
 inc=
 for d in "$CUDA_HOME/include" "$CUDA_HOME/extras/CUPTI/include" "$CUDA_HOME/targets/x86_64-linux/include"; do
@@ -127,7 +142,7 @@ else
     echo "  UP2DATE  tests/gpu/build/cupti-layout.json"
 fi
 
-python3 -m py_compile "$here/check.py" "$here/torch-loop.py"
+python3 -m py_compile "$here/check.py" "$here/torch-loop.py" "$here/edges-check.py"
 rm -rf "$here/__pycache__"
 
 # ---- .devlibs ----------------------------------------------------------------
