@@ -507,14 +507,17 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     if (cuptimon__flush_decode(body, len, &f) < 0)
         return;
     int forced = f.mode == CUPTIMON_FLUSH_FORCED, fence = f.mode == CUPTIMON_FLUSH_FENCE;
-    if (forced || fence) {
+    int new_fence = fence && f.fence != io->fence;
+    if (forced || new_fence) {
+        /* A window ends (or an operator waits): its trace names the threads
+         * and devices as they are now. */
         report_thread_names(io);
         report_devices(io);
     }
     uint64_t before = atomic_load(&s->buffers_completed);
     uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
     int do_flush = 1;
-    if (fence && f.fence != io->fence) {
+    if (new_fence) {
         /* A new fence: what CUPTI was given before this flush must come back. */
         io->fence = f.fence;
         io->fence_gen = gen;
