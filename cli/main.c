@@ -52,6 +52,10 @@ static void usage(FILE *f)
            "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
            "                         turn an archive (offline, no daemon needed) into a\n"
            "                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
+           "  stats ARCHIVE_DIR [--from=T] [--to=T] [--report=LIST] [--format=FMT]\n"
+           "  stats --window=ID ...  tables of GPU time per kernel, memory operation, API\n"
+           "                         call and process, as nsys stats gives them (offline but\n"
+           "                         for --window); see 'cuptimonctl stats --help'\n"
            "\n"
            "Options:\n"
            "  -c, --control-socket=PATH  the daemon's control socket (default:\n"
@@ -657,6 +661,12 @@ static int run_decode(int argc, char **argv, const struct command *c)
     return cuptimon__cli_decode(argc, argv);
 }
 
+static int run_stats(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cuptimon__cli_stats(&ctl, argc, argv);
+}
+
 static int run_help(int argc, char **argv, const struct command *c)
 {
     (void)argc;
@@ -679,6 +689,7 @@ static const struct command commands[] = {
     {"merge", run_merge, NULL},
     {"reload", run_reload, "reload"},
     {"decode", run_decode, NULL},
+    {"stats", run_stats, NULL},
     {"help", run_help, NULL},
 };
 
