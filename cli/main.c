@@ -376,6 +376,18 @@ static void print_window(json_object *w)
         }
         if (cuptimon__json_bool(sum, "truncated", 0))
             printf("  the window reached its size cap and was cut short\n");
+        /* Last, the window's top kernels, as 'stats' shows kernels. */
+        json_object *tk = cuptimon__json_get(sum, "top_kernels");
+        if (tk && json_object_is_type(tk, json_type_array) && json_object_array_length(tk) > 0) {
+            json_object *k = cuptimon__json_get(sum, "kernels");
+            printf("  top kernels by GPU time (%zu of %" PRId64
+                   " name(s); every table: cuptimonctl stats --window %" PRId64 "):\n",
+                   json_object_array_length(tk), cuptimon__json_int(k, "distinct", 0),
+                   cuptimon__json_int(w, "window", 0));
+            fflush(stdout);
+            cuptimon__cli_stats_print(stdout, CUPTIMON_STATS_KERNELS, tk, 0,
+                                      cuptimon__cli_term_width(stdout), "  ");
+        }
     }
 }
 
