@@ -292,6 +292,7 @@ static char *elide(char *s, size_t max)
     while (a > 0 && a < k && wid[a] == 0)
         a--; /* never split a character from its combining marks */
     h = off[a];
+    tail = max - 3 - hw; /* what the head left: a wide character may not have fit there */
     while (b > a && tw + wid[b - 1] <= tail) {
         tw += wid[b - 1];
         b--;
@@ -680,6 +681,11 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
 
 /* ---- --window --------------------------------------------------------------- */
 
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 /* Asks the daemon for window id: its range into *from and *to, and its
  * sessions' archive directories into *dirs.  0, or the exit status. */
 static int window_lookup(struct cuptimon_ctl *ctl, long long id, uint64_t *from, uint64_t *to,
@@ -735,6 +741,11 @@ static int window_lookup(struct cuptimon_ctl *ctl, long long id, uint64_t *from,
         fprintf(stderr, PROG ": --window %lld: the window holds no process\n", id);
         goto out;
     }
+    /* In the order the archive's own listing gives them: the same tables
+     * as the archive read over the window's range, to the last bit. */
+    for (n = 0; (*dirs)[n] != NULL; n++)
+        ;
+    qsort(*dirs, n, sizeof(**dirs), by_path);
     ret = 0;
 out:
     if (ret != 0) {

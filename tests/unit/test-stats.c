@@ -220,7 +220,8 @@ END_TEST
 /* Every median from a histogram (--exact-limit=0): within the stated
  * relative error of the true median, whatever the spread (log-uniform
  * over five decades, a tight cluster, values below 128 that the histogram
- * holds exactly); everything else exact. */
+ * holds exactly, a median where the bins are widest); everything else
+ * exact. */
 START_TEST(medians_from_histograms)
 {
     struct cuptimon_stats_opts o = {.exact_limit = 0};
@@ -253,7 +254,18 @@ START_TEST(medians_from_histograms)
             v[k][i] = d;
         }
     }
+    /* The median at the top of the lowest bin of a power of two, where
+     * the bins are widest for their values (1/64): only the bin's middle
+     * is within the bound there. */
+    uint64_t top[1001];
+    for (int i = 0; i < 1001; i++) {
+        top[i] = i < 500 ? 100 : i == 500 ? (65u << 10) - 1 : 1000000000;
+        struct cuptimon_ev ev = kernel_ev(0x20, 1000 + (uint64_t)i * 10, top[i]);
+        cuptimon__stats_event(st, 0, &ev, &identity);
+    }
     json_object *rows = cuptimon__stats_rows(st, CUPTIMON_STATS_KERNELS, 0);
+    struct expect et = expect_of(top, 1001);
+    check_row(row_named(rows, "name", "<unknown kernel 0x20>"), "ns", "instances", &et, 0);
     for (int k = 0; k < 4; k++) {
         struct expect e = expect_of(v[k], k == 3 ? N - 1 : N);
         json_object *r = row_named(rows, "name", nm[k]);
@@ -266,7 +278,7 @@ START_TEST(medians_from_histograms)
     json_object *info = cuptimon__stats_info_json(st);
     json_object *med = cuptimon__json_get(info, "medians");
     ck_assert_uint_eq(cuptimon__json_uint(med, "values_kept", 9), 0);
-    ck_assert_uint_eq(cuptimon__json_uint(med, "approximate_medians", 0), 4);
+    ck_assert_uint_eq(cuptimon__json_uint(med, "approximate_medians", 0), 5);
     ck_assert_uint_eq(cuptimon__json_uint(med, "collapsed", 9), 0);
     json_object_put(info);
     cuptimon__stats_free(st);
@@ -318,12 +330,17 @@ START_TEST(exact_limit_moves_the_largest)
     ck_assert_int_eq(cuptimon__stats_new(&o, &st), 0);
     struct cuptimon_proc_info p = proc(1, NULL, -1);
     ck_assert_int_eq(cuptimon__stats_add_process(st, &p, names, NULL), 0);
-    /* Interleaved, as a job runs them: the small ones early on. */
+    /* The large one first, up to the limit, then all three interleaved:
+     * the small ones' growth passes the limit, and the large one (not the
+     * one growing) must move. */
     size_t c[3] = {0, 0, 0};
     for (int k = 0; k < 3; k++)
         v[k] = malloc(count[k] * sizeof(uint64_t));
     for (size_t i = 0; i < count[0] + count[1] + count[2]; i++) {
-        int k = i % 10 == 1 && c[1] < count[1] ? 1 : i % 10 == 2 && c[2] < count[2] ? 2 : 0;
+        int k = i < 3000                         ? 0
+                : i % 10 == 1 && c[1] < count[1] ? 1
+                : i % 10 == 2 && c[2] < count[2] ? 2
+                                                 : 0;
         if (c[k] == count[k])
             k = c[1] < count[1] ? 1 : 2;
         uint64_t d = 500 + rnd() % 100000;
