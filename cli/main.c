@@ -387,6 +387,13 @@ static void print_window(json_object *w)
             fflush(stdout);
             cuptimon__cli_stats_print(stdout, CUPTIMON_STATS_KERNELS, tk, 0,
                                       cuptimon__cli_term_width(stdout), "  ");
+            for (size_t i = 0; i < json_object_array_length(tk); i++)
+                if (!cuptimon__json_bool(json_object_array_get_idx(tk, i), "med_exact", 1)) {
+                    printf("  ~ marks a median read from a histogram, within %.2f%% of the "
+                           "true one\n",
+                           CUPTIMON_STATS_MED_ERROR * 100);
+                    break;
+                }
         }
     }
 }

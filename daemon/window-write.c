@@ -319,10 +319,10 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
                                     .range_from_ns = w->start_ns,
                                     .range_to_ns = w->end_ns};
     /* The reply's top kernels: exact medians while they take at most
-     * 8 MiB, then histograms (archive/stats.h), so that a long window costs
-     * the daemon no more. */
+     * 2 MiB, then histograms (archive/stats.h: within 0.8%, marked), so
+     * that a long window costs the daemon no more. */
     struct cuptimon_stats_opts so = {.reports = CUPTIMON_STATS_BIT(CUPTIMON_STATS_KERNELS),
-                                     .exact_limit = (uint64_t)1 << 20};
+                                     .exact_limit = (uint64_t)1 << 18};
     if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 || (rc = cuptimon__summary_new(&sum)) < 0 ||
         (rc = cuptimon__demangler_new(0, &dm)) < 0 || (rc = cuptimon__stats_new(&so, &st)) < 0)
         goto out;
