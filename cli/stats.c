@@ -883,8 +883,23 @@ static int write_output(FILE *f, struct cuptimon_stats *st, unsigned reports, in
             goto out;
     }
     if (format == 't') {
-        fputc('\n', f);
-        notes(f, info, rows[CUPTIMON_STATS_PROCESSES], reports);
+        /* Under the tables, after a blank line, when there is anything to say. */
+        char *nb = NULL;
+        size_t nlen = 0;
+        FILE *m = open_memstream(&nb, &nlen);
+        if (m == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        notes(m, info, rows[CUPTIMON_STATS_PROCESSES], reports);
+        if (fclose(m) != 0) {
+            free(nb);
+            rc = -ENOMEM;
+            goto out;
+        }
+        if (nlen > 0)
+            fprintf(f, "\n%s", nb);
+        free(nb);
     } else {
         notes(stderr, info, rows[CUPTIMON_STATS_PROCESSES], reports);
     }
