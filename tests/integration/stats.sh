@@ -379,6 +379,18 @@ for line, r in zip(rows, top):
     assert "{:,}".format(r["total_ns"]) in line and line.endswith(r["name"]), (line, r)
 PY
 
+# Every long option stats takes is in its --help and in cuptimonctl(1).
+shelp=$("$CTL" stats --help)
+cman=$(sed 's/\\-/-/g; s/\\f[BIRP]//g; s/"//g' "$top_srcdir/doc/cuptimonctl.1")
+nopt=0
+for o in $(sed -n '/^static int stats_main/,/^    };/p' "$top_srcdir/cli/stats.c" |
+           grep -o '{"[a-z-]*",' | tr -d '{",'); do
+    nopt=$((nopt + 1))
+    echo "$shelp" | grep -q -- "--$o\b" || fail "stats --help lacks --$o"
+    echo "$cman" | grep -q -- "--$o\b" || fail "cuptimonctl(1) lacks stats --$o"
+done
+[ $nopt -ge 12 ] || fail "found only $nopt options in cli/stats.c: the pattern is stale"
+
 # Bad input, as decode answers it.
 bad() { # bad RC TEXT ARGS...: stats ARGS exits RC within 10 s, saying TEXT
     local want=$1 text=$2 rc=0; shift 2
