@@ -29,6 +29,9 @@
 #define BUSY_MAX 4096u
 /* (process, name pointer) and (API kind, cbid) pairs resolved to rows. */
 #define KEYS_MAX (1u << 20)
+/* Memory operations: the 11 copy kinds of copy_name() (Unknown .. PtoP),
+ * peer-to-peer records, memset. */
+#define MEM_OPS 13u
 
 /* ---- distributions ------------------------------------------------------ */
 
@@ -225,7 +228,8 @@ struct cuptimon_stats {
     struct keymap kkeys, akeys;
     struct sproc *procs;
     size_t nprocs, procs_cap;
-    uint64_t kept; /* values allocated for exact medians */
+    uint64_t kept;            /* values allocated for exact medians */
+    uint32_t memrow[MEM_OPS]; /* row index + 1 per memory operation, 0: not yet */
     uint64_t dropped;
     uint64_t key_overflow; /* records of pairs past KEYS_MAX, in the other rows */
     uint64_t rng;
@@ -662,16 +666,25 @@ static const char *copy_name(const struct cuptimon_ev *ev)
     return ev->u.memcpy.copy_kind < sizeof(n) / sizeof(n[0]) ? n[ev->u.memcpy.copy_kind] : n[0];
 }
 
+/* The row of a copy kind or memset, resolved once per operation. */
 static struct row *memory_row(struct cuptimon_stats *st, const struct cuptimon_ev *ev)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_MEMORY_TIME];
-    uint32_t r = report_row(st, rp, copy_name(ev));
+    unsigned op = ev->type == CUPTIMON_EV_MEMSET         ? MEM_OPS - 1
+                  : ev->type == CUPTIMON_EV_MEMCPY_P2P   ? MEM_OPS - 2
+                  : ev->u.memcpy.copy_kind < MEM_OPS - 2 ? ev->u.memcpy.copy_kind
+                                                         : 0;
+    uint32_t r = st->memrow[op];
 
-    if (r == ROW_FAIL) {
-        st->oom = 1;
-        return NULL;
+    if (r == 0) {
+        r = report_row(st, rp, copy_name(ev));
+        if (r == ROW_FAIL) {
+            st->oom = 1;
+            return NULL;
+        }
+        r = st->memrow[op] = r == ROW_OTHER ? ROW_OTHER : r + 1;
     }
-    return r == ROW_OTHER ? &rp->other : &rp->rows[r];
+    return r == ROW_OTHER ? &rp->other : &rp->rows[r - 1];
 }
 
 /* ---- busy time -------------------------------------------------------------- */
@@ -1031,10 +1044,14 @@ static json_object *process_rows(struct cuptimon_stats *st, size_t top_n)
 
     if (a == NULL || !(st->reports & CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES)))
         return a;
-    for (size_t i = 0; i < st->nprocs && (top_n == 0 || i < top_n); i++) {
+    for (size_t i = 0, n = 0; i < st->nprocs && (top_n == 0 || n < top_n); i++) {
         const struct sproc *p = &st->procs[i];
-        json_object *o = json_object_new_object();
+        json_object *o;
         uint64_t busy = busy_total(p), span = p->last > p->first ? p->last - p->first : 0;
+        if (p->first == 0)
+            continue; /* no event with a time in the range (or at all) */
+        n++;
+        o = json_object_new_object();
         if (o == NULL) {
             json_object_put(a);
             return NULL;

@@ -15,8 +15,8 @@
  *                 stddev_bytes, operation
  *   api           per runtime/driver call name: time_pct, total_ns, calls,
  *                 avg_ns, ..., name
- *   processes     per producer session: pid, rank, label, hostname,
- *                 gpu_busy_ns, busy_pct, kernels, first_unix_ns,
+ *   processes     per producer session with a timed event: pid, rank, label,
+ *                 hostname, gpu_busy_ns, busy_pct, kernels, first_unix_ns,
  *                 last_unix_ns (and busy_uncertain_ns, see below)
  * Rows are sorted by total time (bytes), then count, then name; every row
  * with a median also says med_exact.  stddev is the sample standard

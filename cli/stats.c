@@ -793,8 +793,8 @@ static void notes(FILE *f, json_object *info, json_object *procs, unsigned repor
                 v);
     if ((v = cuptimon__json_uint(info, "dropped_records", 0)) > 0)
         fprintf(f,
-                "CUPTI dropped %" PRIu64 " record(s) in the range (no buffer to write them "
-                "to): they are in no table.\n",
+                "CUPTI dropped %" PRIu64 " record(s) (it had no buffer to write them to): "
+                "they are in no table.\n",
                 v);
     if ((v = cuptimon__json_uint(oth, "kernels", 0) + cuptimon__json_uint(oth, "api", 0)) > 0)
         fprintf(f,

@@ -322,7 +322,10 @@ lo, hi = int(sys.argv[3]), int(sys.argv[4])
 evs = events(sys.argv[2], lo, hi)
 for what in ("kernels", "memory_time", "memory_bytes", "api"):
     check(st[what], evs, what)
-check_processes([p for p in st["processes"] if p["kernels"]], evs)
+check_processes(st["processes"], evs)
+# The sessions active in the range, and no other (the idle one is not).
+assert sorted(p["pid"] for p in st["processes"]) == sorted({e[2] for e in evs}), st["processes"]
+assert len(st["processes"]) == 3, st["processes"]
 assert st["info"]["from_unix_ns"] == lo and st["info"]["to_unix_ns"] == hi
 assert 0 < sum(r["instances"] for r in st["kernels"]) < sum(1 for e in events(sys.argv[2]) if e[0] == "kernel")
 PY

@@ -606,6 +606,14 @@ START_TEST(processes_busy_union_and_times)
     ck_assert_int_eq(cuptimon__json_int(r, "rank", -1), 3);
     ck_assert_str_eq(cuptimon__json_str(r, "label", ""), "日本語");
     json_object_put(rows);
+    /* A session with nothing timed in what was counted is not listed. */
+    struct cuptimon_proc_info q = proc(43, NULL, -1);
+    ck_assert_int_eq(cuptimon__stats_add_process(st, &q, NULL, NULL), 1);
+    struct cuptimon_ev ext = {.type = CUPTIMON_EV_EXTERNAL_CORRELATION};
+    cuptimon__stats_event(st, 1, &ext, &clk);
+    rows = cuptimon__stats_rows(st, CUPTIMON_STATS_PROCESSES, 0);
+    ck_assert_uint_eq(json_object_array_length(rows), 1);
+    json_object_put(rows);
     free(iv);
     cuptimon__stats_free(st);
 }
