@@ -14,6 +14,8 @@
  *                 writer's formatting cost, no I/O)
  *   trace+summary as trace, also feeding the summary
  *   trace-devnull decode + trace JSON written to /dev/null with write(2)
+ *   stats         decode + the statistics engine of cuptimonctl stats (every
+ *                 report, its default limits), its tables made at the end
  * on two mixes: "kernel" (the phase-0 buffers: kernels, memcpy, memset)
  * and "api" (the phase-1 buffers: + runtime and driver API records, with
  * launch -> kernel flow arrows).  One JSON object per line on stdout.
@@ -30,10 +32,13 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <json-c/json.h>
+
 #include "load-zst.h"
 
 #include "archive/decode.h"
 #include "archive/demangle.h"
+#include "archive/stats.h"
 #include "archive/strtab.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
@@ -102,9 +107,10 @@ enum mode {
     M_DECODE,
     M_TRACE,
     M_TRACE_SUMMARY,
-    M_TRACE_DEVNULL
+    M_TRACE_DEVNULL,
+    M_STATS
 };
-static const char *mode_name[] = {"decode", "trace", "trace+summary", "trace-devnull"};
+static const char *mode_name[] = {"decode", "trace", "trace+summary", "trace-devnull", "stats"};
 
 static int run(enum mode m, const char *mix, const struct buf *bufs, int n, double seconds)
 {
@@ -114,6 +120,7 @@ static int run(enum mode m, const char *mix, const struct buf *bufs, int n, doub
     struct cuptimon_demangler *dm = NULL;
     struct cuptimon_trace *t = NULL;
     struct cuptimon_summary *sum = NULL;
+    struct cuptimon_stats *stats = NULL;
     struct cuptimon_trace_opts o = {.base_ns = 1796208557000000000ull};
     struct cuptimon_proc_info p = {.pid = 455,
                                    .hostname = "h200",
@@ -125,26 +132,27 @@ static int run(enum mode m, const char *mix, const struct buf *bufs, int n, doub
     struct sink sink = {0};
     uint64_t records = 0, in_bytes = 0, rounds = 0;
     double c0, w0, c1, w1;
-    int fd = -1, proc = 0, sproc = 0;
+    int fd = -1, proc = 0, sproc = 0, stproc = 0;
 
     cuptimon__layout_init(&l, 130001, NULL);
     memset(&ds, 0, sizeof(ds));
     if (cuptimon__strtab_new(NULL, &st) < 0 || cuptimon__demangler_new(0, &dm) < 0 ||
-        cuptimon__summary_new(&sum) < 0)
+        cuptimon__summary_new(&sum) < 0 || cuptimon__stats_new(NULL, &stats) < 0)
         return -1;
     names(bufs, n, st);
     if (m == M_TRACE_DEVNULL) {
         fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (fd < 0 || cuptimon__trace_new_fd(&o, fd, &t) < 0)
             return -1;
-    } else if (m != M_DECODE) {
+    } else if (m != M_DECODE && m != M_STATS) {
         if (cuptimon__trace_new(&o, discard, &sink, &t) < 0)
             return -1;
     }
     if (t != NULL)
         proc = cuptimon__trace_add_process(t, &p, st, dm);
     sproc = cuptimon__summary_add_process(sum, &p, st, dm);
-    if (proc < 0 || sproc < 0)
+    stproc = cuptimon__stats_add_process(stats, &p, st, dm);
+    if (proc < 0 || sproc < 0 || stproc < 0)
         return -1;
 
     c0 = now(CLOCK_THREAD_CPUTIME_ID);
@@ -173,6 +181,12 @@ static int run(enum mode m, const char *mix, const struct buf *bufs, int n, doub
                     cuptimon__trace_event(t, proc, &ev, &clk);
                 }
                 break;
+            case M_STATS:
+                while (cuptimon__walk_next(&w, &ev)) {
+                    records++;
+                    cuptimon__stats_event(stats, stproc, &ev, &clk);
+                }
+                break;
             }
             in_bytes += bufs[i].len;
         }
@@ -181,6 +195,15 @@ static int run(enum mode m, const char *mix, const struct buf *bufs, int n, doub
     if (t != NULL && cuptimon__trace_finish(t, NULL) < 0) {
         fprintf(stderr, "bench-decode: trace write failed\n");
         return -1;
+    }
+    /* The tables (medians) are part of what stats costs. */
+    for (int r = 0; m == M_STATS && r < CUPTIMON_STATS_REPORTS; r++) {
+        struct json_object *rows = cuptimon__stats_rows(stats, (enum cuptimon_stats_report)r, 0);
+        if (rows == NULL) {
+            fprintf(stderr, "bench-decode: the stats tables: out of memory\n");
+            return -1;
+        }
+        json_object_put(rows);
     }
     c1 = now(CLOCK_THREAD_CPUTIME_ID);
     w1 = now(CLOCK_MONOTONIC);
@@ -201,6 +224,7 @@ static int run(enum mode m, const char *mix, const struct buf *bufs, int n, doub
     fflush(stdout);
     cuptimon__trace_free(t);
     cuptimon__summary_free(sum);
+    cuptimon__stats_free(stats);
     cuptimon__demangler_free(dm);
     cuptimon__strtab_free(st);
     if (fd >= 0)
@@ -228,7 +252,7 @@ int main(int argc, char **argv)
             only_mix = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: %s [DATA_DIR] [--seconds S] [--mode decode|trace|trace+summary|"
-                   "trace-devnull] [--mix kernel|api]\n",
+                   "trace-devnull|stats] [--mix kernel|api]\n",
                    argv[0]);
             return 0;
         } else {
@@ -245,7 +269,7 @@ int main(int argc, char **argv)
         const char *mn = mix ? "api" : "kernel";
         if (only_mix && strcmp(only_mix, mn) != 0)
             continue;
-        for (int m = M_DECODE; m <= M_TRACE_DEVNULL && rc == 0; m++) {
+        for (int m = M_DECODE; m <= M_STATS && rc == 0; m++) {
             if (only_mode && strcmp(only_mode, mode_name[m]) != 0)
                 continue;
             rc = run((enum mode)m, mn, mix ? b1 : b0, mix ? 2 : 4, seconds);

@@ -29,7 +29,9 @@ bench-node: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/node-scale.sh $(BENCH_NODE_ARGS)
 
 # BENCH_WINDOW_ARGS="DURATIONS N KERNEL_RATE", default '"10 60" 8 50000';
-# '"2" 8 50000' for a quick run.
+# '"2" 8 50000' for a quick run.  BENCH_WINDOW_DECODE=1 then times
+# cuptimonctl decode and cuptimonctl stats side by side on the last
+# duration's archive (the 60 s x 8-producer one by default).
 bench-window: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/window-scale.sh $(BENCH_WINDOW_ARGS)
 

@@ -18,7 +18,8 @@
 # the always-on stream before and after the window, the window kinds'
 # records inside it) is then decoded offline with cuptimonctl decode to
 # /dev/null: whole, a 1 s --from/--to slice in its middle, and one --pid,
-# each with its wall time, CPU and peak RSS against the archive's size.
+# each with its wall time, CPU and peak RSS against the archive's size;
+# and cuptimonctl stats (every report) of the same three, beside each.
 # usage: window-scale.sh [DURATIONS [N [KERNEL_RATE]]]   (default "10 60" 8 50000)
 set -eu
 : "${top_builddir:?run through make bench-window}"
@@ -143,9 +144,35 @@ print(json.dumps({"bench": "decode-big", "case": name, "args": args,
                   "peak_rss_mib": round(int(kb) / 1024, 1)}))
 PY
         }
+        # cuptimonctl stats on the same archive, beside decode: every
+        # report, as JSON (its peak RSS is what its memory bound gives).
+        sts() { # sts NAME ARGS...: one stats, timed
+            local name=$1; shift
+            /usr/bin/time -f "%e %U %S %M" -o "$T/time" "$top_builddir/cli/cuptimonctl" stats \
+                "$out/arch" --report all --format json -o "$T/stats.json" --quiet "$@"
+            read -r wall us ss kb <"$T/time"
+            python3 - "$name" "$arch" "$wall" "$us" "$ss" "$kb" "$T/stats.json" "$*" <<'PY'
+import json, sys
+name, arch, wall, us, ss, kb, sp, args = sys.argv[1:]
+st = json.load(open(sp))
+dec = st["info"]["records_decoded"]
+cpu = float(us) + float(ss)
+print(json.dumps({"bench": "stats-big", "case": name, "args": args,
+                  "archive_bytes": int(arch), "records_decoded": dec,
+                  "records_counted": st["info"]["records_counted"],
+                  "kernels": st["info"]["kernels"],
+                  "approximate_medians": st["info"]["medians"]["approximate_medians"],
+                  "wall_s": float(wall), "cpu_s": round(cpu, 2),
+                  "records_decoded_per_s_per_core": round(dec / cpu) if cpu else None,
+                  "peak_rss_mib": round(int(kb) / 1024, 1)}))
+PY
+        }
         dec whole
+        sts whole
         dec slice-1s --from "$((mid - 500000000))ns" --to "$((mid + 500000000))ns"
+        sts slice-1s --from "$((mid - 500000000))ns" --to "$((mid + 500000000))ns"
         dec one-pid --pid "$opid"
+        sts one-pid --pid "$opid"
     fi
     rm -rf "$out"
 done

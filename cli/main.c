@@ -53,6 +53,10 @@ static void usage(FILE *f)
            "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
            "                         turn an archive (offline, no daemon needed) into a\n"
            "                         Chrome/Perfetto trace; see 'cuptimonctl decode --help'\n"
+           "  stats ARCHIVE_DIR [--from=T] [--to=T] [--report=LIST] [--format=FMT]\n"
+           "  stats --window=ID ...  tables of GPU time per kernel, memory operation, API\n"
+           "                         call and process, as nsys stats gives them (offline but\n"
+           "                         for --window); see 'cuptimonctl stats --help'\n"
            "\n"
            "Options:\n"
            "  -c, --control-socket=PATH  the daemon's control socket (default:\n"
@@ -424,6 +428,25 @@ static void print_window(json_object *w)
         }
         if (cuptimon__json_bool(sum, "truncated", 0))
             printf("  the window reached its size cap and was cut short\n");
+        /* Last, the window's top kernels, as 'stats' shows kernels. */
+        json_object *tk = cuptimon__json_get(sum, "top_kernels");
+        if (tk && json_object_is_type(tk, json_type_array) && json_object_array_length(tk) > 0) {
+            json_object *k = cuptimon__json_get(sum, "kernels");
+            printf("  top kernels by GPU time (%zu of %" PRId64
+                   " name(s); every table: cuptimonctl stats --window %" PRId64 "):\n",
+                   json_object_array_length(tk), cuptimon__json_int(k, "distinct", 0),
+                   cuptimon__json_int(w, "window", 0));
+            fflush(stdout);
+            cuptimon__cli_stats_print(stdout, CUPTIMON_STATS_KERNELS, tk, 0,
+                                      cuptimon__cli_term_width(stdout), "  ");
+            for (size_t i = 0; i < json_object_array_length(tk); i++)
+                if (!cuptimon__json_bool(json_object_array_get_idx(tk, i), "med_exact", 1)) {
+                    printf("  ~ marks a median read from a histogram, within %.2f%% of the "
+                           "true one\n",
+                           CUPTIMON_STATS_MED_ERROR * 100);
+                    break;
+                }
+        }
     }
 }
 
@@ -735,6 +758,12 @@ static int run_decode(int argc, char **argv, const struct command *c)
     return cuptimon__cli_decode(argc, argv);
 }
 
+static int run_stats(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cuptimon__cli_stats(&ctl, argc, argv);
+}
+
 static int run_help(int argc, char **argv, const struct command *c)
 {
     (void)argc;
@@ -757,6 +786,7 @@ static const struct command commands[] = {
     {"merge", run_merge, NULL},
     {"reload", run_reload, "reload"},
     {"decode", run_decode, NULL},
+    {"stats", run_stats, NULL},
     {"help", run_help, NULL},
 };
 

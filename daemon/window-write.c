@@ -30,6 +30,7 @@
 #include "archive/demangle.h"
 #include "archive/session.h"
 #include "archive/strtab.h"
+#include "archive/stats.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
 #include "log.h"
@@ -173,7 +174,8 @@ struct pass {
     struct cuptimon_trace *ptr; /* the process's own trace (per_process), or NULL */
     int ptproc;
     struct cuptimon_summary *sum;
-    int tproc, sproc;
+    struct cuptimon_stats *st; /* the top kernels of the reply */
+    int tproc, sproc, stproc;
     uint64_t *total;
     int truncated;
 };
@@ -237,6 +239,7 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
     if (ev->type == CUPTIMON_EV_KERNEL)
         s->kernels++;
     cuptimon__summary_event(p->sum, p->sproc, ev);
+    cuptimon__stats_event(p->st, p->stproc, ev, clk);
     if (p->ptr != NULL) {
         int rc = cuptimon__trace_event(p->ptr, p->ptproc, ev, clk);
         if (rc < 0)
@@ -294,6 +297,7 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     char why[1024] = "";
     struct cuptimon_trace *tr = NULL;
     struct cuptimon_summary *sum = NULL;
+    struct cuptimon_stats *st = NULL;
     struct cuptimon_demangler *dm = NULL;
     struct wsession *ss = calloc(w->nsrc ? w->nsrc : 1, sizeof *ss);
     uint64_t total = 0;
@@ -314,13 +318,18 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
                                     .gzip_level = w->gzip_level,
                                     .range_from_ns = w->start_ns,
                                     .range_to_ns = w->end_ns};
+    /* The reply's top kernels: exact medians while they take at most
+     * 2 MiB, then histograms (archive/stats.h: within 0.8%, marked), so
+     * that a long window costs the daemon no more. */
+    struct cuptimon_stats_opts so = {.reports = CUPTIMON_STATS_BIT(CUPTIMON_STATS_KERNELS),
+                                     .exact_limit = (uint64_t)1 << 18};
     if ((rc = cuptimon__trace_new_fd(&o, fd, &tr)) < 0 || (rc = cuptimon__summary_new(&sum)) < 0 ||
-        (rc = cuptimon__demangler_new(0, &dm)) < 0)
+        (rc = cuptimon__demangler_new(0, &dm)) < 0 || (rc = cuptimon__stats_new(&so, &st)) < 0)
         goto out;
     for (size_t i = 0; i < w->nsrc; i++) {
         struct wsession *s = &ss[i];
         struct cuptimon_decode_stats scratch = {0};
-        struct pass p = {.w = w, .tr = tr, .sum = sum, .total = &total};
+        struct pass p = {.w = w, .tr = tr, .sum = sum, .st = st, .total = &total};
         char *e = NULL;
         s->src = &w->src[i];
         if ((rc = cuptimon__strtab_new(NULL, &s->as.names)) < 0)
@@ -333,8 +342,9 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         }
         p.tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
         p.sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
-        if (p.tproc < 0 || p.sproc < 0) {
-            rc = p.tproc < 0 ? p.tproc : p.sproc;
+        p.stproc = cuptimon__stats_add_process(st, &s->as.info, s->as.names, dm);
+        if (p.tproc < 0 || p.sproc < 0 || p.stproc < 0) {
+            rc = p.tproc < 0 ? p.tproc : p.sproc < 0 ? p.sproc : p.stproc;
             goto out;
         }
         /* The process's own trace, written beside in the same pass.  Its
@@ -425,6 +435,9 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     json_object_object_add(res, "truncated", json_object_new_boolean(truncated));
     if (w->per_process)
         json_object_object_add(res, "process_traces", json_object_get(ptraces));
+    json_object *top = cuptimon__stats_rows(st, CUPTIMON_STATS_KERNELS, 10);
+    if (top != NULL)
+        json_object_object_add(res, "top_kernels", top);
     *summary = res;
     rc = 0;
 out:
@@ -436,6 +449,7 @@ out:
     json_object_put(ptraces);
     cuptimon__trace_free(tr);
     cuptimon__summary_free(sum);
+    cuptimon__stats_free(st);
     cuptimon__demangler_free(dm);
     for (size_t i = 0; i < w->nsrc; i++) {
         cuptimon__archive_session_clear(&ss[i].as);

@@ -1,13 +1,15 @@
 #!/bin/bash
 # The README's main job: start cuptimond in the foreground on a private
 # socket, run workloads under the shim, show status, open and close a trace
-# window, flush, stop cleanly, and show where the window's trace, the
-# archive and a decoded trace of the archive are.
+# window, flush, stop cleanly, show the archive, and end with the tables of
+# what ran (cuptimonctl stats: kernels, processes) and three lines: where
+# the trace is, how to open it, and the stats command for the archive.
 # Usage: tests/demo.sh BUILD_DIR
+# (CUPTIMON_DEMO_OUTPUT: where it writes, default BUILD_DIR/demo-output.)
 set -eu
 b=${1:?usage: demo.sh BUILD_DIR}
 cd "$b"
-demo=$b/demo-output
+demo=${CUPTIMON_DEMO_OUTPUT:-$b/demo-output}
 rm -rf "$demo"
 mkdir -p "$demo"
 export CUPTIMON_SOCKET=$demo/producer.sock CUPTIMON_CONTROL_SOCKET=$demo/control.sock
@@ -62,14 +64,18 @@ trap - EXIT
 tail -n 3 "$demo/daemon.log"
 say "the archive"
 find "$demo/out/archive" -maxdepth 2 | sort | sed 's/^/  /'
-if ctl decode "$demo/out" -o "$demo/trace.json" --summary >"$demo/summary.json" 2>"$demo/decode.err"; then
-    say "decoded trace (open it in https://ui.perfetto.dev or chrome://tracing)"
-    echo "  $demo/trace.json ($(du -h "$demo/trace.json" | cut -f1))"
-    echo "  summary: $demo/summary.json"
-    head -c 1500 "$demo/summary.json"; echo
+# The last screen: what ran, as tables, then where the trace is, how to
+# open it, and the command for the tables.
+trace=$window_trace
+if ctl decode "$demo/out" -o "$demo/trace.json" -q 2>"$demo/decode.err"; then
+    trace=$demo/trace.json
 else
     echo "(offline decode not available: $(head -n1 "$demo/decode.err"))"
 fi
+say "what ran: cuptimonctl stats (GPU time per kernel, per process; from the archive)"
+ctl stats "$demo/out" --report kernels,processes
 echo
-echo "window trace (Perfetto / chrome://tracing): $window_trace"
-echo "archive: $demo/out/archive"
+window_id=$(sed -n 's/^window \([0-9]*\):.*/\1/p' "$demo/window.txt" | head -n 1)
+echo "trace:   $trace (the whole archive; window $window_id alone: $window_trace)"
+echo "open it: https://ui.perfetto.dev (Open trace file), or chrome://tracing (Load)"
+echo "tables:  $b/cli/cuptimonctl stats $demo/out/archive [--report all] [--format csv|json]"

@@ -35,6 +35,7 @@ include tests/fakecupti/local.mk
 include tests/unit/proto.mk
 include tests/unit/util.mk
 include tests/unit/decode.mk
+include tests/unit/stats.mk
 include tests/unit/daemon.mk
 include tests/integration/local.mk
 include tests/fuzz/local.mk

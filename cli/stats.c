@@ -1,0 +1,1282 @@
+/*
+ * cuptimonctl stats ARCHIVE_DIR [--from T] [--to T] [--pid P] [--label L]
+ *                  [--report LIST] [--format table|csv|json] [-o FILE]
+ * cuptimonctl stats --window ID [...]
+ *
+ * The tables `nsys stats` gives, from the always-on archive, offline: per
+ * kernel name, per memory operation (time and bytes), per runtime/driver
+ * call, per process.  The archive is read as `decode` reads it (the same
+ * reader, the same handling of damage, --from passing over the chunks
+ * completed more than a second before it) and the events go to the
+ * statistics engine (archive/stats.h) instead of a trace.  --window asks
+ * the daemon for an ended window's processes and times and reads their
+ * archive over the window's range.
+ *
+ * The table and CSV writers here also print the end-window reply's top
+ * kernels (cli/main.c), from the rows the daemon sends.
+ */
+#include "config.h"
+
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "archive/archive.h"
+#include "archive/decode.h"
+#include "archive/demangle.h"
+#include "archive/json-get.h"
+#include "archive/session.h"
+#include "archive/stats.h"
+#include "archive/strtab.h"
+#include "archive/utf8.h"
+#include "ctl.h"
+#include "cuptimon-proto.h"
+
+#define PROG "cuptimonctl stats"
+
+/* As decode's SKIP_MARGIN_NS (cli/decode.c says why): --from passes over
+ * the chunks completed more than this before it. */
+#define SKIP_MARGIN_NS 1000000000ull
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: cuptimonctl stats ARCHIVE_DIR [OPTION]...\n"
+            "  or:  cuptimonctl stats --window=ID [OPTION]...\n"
+            "Summary tables of the always-on archive, as nsys stats gives them: GPU time\n"
+            "per kernel name, per memory operation (time and bytes), per runtime/driver\n"
+            "call, and per process; offline, no daemon needed (but for --window).\n"
+            "\n"
+            "ARCHIVE_DIR is one session directory (the one holding meta.json) or an output\n"
+            "root holding many; every session found is counted.\n"
+            "\n"
+            "      --report=LIST      reports, comma-separated: kernels, memory, api,\n"
+            "                         processes, or all (default kernels,memory,processes)\n"
+            "      --format=FMT       table (default: aligned for a terminal), csv (one\n"
+            "                         header row per report, the report's name first,\n"
+            "                         times in ns, sizes in bytes) or json\n"
+            "  -o, --output=FILE      write to FILE (default: standard output); a regular\n"
+            "                         FILE appears complete or not at all\n"
+            "      --from=T           count only events that end at or after T\n"
+            "      --to=T             count only events that start before T\n"
+            "      --pid=P            count only the sessions of process P (repeatable)\n"
+            "      --label=L          count only the sessions labelled L (CUPTIMON_LABEL;\n"
+            "                         repeatable; with --pid: either matches)\n"
+            "      --window=ID        the processes and the time range of trace window ID\n"
+            "                         (asks the daemon; the window must have ended): its\n"
+            "                         processes' archive from its start to its end, which\n"
+            "                         holds its API calls; --from/--to/--pid/--label narrow\n"
+            "      --top=N            at most N rows per report (default: all)\n"
+            "      --exact-limit=N    values kept for exact medians (default %" PRIu64 ",\n"
+            "                         8 bytes each); past it, the rows with the most values\n"
+            "                         take their medians from a histogram, within %.2f%%\n"
+            "                         (marked ~); 0: every median from a histogram\n"
+            "      --read-all         with --from: read every chunk, also those completed\n"
+            "                         before it (as decode --read-all)\n"
+            "  -q, --quiet            no progress line (shown only when standard error is\n"
+            "                         a terminal)\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "T is Unix time, as decode takes it: an integer of 10^12 or more is\n"
+            "nanoseconds, a smaller one or one with a decimal point seconds; a suffix\n"
+            "ns, us, ms or s makes the unit explicit.  An event that overlaps the range\n"
+            "counts whole.  Only records with a complete time count (a record CUPTI handed\n"
+            "over unfinished at a forced flush has no duration); they and the records\n"
+            "CUPTI dropped are counted under the tables.  Names are demangled; on a\n"
+            "terminal, long names are shortened in the middle to fit its width.\n"
+            "\n"
+            "Exit status: 0 on success (also when damaged chunks were skipped: they are\n"
+            "reported on standard error), 1 on failure, 2 on bad usage.\n",
+            CUPTIMON_STATS_EXACT_DEFAULT, CUPTIMON_STATS_MED_ERROR * 100);
+}
+
+/* ---- tables --------------------------------------------------------------- */
+
+enum cfmt {
+    F_NUM,  /* an integer, thousands separated in a table */
+    F_ID,   /* an integer as is (a pid) */
+    F_DEC,  /* one decimal */
+    F_MED,  /* one decimal, ~ in a table when the row's med_exact is false */
+    F_PCT,  /* a percentage, one decimal */
+    F_RANK, /* an integer, or nothing (null) */
+    F_STR,  /* text, or nothing (null) */
+    F_TIME, /* Unix ns: local time in a table */
+};
+
+struct col {
+    const char *key;
+    const char *head; /* table */
+    const char *csv;  /* CSV header */
+    enum cfmt f;
+};
+
+#define TIME_COLS(count, countkey)                                                                 \
+    {"time_pct", "Time (%)", "Time (%)", F_PCT},                                                   \
+        {"total_ns", "Total Time (ns)", "Total Time (ns)", F_NUM},                                 \
+        {countkey, count, count, F_NUM}, {"avg_ns", "Avg (ns)", "Avg (ns)", F_DEC},                \
+        {"med_ns", "Med (ns)", "Med (ns)", F_MED}, {"min_ns", "Min (ns)", "Min (ns)", F_NUM},      \
+        {"max_ns", "Max (ns)", "Max (ns)", F_NUM},                                                 \
+    {                                                                                              \
+        "stddev_ns", "StdDev (ns)", "StdDev (ns)", F_DEC                                           \
+    }
+
+static const struct col kernel_cols[] = {TIME_COLS("Instances", "instances"),
+                                         {"name", "Name", "Name", F_STR}};
+static const struct col memtime_cols[] = {TIME_COLS("Count", "count"),
+                                          {"operation", "Operation", "Operation", F_STR}};
+static const struct col api_cols[] = {TIME_COLS("Num Calls", "calls"),
+                                      {"name", "Name", "Name", F_STR}};
+static const struct col membytes_cols[] = {
+    {"total_bytes", "Total (bytes)", "Total (bytes)", F_NUM},
+    {"count", "Count", "Count", F_NUM},
+    {"avg_bytes", "Avg (bytes)", "Avg (bytes)", F_DEC},
+    {"med_bytes", "Med (bytes)", "Med (bytes)", F_MED},
+    {"min_bytes", "Min (bytes)", "Min (bytes)", F_NUM},
+    {"max_bytes", "Max (bytes)", "Max (bytes)", F_NUM},
+    {"stddev_bytes", "StdDev (bytes)", "StdDev (bytes)", F_DEC},
+    {"operation", "Operation", "Operation", F_STR}};
+static const struct col proc_cols[] = {{"pid", "PID", "PID", F_ID},
+                                       {"rank", "Rank", "Rank", F_RANK},
+                                       {"label", "Label", "Label", F_STR},
+                                       {"hostname", "Host", "Host", F_STR},
+                                       {"gpu_busy_ns", "GPU Busy (ns)", "GPU Busy (ns)", F_NUM},
+                                       {"busy_pct", "Busy (%)", "Busy (%)", F_PCT},
+                                       {"kernels", "Kernels", "Kernels", F_NUM},
+                                       {"first_unix_ns", "First", "First (Unix ns)", F_TIME},
+                                       {"last_unix_ns", "Last", "Last (Unix ns)", F_TIME}};
+
+static const struct col *report_cols(enum cuptimon_stats_report r, size_t *n)
+{
+#define N(a) (*n = sizeof(a) / sizeof((a)[0]), (a))
+    switch (r) {
+    case CUPTIMON_STATS_KERNELS: return N(kernel_cols);
+    case CUPTIMON_STATS_MEMORY_TIME: return N(memtime_cols);
+    case CUPTIMON_STATS_MEMORY_BYTES: return N(membytes_cols);
+    case CUPTIMON_STATS_API: return N(api_cols);
+    default: return N(proc_cols);
+    }
+#undef N
+}
+
+/* A middle text column (label, host) is shortened to this on a terminal;
+ * the last one (a name) to what is left of the terminal's width, but not
+ * below NAME_MIN. */
+#define MID_MAX  24
+#define NAME_MIN 20
+
+/* "1234567" -> "1,234,567" into out. */
+static void thousands(char *out, size_t len, uint64_t v, const char *frac)
+{
+    char d[32];
+    int n = snprintf(d, sizeof d, "%" PRIu64, v), o = 0;
+
+    for (int i = 0; i < n && (size_t)o + 2 < len; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = d[i];
+    }
+    out[o] = '\0';
+    if (frac)
+        snprintf(out + o, len - (size_t)o, "%s", frac);
+}
+
+static void one_decimal(char *out, size_t len, double v, int table)
+{
+    char f[8];
+    uint64_t ip;
+    unsigned tenth;
+
+    if (!table || !(v >= 0) || v >= 1e19) {
+        snprintf(out, len, "%.1f", v);
+        return;
+    }
+    ip = (uint64_t)(v + 0.05);
+    tenth = (unsigned)((v + 0.05 - (double)ip) * 10);
+    if (tenth > 9)
+        tenth = 9;
+    snprintf(f, sizeof f, ".%u", tenth);
+    thousands(out, len, ip, f);
+}
+
+/* Text for a terminal: control characters (C0, DEL, C1: an escape
+ * sequence in a name would act on the terminal) and malformed bytes become
+ * U+FFFD.  Malloc'd. */
+static char *term_text(const char *s)
+{
+    size_t n = strlen(s), o = 0;
+    char *out = malloc(n * 3 + 1);
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
+        unsigned long cp = l ? cuptimon__utf8_cp((const unsigned char *)s + i, l) : 0xfffd;
+        if (l == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i += l ? l : 1;
+        } else {
+            memcpy(out + o, s + i, l);
+            o += l;
+            i += l;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Columns s (well-formed UTF-8) takes on a terminal. */
+static size_t text_width(const char *s)
+{
+    size_t n = strlen(s), w = 0;
+
+    for (size_t i = 0; i < n;) {
+        size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
+        if (l == 0)
+            l = 1;
+        w += (size_t)cuptimon__ucs_width(cuptimon__utf8_cp((const unsigned char *)s + i, l));
+        i += l;
+    }
+    return w;
+}
+
+/* s shortened in the middle to at most max columns ("head...tail"), or s
+ * itself when it fits.  Malloc'd; s is freed when replaced. */
+static char *elide(char *s, size_t max)
+{
+    size_t n = strlen(s), k = 0, hw = 0, tw = 0, head, tail, h = 0, t = n;
+    size_t *off, *wid;
+    char *out;
+
+    if (text_width(s) <= max || max < 5)
+        return s;
+    off = malloc((n + 1) * sizeof(*off));
+    wid = malloc((n + 1) * sizeof(*wid));
+    out = malloc(n + 4);
+    if (off == NULL || wid == NULL || out == NULL) {
+        free(off);
+        free(wid);
+        free(out);
+        return s;
+    }
+    for (size_t i = 0; i < n; k++) {
+        size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
+        if (l == 0)
+            l = 1;
+        off[k] = i;
+        wid[k] = (size_t)cuptimon__ucs_width(cuptimon__utf8_cp((const unsigned char *)s + i, l));
+        i += l;
+    }
+    off[k] = n;
+    head = (max - 3 + 1) / 2;
+    tail = max - 3 - head;
+    /* Whole characters from the front, then from the back; a zero-width
+     * one stays with the character before it. */
+    size_t a = 0, b = k;
+    while (a < k && hw + wid[a] <= head) {
+        hw += wid[a];
+        a++;
+    }
+    while (a > 0 && a < k && wid[a] == 0)
+        a--; /* never split a character from its combining marks */
+    h = off[a];
+    tail = max - 3 - hw; /* what the head left: a wide character may not have fit there */
+    while (b > a && tw + wid[b - 1] <= tail) {
+        tw += wid[b - 1];
+        b--;
+    }
+    while (b < k && wid[b] == 0)
+        b++;
+    t = off[b];
+    memcpy(out, s, h);
+    memcpy(out + h, "...", 3);
+    memcpy(out + h + 3, s + t, n - t);
+    out[h + 3 + n - t] = '\0';
+    free(off);
+    free(wid);
+    free(s);
+    return out;
+}
+
+/* One cell, malloc'd ("" for a missing value). */
+static char *cell(json_object *row, const struct col *c, int table)
+{
+    json_object *v = cuptimon__json_get(row, c->key);
+    char buf[64];
+
+    if (v == NULL)
+        return strdup(table && c->f != F_NUM ? "-" : "");
+    switch (c->f) {
+    case F_NUM:
+        if (table)
+            thousands(buf, sizeof buf, json_object_get_uint64(v), NULL);
+        else
+            snprintf(buf, sizeof buf, "%" PRIu64, json_object_get_uint64(v));
+        break;
+    case F_ID:
+    case F_RANK: snprintf(buf, sizeof buf, "%" PRId64, json_object_get_int64(v)); break;
+    case F_MED:
+    case F_DEC:
+        one_decimal(buf + 1, sizeof buf - 1, json_object_get_double(v), table);
+        if (c->f == F_MED && table && !cuptimon__json_bool(row, "med_exact", 1)) {
+            buf[0] = '~';
+            return strdup(buf);
+        }
+        return strdup(buf + 1);
+    case F_PCT: snprintf(buf, sizeof buf, "%.1f", json_object_get_double(v)); break;
+    case F_TIME: {
+        uint64_t ns = json_object_get_uint64(v);
+        if (!table) {
+            snprintf(buf, sizeof buf, "%" PRIu64, ns);
+        } else if (ns == 0) {
+            snprintf(buf, sizeof buf, "-");
+        } else {
+            time_t s = (time_t)(ns / 1000000000u);
+            struct tm tm;
+            size_t k = 0;
+            if (localtime_r(&s, &tm) != NULL)
+                k = strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+            snprintf(buf + k, sizeof buf - k, ".%03u", (unsigned)(ns % 1000000000u / 1000000u));
+        }
+        break;
+    }
+    case F_STR:
+        return table ? term_text(json_object_get_string(v)) : strdup(json_object_get_string(v));
+    }
+    return strdup(buf);
+}
+
+/* A CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int cuptimon__cli_stats_print(FILE *f, enum cuptimon_stats_report r, struct json_object *rows,
+                              int csv, unsigned width, const char *indent)
+{
+    size_t ncol, nrow = rows ? json_object_array_length(rows) : 0;
+    const struct col *cols = report_cols(r, &ncol);
+    char **cells = calloc((nrow + 1) * ncol, sizeof(*cells));
+    size_t *w = calloc(ncol, sizeof(*w));
+    int rc = 0;
+
+    if (cells == NULL || w == NULL) {
+        free(cells);
+        free(w);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nrow; i++)
+        for (size_t c = 0; c < ncol; c++) {
+            char **p = &cells[i * ncol + c];
+            *p = cell(json_object_array_get_idx(rows, i), &cols[c], !csv);
+            if (*p == NULL) {
+                rc = -ENOMEM;
+                goto out;
+            }
+        }
+    if (csv) {
+        fputs("Report", f);
+        for (size_t c = 0; c < ncol; c++) {
+            fputc(',', f);
+            csv_field(f, cols[c].csv);
+        }
+        fputc('\n', f);
+        for (size_t i = 0; i < nrow; i++) {
+            fputs(cuptimon__stats_report_name(r), f);
+            for (size_t c = 0; c < ncol; c++) {
+                fputc(',', f);
+                csv_field(f, cells[i * ncol + c]);
+            }
+            fputc('\n', f);
+        }
+        goto out;
+    }
+    /* On a terminal, text columns are shortened: those in the middle to
+     * MID_MAX, the last to what the others leave of the width. */
+    for (size_t c = 0; c < ncol; c++) {
+        w[c] = text_width(cols[c].head);
+        for (size_t i = 0; i < nrow; i++) {
+            char **p = &cells[i * ncol + c];
+            if (width && cols[c].f == F_STR && c + 1 < ncol)
+                *p = elide(*p, MID_MAX);
+            size_t tw = text_width(*p);
+            if (tw > w[c])
+                w[c] = tw;
+        }
+    }
+    if (width && cols[ncol - 1].f == F_STR) {
+        size_t used = strlen(indent);
+        for (size_t c = 0; c + 1 < ncol; c++)
+            used += w[c] + 2;
+        size_t room = width > used + NAME_MIN ? width - used : NAME_MIN;
+        w[ncol - 1] = text_width(cols[ncol - 1].head);
+        for (size_t i = 0; i < nrow; i++) {
+            char **p = &cells[i * ncol + ncol - 1];
+            *p = elide(*p, room);
+            size_t tw = text_width(*p);
+            if (tw > w[ncol - 1])
+                w[ncol - 1] = tw;
+        }
+    }
+    for (size_t line = 0; line < nrow + 2; line++) {
+        fputs(indent, f);
+        for (size_t c = 0; c < ncol; c++) {
+            const char *s = line == 0   ? cols[c].head
+                            : line == 1 ? NULL
+                                        : cells[(line - 2) * ncol + c];
+            size_t tw = s ? text_width(s) : w[c], pad = w[c] > tw ? w[c] - tw : 0;
+            int left = cols[c].f == F_STR, last = c + 1 == ncol;
+            if (c > 0)
+                fputs("  ", f);
+            if (s == NULL) {
+                for (size_t k = 0; k < w[c]; k++)
+                    fputc('-', f);
+                continue;
+            }
+            if (!left)
+                fprintf(f, "%*s", (int)pad, "");
+            fputs(s, f);
+            if (left && !last)
+                fprintf(f, "%*s", (int)pad, "");
+        }
+        fputc('\n', f);
+    }
+out:
+    for (size_t i = 0; i < nrow * ncol; i++)
+        free(cells[i]);
+    free(cells);
+    free(w);
+    return rc;
+}
+
+unsigned cuptimon__cli_term_width(FILE *f)
+{
+    struct winsize ws;
+    const char *cols = getenv("COLUMNS");
+
+    if (!isatty(fileno(f)))
+        return 0;
+    if (ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    if (cols != NULL && atoi(cols) > 0)
+        return (unsigned)atoi(cols);
+    return 80;
+}
+
+/* ---- reading the archive ------------------------------------------------------ */
+
+struct ssess {
+    const char *dir;
+    struct cuptimon_archive_session as;
+    struct cuptimon_decode_stats dec;
+    struct cuptimon_archive_stats ast;
+    uint64_t chunks, kept;
+    int skip;
+};
+
+#define MAX_PICKS 64
+
+struct picks {
+    uint32_t pid[MAX_PICKS];
+    const char *label[MAX_PICKS];
+    int npid, nlabel;
+    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
+};
+
+/* 1 when no --pid/--label was given or the session matches one. */
+static int picked(struct picks *p, const struct ssess *s)
+{
+    int hit = p->npid == 0 && p->nlabel == 0;
+    for (int i = 0; i < p->npid; i++)
+        if (s->as.info.pid == p->pid[i])
+            hit = p->pid_hit[i] = 1;
+    for (int i = 0; i < p->nlabel; i++)
+        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
+            hit = p->label_hit[i] = 1;
+    return hit;
+}
+
+static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                          uint64_t offset, const char *what)
+{
+    (void)ud;
+    (void)kind;
+    if (offset == UINT64_MAX)
+        fprintf(stderr, PROG ": %s: %s\n", path, what);
+    else
+        fprintf(stderr, PROG ": %s: offset %" PRIu64 ": %s\n", path, offset, what);
+}
+
+static int open_session(struct ssess *s, struct cuptimon_archive_reader **r, int window)
+{
+    char *err = NULL;
+    int rc = cuptimon__archive_open(s->dir, r, &err);
+
+    if (rc < 0) {
+        fprintf(stderr, PROG ": %s: %s%s\n", s->dir, err ? err : strerror(-rc),
+                window && rc == -EACCES
+                    ? " (--window reads the window's processes' archive, which only root, the "
+                      "daemon's user and its group may read)"
+                    : "");
+        free(err);
+        return rc;
+    }
+    free(err);
+    return 0;
+}
+
+/* meta.json into s; with report, says what makes records undecodable, as
+ * decode does. */
+static void session_meta(struct ssess *s, const char *text, int report)
+{
+    const struct cuptimon_archive_session *as = &s->as;
+    int rc = cuptimon__archive_session_meta(&s->as, text);
+
+    if (!report)
+        return;
+    if (rc == -EINVAL && text != NULL)
+        fprintf(stderr,
+                PROG ": %s/meta.json: not a JSON object, and no member could be salvaged "
+                     "from it; the session's records are counted as undecodable\n",
+                s->dir);
+    else if (rc == -EBADMSG)
+        fprintf(stderr,
+                PROG ": %s/meta.json: damaged (not valid JSON); what could be salvaged is used\n",
+                s->dir);
+    if (as->layout_rc == -EPROTONOSUPPORT && rc != -EINVAL)
+        fprintf(stderr,
+                PROG ": %s: CUPTI API version %u is not one this build decodes (it decodes "
+                     "%s); its records are counted as undecodable\n",
+                s->dir, as->info.cupti_version, cuptimon__cupti_supported());
+    else if (as->layout_rc > 0 && as->layout.udr_error[0] != '\0')
+        fprintf(stderr, PROG ": %s: the producer's user-defined record layouts: %s\n", s->dir,
+                as->layout.udr_error);
+    else if (as->layout_rc > 0)
+        fprintf(stderr,
+                PROG ": %s: some of the producer's record sizes are not those of its CUPTI "
+                     "release; those records are counted as undecodable, not read\n",
+                s->dir);
+}
+
+struct progress {
+    int on;
+    double t0, last;
+    uint64_t records;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void progress_show(struct progress *p, size_t done, size_t total, int final)
+{
+    double t = mono_s();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
+    fprintf(stderr, "\rstats: %.2f M records, session %zu of %zu, %.2f M records/s\033[K%s",
+            (double)p->records / 1e6, done, total, (double)p->records / el / 1e6,
+            final ? "\n" : "");
+}
+
+struct range {
+    uint64_t from, to, skip_before;
+};
+
+/* Counts session s into the engine: 0, 1 when it could not be opened
+ * (reported, passed over), or -ENOMEM. */
+static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon_demangler *dm,
+                     const struct range *rg, struct progress *pg, size_t idx, size_t n, int window)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk ch;
+    int proc, rc;
+
+    if (open_session(s, &r, window) < 0)
+        return 1;
+    cuptimon__archive_set_report(r, report_damage, NULL);
+    cuptimon__archive_skip_before(r, rg->skip_before);
+    session_meta(s, cuptimon__archive_meta(r), 1);
+    if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
+        cuptimon__archive_close(r);
+        return -ENOMEM;
+    }
+    rc = cuptimon__archive_session_strings(&s->as, r);
+    if (rc < 0)
+        fprintf(stderr, PROG ": %s: reading strings: %s (names may be missing)\n", s->dir,
+                strerror(-rc));
+    proc = cuptimon__stats_add_process(st, &s->as.info, s->as.names, dm);
+    if (proc < 0) {
+        cuptimon__archive_close(r);
+        return -ENOMEM;
+    }
+    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+        struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
+        struct cuptimon_walk w;
+        struct cuptimon_ev ev;
+
+        s->chunks++;
+        /* The drops a buffer's header counts happened before it was
+         * completed: those of the buffers completed in the range (and the
+         * margin after it, as records may end after --to). */
+        if (ch.hdr.unix_ns >= rg->from && (rg->to == 0 || ch.hdr.unix_ns < rg->to + SKIP_MARGIN_NS))
+            cuptimon__stats_dropped(st, proc, ch.hdr.dropped);
+        pg->records += ch.hdr.records;
+        progress_show(pg, idx + 1, n, 0);
+        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
+        while (cuptimon__walk_next(&w, &ev)) {
+            if ((rg->from || rg->to) && !cuptimon__ev_in_range(&ev, &clk, rg->from, rg->to))
+                continue;
+            s->kept++;
+            cuptimon__stats_event(st, proc, &ev, &clk);
+        }
+    }
+    if (rc < 0)
+        fprintf(stderr, PROG ": %s: reading: %s (the rest of this session is skipped)\n", s->dir,
+                strerror(-rc));
+    s->ast = *cuptimon__archive_stats(r);
+    cuptimon__archive_close(r);
+    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings || s->ast.bad_files ||
+        s->ast.bad_seg_headers || s->ast.duplicate_chunks)
+        fprintf(stderr,
+                PROG ": %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
+                     " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
+                     " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
+                     " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
+                s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
+                s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
+                s->ast.bad_seg_headers);
+    if (s->dec.undecodable_bytes)
+        fprintf(stderr, PROG ": %s: %" PRIu64 " byte(s) of records not decoded (in no table)\n",
+                s->dir, s->dec.undecodable_bytes);
+    return 0;
+}
+
+/* ---- --window --------------------------------------------------------------- */
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Asks the daemon for window id: its range into *from and *to, and its
+ * sessions' archive directories into *dirs.  0, or the exit status. */
+static int window_lookup(struct cuptimon_ctl *ctl, long long id, uint64_t *from, uint64_t *to,
+                         char ***dirs)
+{
+    json_object *req = json_object_new_object(), *r, *ws, *w = NULL, *procs;
+    char err[600];
+    size_t n = 0;
+    int ret = 1;
+
+    *dirs = NULL;
+    if (req == NULL)
+        return 1;
+    json_object_object_add(req, "op", json_object_new_string("windows"));
+    r = cuptimon__ctl_call(ctl, req, err, sizeof err, NULL);
+    json_object_put(req);
+    if (r == NULL) {
+        fprintf(stderr, PROG ": --window %lld: %s\n", id, err);
+        return 1;
+    }
+    ws = cuptimon__json_get(r, "windows");
+    for (size_t i = 0;
+         ws && json_object_is_type(ws, json_type_array) && i < json_object_array_length(ws); i++)
+        if (cuptimon__json_int(json_object_array_get_idx(ws, i), "window", 0) == id)
+            w = json_object_array_get_idx(ws, i);
+    if (w == NULL) {
+        fprintf(stderr,
+                PROG ": --window %lld: the daemon has no such window that you may see "
+                     "('cuptimonctl windows' lists them)\n",
+                id);
+        goto out;
+    }
+    if (strcmp(cuptimon__json_str(w, "state", ""), "done") != 0) {
+        fprintf(stderr,
+                PROG ": --window %lld: the window is %s; its statistics are read once it has "
+                     "ended and its trace is written ('cuptimonctl end-window %lld')\n",
+                id, cuptimon__json_str(w, "state", "?"), id);
+        goto out;
+    }
+    *from = cuptimon__json_uint(w, "start_unix_ns", 0);
+    *to = cuptimon__json_uint(w, "end_unix_ns", 0) + 1; /* the window keeps its end */
+    procs = cuptimon__json_get(cuptimon__json_get(w, "summary"), "processes");
+    n = procs && json_object_is_type(procs, json_type_array) ? json_object_array_length(procs) : 0;
+    *dirs = calloc(n + 1, sizeof(**dirs));
+    if (*dirs == NULL)
+        goto out;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        const char *d = cuptimon__json_str(json_object_array_get_idx(procs, i), "archive", NULL);
+        if (d != NULL && d[0] != '\0' && ((*dirs)[k] = strdup(d)) != NULL)
+            k++;
+    }
+    if ((*dirs)[0] == NULL) {
+        fprintf(stderr, PROG ": --window %lld: the window holds no process\n", id);
+        goto out;
+    }
+    /* In the order the archive's own listing gives them: the same tables
+     * as the archive read over the window's range, to the last bit. */
+    for (n = 0; (*dirs)[n] != NULL; n++)
+        ;
+    qsort(*dirs, n, sizeof(**dirs), by_path);
+    ret = 0;
+out:
+    if (ret != 0) {
+        cuptimon__archive_free_list(*dirs);
+        *dirs = NULL;
+    }
+    json_object_put(r);
+    return ret;
+}
+
+/* ---- output --------------------------------------------------------------------- */
+
+static const char *const report_title[] = {
+    [CUPTIMON_STATS_KERNELS] = "CUDA kernels by GPU time",
+    [CUPTIMON_STATS_MEMORY_TIME] = "Memory operations by GPU time",
+    [CUPTIMON_STATS_MEMORY_BYTES] = "Memory operations by size",
+    [CUPTIMON_STATS_API] = "CUDA runtime and driver API calls by time",
+    [CUPTIMON_STATS_PROCESSES] = "Processes (producer sessions)",
+};
+
+/* The lines under the tables: what they do not hold, and why. */
+static void notes(FILE *f, json_object *info, json_object *procs, unsigned reports)
+{
+    json_object *med = cuptimon__json_get(info, "medians");
+    json_object *inc = cuptimon__json_get(info, "incomplete");
+    json_object *oth = cuptimon__json_get(info, "other_rows");
+    uint64_t v;
+
+    if (cuptimon__json_uint(med, "approximate_medians", 0) > 0)
+        fprintf(f,
+                "~ marks a median read from a histogram, within %.2f%% of the true one: the "
+                "selection holds more values than --exact-limit=%" PRIu64 " keeps.\n",
+                cuptimon__json_double(med, "relative_error", 0) * 100,
+                cuptimon__json_uint(med, "exact_limit", 0));
+    if ((v = cuptimon__json_uint(med, "collapsed", 0)) > 0)
+        fprintf(f,
+                "%" PRIu64 " value(s) lay more than 2^32 times below their row's largest and "
+                "share its histogram's lowest bin: a median among them is not within the bound.\n",
+                v);
+    if ((v = cuptimon__json_uint(inc, "kernel", 0) + cuptimon__json_uint(inc, "memory", 0) +
+             cuptimon__json_uint(inc, "api", 0)) > 0)
+        fprintf(f,
+                "%" PRIu64 " record(s) without a complete time (handed over unfinished at a "
+                "forced flush) are in no table.\n",
+                v);
+    if ((v = cuptimon__json_uint(info, "dropped_records", 0)) > 0)
+        fprintf(f,
+                "CUPTI dropped %" PRIu64 " record(s) (it had no buffer to write them to): "
+                "they are in no table.\n",
+                v);
+    if ((v = cuptimon__json_uint(oth, "kernels", 0) + cuptimon__json_uint(oth, "api", 0)) > 0)
+        fprintf(f,
+                "The (other ...) rows hold %" PRIu64 " record(s) of the names past the first "
+                "%" PRIu64 " of a report.\n",
+                v, cuptimon__json_uint(oth, "names_max", 0));
+    for (size_t i = 0; (reports & CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES)) && procs &&
+                       i < json_object_array_length(procs);
+         i++) {
+        json_object *p = json_object_array_get_idx(procs, i);
+        if ((v = cuptimon__json_uint(p, "busy_uncertain_ns", 0)) > 0)
+            fprintf(f,
+                    "pid %" PRId64 ": its GPU busy time may be up to %" PRIu64 " ns more (work "
+                    "that arrived long out of time order).\n",
+                    cuptimon__json_int(p, "pid", 0), v);
+    }
+}
+
+static int write_output(FILE *f, struct cuptimon_stats *st, unsigned reports, int format,
+                        size_t top, json_object *extra, unsigned width)
+{
+    json_object *rows[CUPTIMON_STATS_REPORTS] = {NULL}, *info = cuptimon__stats_info_json(st);
+    int rc = 0;
+
+    if (info == NULL)
+        return -ENOMEM;
+    for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++) {
+        if (!(reports & CUPTIMON_STATS_BIT(r)))
+            continue;
+        rows[r] = cuptimon__stats_rows(st, r, top);
+        if (rows[r] == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
+    if (format == 'j') {
+        json_object *o = json_object_new_object();
+        if (o == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++)
+            if (rows[r] != NULL)
+                json_object_object_add(o, cuptimon__stats_report_name(r), json_object_get(rows[r]));
+        json_object_object_foreach(extra, key, val)
+        {
+            json_object_object_add(info, key, json_object_get(val));
+        }
+        json_object_object_add(o, "info", json_object_get(info));
+        fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE),
+              f);
+        fputc('\n', f);
+        json_object_put(o);
+        goto out;
+    }
+    for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++) {
+        if (rows[r] == NULL)
+            continue;
+        if (format == 't') {
+            size_t n = json_object_array_length(rows[r]);
+            fprintf(f, "%s%s:", r ? "\n" : "", report_title[r]);
+            if (r == CUPTIMON_STATS_KERNELS) {
+                char a[32], b[32], t[32];
+                thousands(a, sizeof a, cuptimon__json_uint(info, "kernel_names", 0), NULL);
+                thousands(b, sizeof b, cuptimon__json_uint(info, "kernels", 0), NULL);
+                thousands(t, sizeof t, cuptimon__json_uint(info, "kernel_ns", 0), NULL);
+                fprintf(f, " %s name(s), %s instance(s), %s ns", a, b, t);
+            }
+            if (top && n == top)
+                fprintf(f, " (the first %zu rows)", top);
+            fputs("\n\n", f);
+            if (n == 0) {
+                fputs(r == CUPTIMON_STATS_API
+                          ? "  (no runtime or driver API records in the selection: the archive "
+                            "holds them only\n  inside trace windows, 'cuptimonctl "
+                            "begin-window')\n"
+                          : "  (none in the selection)\n",
+                      f);
+                continue;
+            }
+        }
+        rc = cuptimon__cli_stats_print(f, r, rows[r], format == 'c', width,
+                                       format == 't' ? " " : "");
+        if (rc < 0)
+            goto out;
+    }
+    if (format == 't') {
+        /* Under the tables, after a blank line, when there is anything to say. */
+        char *nb = NULL;
+        size_t nlen = 0;
+        FILE *m = open_memstream(&nb, &nlen);
+        if (m == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        notes(m, info, rows[CUPTIMON_STATS_PROCESSES], reports);
+        if (fclose(m) != 0) {
+            free(nb);
+            rc = -ENOMEM;
+            goto out;
+        }
+        if (nlen > 0)
+            fprintf(f, "\n%s", nb);
+        free(nb);
+    } else {
+        notes(stderr, info, rows[CUPTIMON_STATS_PROCESSES], reports);
+    }
+out:
+    for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++)
+        json_object_put(rows[r]);
+    json_object_put(info);
+    return rc;
+}
+
+/* ---- the command -------------------------------------------------------------------- */
+
+/* --report=LIST into a mask of CUPTIMON_STATS_BIT()s; 0 after saying what
+ * is wrong. */
+static unsigned parse_reports(const char *list)
+{
+    unsigned m = 0;
+    const char *p = list;
+
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0) {
+            fprintf(stderr,
+                    PROG ": --report: '%s' has an empty item (reports: kernels, memory, "
+                         "api, processes, all)\n",
+                    list);
+            return 0;
+        }
+        if (n == 7 && strncmp(p, "kernels", n) == 0)
+            m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_KERNELS);
+        else if (n == 6 && strncmp(p, "memory", n) == 0)
+            m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_TIME) |
+                 CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_BYTES);
+        else if (n == 3 && strncmp(p, "api", n) == 0)
+            m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_API);
+        else if (n == 9 && strncmp(p, "processes", n) == 0)
+            m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES);
+        else if (n == 3 && strncmp(p, "all", n) == 0)
+            m |= CUPTIMON_STATS_ALL;
+        else {
+            fprintf(stderr,
+                    PROG ": --report: '%.*s' is not a report (kernels, memory, api, processes, "
+                         "all)\n",
+                    (int)n, p);
+            return 0;
+        }
+        if (p[n] == '\0')
+            return m;
+        p += n + 1;
+    }
+}
+
+static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v > max) {
+        fprintf(stderr, PROG ": --%s: '%s' is not a count (0..%" PRIu64 ")\n", opt, s, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'}, {"from", required_argument, NULL, 'F'},
+        {"to", required_argument, NULL, 'T'},     {"pid", required_argument, NULL, 'p'},
+        {"label", required_argument, NULL, 'l'},  {"report", required_argument, NULL, 'r'},
+        {"format", required_argument, NULL, 'f'}, {"window", required_argument, NULL, 'w'},
+        {"top", required_argument, NULL, 'N'},    {"exact-limit", required_argument, NULL, 'E'},
+        {"read-all", no_argument, NULL, 'A'},     {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    const char *out_path = NULL;
+    uint64_t from = 0, to = 0, exact = CUPTIMON_STATS_EXACT_DEFAULT, top = 0;
+    unsigned reports = CUPTIMON_STATS_BIT(CUPTIMON_STATS_KERNELS) |
+                       CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_TIME) |
+                       CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_BYTES) |
+                       CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES);
+    int have_from = 0, read_all = 0, format = 't', c, ret = 1, rc;
+    long long window = 0;
+    char **dirs = NULL;
+    size_t nsess = 0;
+    struct ssess *sess = NULL;
+    struct cuptimon_demangler *dm = NULL;
+    struct cuptimon_stats *st = NULL;
+    struct cuptimon_outfile of = {.fd = -1};
+    int of_open = 0;
+    struct picks pk = {.npid = 0};
+    struct progress pg = {.on = isatty(STDERR_FILENO)};
+    struct range rg = {0, 0, 0};
+    json_object *extra = NULL;
+
+    optind = 0; /* glibc: re-initialises getopt completely */
+    while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+        case 'l': {
+            char *end;
+            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
+            if (pk.npid + pk.nlabel >= MAX_PICKS) {
+                fprintf(stderr, PROG ": at most %d --pid and --label values\n", MAX_PICKS);
+                return 2;
+            }
+            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
+                             optarg[0] == '-' || optarg[0] == '+')) {
+                fprintf(stderr, PROG ": --pid: '%s' is not a process id\n", optarg);
+                return 2;
+            }
+            if (c == 'l' && optarg[0] == '\0') {
+                fprintf(stderr, PROG ": --label: the label is empty\n");
+                return 2;
+            }
+            if (c == 'p')
+                pk.pid[pk.npid++] = (uint32_t)v;
+            else
+                pk.label[pk.nlabel++] = optarg;
+            break;
+        }
+        case 'F':
+        case 'T': {
+            uint64_t v;
+            if (cuptimon__cli_parse_time(optarg, &v) < 0) {
+                fprintf(stderr,
+                        PROG ": --%s: '%s' is not a time (Unix ns, or seconds with a fraction, "
+                             "optionally with a unit ns/us/ms/s)\n",
+                        c == 'F' ? "from" : "to", optarg);
+                return 2;
+            }
+            if (c == 'F') {
+                from = v;
+                have_from = 1;
+            } else {
+                to = v;
+            }
+            break;
+        }
+        case 'r':
+            if ((reports = parse_reports(optarg)) == 0)
+                return 2;
+            break;
+        case 'f':
+            if (strcmp(optarg, "table") == 0 || strcmp(optarg, "csv") == 0 ||
+                strcmp(optarg, "json") == 0) {
+                format = optarg[0];
+            } else {
+                fprintf(stderr, PROG ": --format: '%s' is not table, csv or json\n", optarg);
+                return 2;
+            }
+            break;
+        case 'w': {
+            char *end;
+            errno = 0;
+            window = strtoll(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || errno != 0 || window <= 0 || optarg[0] == '+') {
+                fprintf(stderr, PROG ": --window: '%s' is not a window id\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'N':
+            if (parse_count("top", optarg, 1000000, &top) < 0)
+                return 2;
+            break;
+        case 'E':
+            if (parse_count("exact-limit", optarg, (uint64_t)1 << 40, &exact) < 0)
+                return 2;
+            break;
+        case 'A': read_all = 1; break;
+        case 'q': pg.on = 0; break;
+        case 'o': out_path = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: fprintf(stderr, "Try '" PROG " --help' for more information.\n"); return 2;
+        }
+    }
+    if (window ? optind != argc : optind != argc - 1) {
+        fprintf(stderr, PROG ": %s\nTry '" PROG " --help' for more information.\n",
+                window           ? "--window reads the window's own sessions: give no ARCHIVE_DIR"
+                : optind >= argc ? "ARCHIVE_DIR is missing"
+                                 : "only one ARCHIVE_DIR is taken");
+        return 2;
+    }
+    if (have_from && to != 0 && to <= from) {
+        fprintf(stderr, PROG ": --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", to, from);
+        return 2;
+    }
+
+    if (window) {
+        uint64_t wf = 0, wt = 0;
+        if ((rc = window_lookup(ctl, window, &wf, &wt, &dirs)) != 0)
+            return rc;
+        if (!have_from || from < wf)
+            from = wf;
+        if (to == 0 || to > wt)
+            to = wt;
+        have_from = 1;
+        if (to <= from) {
+            fprintf(stderr,
+                    PROG ": --window %lld: --from/--to leave nothing of its range [%" PRIu64
+                         ", %" PRIu64 ")\n",
+                    window, wf, wt);
+            cuptimon__archive_free_list(dirs);
+            return 2;
+        }
+    } else {
+        rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
+        if (rc < 0) {
+            fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(-rc));
+            return 1;
+        }
+    }
+    while (dirs[nsess] != NULL)
+        nsess++;
+    if (nsess == 0) {
+        fprintf(stderr, PROG ": %s: no archive sessions (directories with a meta.json) found\n",
+                window ? "--window" : argv[optind]);
+        cuptimon__archive_free_list(dirs);
+        return 1;
+    }
+    sess = calloc(nsess, sizeof(*sess));
+    if (sess == NULL)
+        goto oom;
+    for (size_t i = 0; i < nsess; i++)
+        sess[i].dir = dirs[i];
+    /* --pid/--label: a value that matches no session fails before anything
+     * is written (the tables would silently lack what was asked for). */
+    if (pk.npid + pk.nlabel > 0) {
+        int unmatched = 0;
+        for (size_t i = 0; i < nsess; i++) {
+            struct cuptimon_archive_reader *r;
+            if (open_session(&sess[i], &r, window != 0) == 0) {
+                session_meta(&sess[i], cuptimon__archive_meta(r), 0);
+                cuptimon__archive_close(r);
+            }
+            sess[i].skip = !picked(&pk, &sess[i]);
+        }
+        for (int i = 0; i < pk.npid + pk.nlabel; i++) {
+            int isp = i < pk.npid;
+            if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
+                continue;
+            if (isp)
+                fprintf(stderr, PROG ": --pid %" PRIu32 ": no session of that process in %s\n",
+                        pk.pid[i], window ? "the window" : argv[optind]);
+            else
+                fprintf(stderr, PROG ": --label %s: no session with that label in %s\n",
+                        pk.label[i - pk.npid], window ? "the window" : argv[optind]);
+            unmatched = 1;
+        }
+        if (unmatched)
+            goto out;
+    }
+    /* The output first, so that a path that cannot be written fails before
+     * the archive is read. */
+    if (out_path != NULL && strcmp(out_path, "-") != 0) {
+        rc = cuptimon__outfile_open(&of, out_path, 0644);
+        if (rc < 0) {
+            fprintf(stderr, PROG ": cannot write %s: %s\n", out_path, strerror(-rc));
+            goto out;
+        }
+        of_open = 1;
+    }
+
+    struct cuptimon_stats_opts so = {.reports = reports, .exact_limit = exact};
+    if (cuptimon__demangler_new(0, &dm) < 0 || cuptimon__stats_new(&so, &st) < 0)
+        goto oom;
+    rg.from = have_from ? from : 0;
+    rg.to = to;
+    if (have_from && !read_all && from > SKIP_MARGIN_NS)
+        rg.skip_before = from - SKIP_MARGIN_NS;
+    pg.t0 = pg.last = mono_s();
+    for (size_t i = 0; i < nsess; i++) {
+        if (sess[i].skip)
+            continue;
+        rc = count_one(&sess[i], st, dm, &rg, &pg, i, nsess, window != 0);
+        if (rc == -ENOMEM)
+            goto oom;
+    }
+    progress_show(&pg, nsess, nsess, 1);
+
+    extra = json_object_new_object();
+    if (extra == NULL)
+        goto oom;
+    {
+        uint64_t chunks = 0, undec = 0, recs = 0, kept = 0, nread = 0;
+        for (size_t i = 0; i < nsess; i++) {
+            if (sess[i].skip)
+                continue;
+            nread++;
+            chunks += sess[i].chunks;
+            undec += sess[i].dec.undecodable_bytes;
+            recs += sess[i].dec.records;
+            kept += sess[i].kept;
+        }
+        json_object_object_add(extra, "sessions", json_object_new_uint64(nread));
+        json_object_object_add(extra, "chunks_read", json_object_new_uint64(chunks));
+        json_object_object_add(extra, "records_decoded", json_object_new_uint64(recs));
+        json_object_object_add(extra, "records_counted", json_object_new_uint64(kept));
+        json_object_object_add(extra, "undecodable_bytes", json_object_new_uint64(undec));
+        if (have_from || to) {
+            json_object_object_add(extra, "from_unix_ns", json_object_new_uint64(rg.from));
+            if (to)
+                json_object_object_add(extra, "to_unix_ns", json_object_new_uint64(to));
+        }
+        if (window)
+            json_object_object_add(extra, "window", json_object_new_int64(window));
+    }
+    /* The tables are made in memory (their size is bounded by the rows'
+     * caps), then written at once. */
+    {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (m == NULL)
+            goto oom;
+        rc = write_output(m, st, reports, format, (size_t)top, extra,
+                          of_open ? 0 : cuptimon__cli_term_width(stdout));
+        if (fclose(m) != 0 || rc == -ENOMEM) {
+            free(buf);
+            goto oom;
+        }
+        rc = cuptimon__write_all(of_open ? of.fd : STDOUT_FILENO, buf, len);
+        free(buf);
+        if (rc < 0) {
+            fprintf(stderr, PROG ": writing %s: %s\n", of_open ? out_path : "the tables",
+                    strerror(-rc));
+            goto out;
+        }
+    }
+    if (of_open) {
+        of_open = 0;
+        rc = cuptimon__outfile_commit(&of, 1, 0);
+        if (rc < 0) {
+            fprintf(stderr, PROG ": writing %s: %s\n", out_path, strerror(-rc));
+            goto out;
+        }
+    }
+    ret = 0;
+    goto out;
+
+oom:
+    fprintf(stderr, PROG ": out of memory\n");
+out:
+    if (of_open)
+        cuptimon__outfile_commit(&of, 0, 0);
+    json_object_put(extra);
+    cuptimon__stats_free(st);
+    cuptimon__demangler_free(dm);
+    for (size_t i = 0; sess != NULL && i < nsess; i++)
+        cuptimon__archive_session_clear(&sess[i].as);
+    free(sess);
+    cuptimon__archive_free_list(dirs);
+    return ret;
+}
+
+int cuptimon__cli_stats(struct cuptimon_ctl *ctl, int argc, char **argv)
+{
+    /* getopt names argv[0] in its messages: make that the command. */
+    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    int rc;
+
+    if (av == NULL) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
+    if (argc < 1) {
+        free(av);
+        usage(stderr);
+        return 2;
+    }
+    memcpy(av, argv, (size_t)argc * sizeof(*av));
+    av[0] = (char *)PROG;
+    rc = stats_main(ctl, argc, av);
+    free(av);
+    return rc;
+}
