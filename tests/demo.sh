@@ -51,8 +51,8 @@ sleep 1
 say "cuptimonctl end-window"
 ctl end-window | tee "$demo/window.txt"
 window_trace=$(sed -n 's/^  trace: //p' "$demo/window.txt")
-say "cuptimonctl flush --forced"
-ctl flush --forced
+say "cuptimonctl flush --wait-running (everything launched so far, running work included)"
+ctl flush --wait-running
 # shellcheck disable=SC2086
 wait $wpids
 say "cuptimonctl status (after they exited)"
