@@ -130,6 +130,15 @@ struct session {
      * on the worker once the hello is done (NULL names: pointers shown). */
     struct cuptimon_layout layout;
     struct cuptimon_strtab *names;
+    /* The per-session layout check (session-layout.c): the record sizes
+     * the producer's libcupti was measured to use (hello, RECORD_SIZES);
+     * layout_dirty: layout must be rebuilt from them (on the loop, while
+     * no work item runs); meta_dirty: meta.json must be rewritten (the
+     * next batch's worker writes work_meta first). */
+    uint32_t measured[CUPTIMON_KIND_SLOTS];
+    int layout_dirty, meta_dirty, refuted_logged;
+    uint64_t mismatch_logged; /* bit k: kind k's mismatch was logged */
+    char *work_meta;
 
     struct session *next;
 };
@@ -248,6 +257,17 @@ static inline int fd_in_reserve(const struct daemon *d, int fd)
 size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);
+
+/* session-layout.c: the per-session layout check.  hello: after the
+ * session's layout was built from its hello; message: a RECORD_SIZES body
+ * (0, or -1 with why filled: a protocol error, what could be used is
+ * used); refresh: rebuilds the layout when it is due and no work item
+ * runs; status: the check's findings into a session's status object. */
+void session_layout_hello(struct session *s);
+int session_layout_message(struct session *s, const uint8_t *body, size_t len, char *why,
+                           size_t whylen);
+void session_layout_refresh(struct session *s);
+void session_layout_status(const struct session *s, json_object *o);
 
 /* lossreport.c: the loss reports that exiting shims leave beside the
  * producer socket, and refusals, counted per user for status. */

@@ -42,6 +42,13 @@ enum cuptimon_msg_type {
     CUPTIMON_MSG_HELLO_ACK = 0x0102, /* daemon -> producer, JSON */
     CUPTIMON_MSG_BYE = 0x0103,       /* producer -> daemon: clean exit; optional JSON body
                                       * {dropped_records, requests_declined, buffers_lost} */
+    /* producer -> daemon, JSON {"record_sizes_measured": {"<kind>": bytes, ...},
+     * "record_sizes_by": {"<kind>": "struct_size" | "stride"}}: every size the
+     * producer's libcupti was seen to use so far (cuptiActivityGetStructSize, or the
+     * stride of its cuptiActivityGetNextRecord), sent before the BUFFER_READY of the
+     * first buffer holding a kind measured anew; sent only to a daemon whose HELLO_ACK
+     * has "record_sizes": true (the hello carries those measured before it). */
+    CUPTIMON_MSG_RECORD_SIZES = 0x0104,
 
     /* data path */
     CUPTIMON_MSG_BUFFER_READY = 0x0201,   /* struct cuptimon_buffer_ready */
