@@ -66,7 +66,10 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
             l->state[k] = a ? CUPTIMON_KIND_BAD_VERSION : CUPTIMON_KIND_UNKNOWN;
             l->size[k] = a;
         } else if (t != 0 && (a == 0 || a == t)) {
-            l->state[k] = CUPTIMON_KIND_DECODED;
+            /* A layout no header confirms waits for the producer's
+             * measured size (cuptimon__layout_measured). */
+            l->state[k] =
+                r->kinds[k]->unverified ? CUPTIMON_KIND_UNCONFIRMED : CUPTIMON_KIND_DECODED;
             l->size[k] = t;
         } else if (t != 0) {
             /* The producer's struct is not the one its release uses: walk
@@ -301,7 +304,9 @@ int cuptimon__layout_measured(struct cuptimon_layout *l,
         l->measured[k] = (uint16_t)m;
         switch (l->state[k]) {
         case CUPTIMON_KIND_DECODED:
+        case CUPTIMON_KIND_UNCONFIRMED:
             if (l->size[k] == m) {
+                l->state[k] = CUPTIMON_KIND_DECODED;
                 l->checked[k] = 1;
             } else {
                 /* The table (or the description) is wrong for this
@@ -492,6 +497,7 @@ void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
     into->skipped_unsupported += from->skipped_unsupported;
     into->skipped_bad_layout += from->skipped_bad_layout;
     into->skipped_bad_version += from->skipped_bad_version;
+    into->skipped_unconfirmed += from->skipped_unconfirmed;
     into->unknown_kind_stops += from->unknown_kind_stops;
     into->stops_unknown_version += from->stops_unknown_version;
     into->stops_unknown_kind += from->stops_unknown_kind;
@@ -511,6 +517,7 @@ const char *cuptimon__undecodable_causes(const struct cuptimon_decode_stats *st,
     } c[] = {
         {st->skipped_bad_layout + st->stops_layout, "layout mismatch"},
         {st->skipped_bad_version + st->stops_unknown_version, "unknown version"},
+        {st->skipped_unconfirmed, "unverified layout"},
         {st->stops_unknown_kind, "unknown kind"},
         {st->skipped_unsupported, "unsupported kind"},
         {st->truncated, "truncated"},
@@ -890,6 +897,8 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
                 st->skipped_bad_layout++;
             else if (l->state[kind] == CUPTIMON_KIND_BAD_VERSION)
                 st->skipped_bad_version++;
+            else if (l->state[kind] == CUPTIMON_KIND_UNCONFIRMED)
+                st->skipped_unconfirmed++;
             else
                 st->skipped_unsupported++;
             w->off += size;

@@ -182,6 +182,10 @@ enum cuptimon_kind_state {
     CUPTIMON_KIND_UNSUPPORTED, /* size announced, kind not decoded here: skipped */
     CUPTIMON_KIND_BAD_LAYOUT,  /* announced size disagrees with the table: skipped */
     CUPTIMON_KIND_BAD_VERSION, /* unknown CUPTI version, size announced: skipped */
+    /* A table layout no header confirms (layouts.h, unverified) whose size
+     * the producer has not measured: walked by the table's size, not
+     * decoded until cuptimon__layout_measured confirms it. */
+    CUPTIMON_KIND_UNCONFIRMED,
 };
 
 /* The layouts for one producer: its CUPTI version and record sizes. */
@@ -258,7 +262,9 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
  * (or _udr): a kind decoded at that size is confirmed (checked[k]); one
  * decoded at another size becomes CUPTIMON_KIND_BAD_LAYOUT, walked over by
  * the measured size and counted, never decoded (the table is wrong for this
- * libcupti); a kind no size was known for is walked over by it.  A release
+ * libcupti); an unverified table layout (CUPTIMON_KIND_UNCONFIRMED) is
+ * decoded once its size is confirmed so; a kind no size was known for is
+ * walked over by it.  A release
  * whose version number another release shares (shared_with) holds only
  * while no measured size of a kind it decodes disagrees with it; otherwise
  * it is dropped (l->refuted) and the version counts as unknown.  Sizes that
@@ -311,6 +317,7 @@ struct cuptimon_decode_stats {
     uint64_t skipped_unsupported;                  /* records of kinds not decoded here */
     uint64_t skipped_bad_layout;                   /* records whose announced size disagreed */
     uint64_t skipped_bad_version;                  /* records under an unknown CUPTI version */
+    uint64_t skipped_unconfirmed;                  /* records of an unverified, unmeasured layout */
     uint64_t unknown_kind_stops;                   /* buffers cut short at a kind of unknown size */
     uint64_t unknown_kind_last;                    /* the last such kind value, for reports */
     /* unknown_kind_stops by cause: under an unknown CUPTI version (no size
@@ -331,9 +338,11 @@ void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
 /* The causes of what was not decoded, named for a reader: "layout
  * mismatch, unknown version" (records of a kind whose size disagreed with
  * the table, or a walk that lost step; records under an unknown CUPTI
- * version; "unknown kind": buffers cut at a kind of no known size;
- * "unsupported kind": records of kinds not decoded here; "truncated"), or
- * "none".  Writes at most n bytes to out and returns out. */
+ * version; "unverified layout": records of a layout no header confirms,
+ * whose size the producer never measured; "unknown kind": buffers cut at a
+ * kind of no known size; "unsupported kind": records of kinds not decoded
+ * here; "truncated"), or "none".  Writes at most n bytes to out and
+ * returns out. */
 const char *cuptimon__undecodable_causes(const struct cuptimon_decode_stats *st, char *out,
                                          size_t n);
 

@@ -376,6 +376,8 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
                            json_object_new_uint64(s->dec.skipped_bad_layout));
     json_object_object_add(und, "unknown_version_records",
                            json_object_new_uint64(s->dec.skipped_bad_version));
+    json_object_object_add(und, "unconfirmed_layout_records",
+                           json_object_new_uint64(s->dec.skipped_unconfirmed));
     json_object_object_add(und, "unknown_kind_stops",
                            json_object_new_uint64(s->dec.unknown_kind_stops));
     /* Why: the buffers cut short by cause, and the causes named. */

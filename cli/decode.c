@@ -685,15 +685,16 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
         fprintf(stderr,
                 "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded, because of: "
                 "%s (records: %" PRIu64 " of a layout mismatch, %" PRIu64
-                " under an unknown CUPTI version, %" PRIu64 " of unsupported kinds; buffers cut "
+                " under an unknown CUPTI version, %" PRIu64 " of an unverified layout whose size "
+                "the producer never measured, %" PRIu64 " of unsupported kinds; buffers cut "
                 "short: %" PRIu64 " where the walk lost step (layout mismatch), %" PRIu64
                 " under an unknown version, %" PRIu64 " at an unknown kind; %" PRIu64
                 " truncated)\n",
                 s->dir, s->dec.undecodable_bytes,
                 cuptimon__undecodable_causes(&s->dec, causes, sizeof(causes)),
-                s->dec.skipped_bad_layout, s->dec.skipped_bad_version, s->dec.skipped_unsupported,
-                s->dec.stops_layout, s->dec.stops_unknown_version, s->dec.stops_unknown_kind,
-                s->dec.truncated);
+                s->dec.skipped_bad_layout, s->dec.skipped_bad_version, s->dec.skipped_unconfirmed,
+                s->dec.skipped_unsupported, s->dec.stops_layout, s->dec.stops_unknown_version,
+                s->dec.stops_unknown_kind, s->dec.truncated);
     }
     if (s->late && s->ast.range_chunks)
         fprintf(stderr,

@@ -214,15 +214,14 @@ void session_layout_status(const struct session *s, json_object *o)
             json_object_array_add(mismatch, json_object_new_string(cuptimon__layout_mismatch_text(
                                                 l, k, text, sizeof text)));
         /* A table entry no header confirms, for a kind this session
-         * records (measured, or decoded from it). */
+         * records (its records were measured). */
         if (r != NULL && r->kinds[k] != NULL && r->kinds[k]->unverified != NULL &&
-            !l->described[k] && (l->measured[k] != 0 || l->state[k] == CUPTIMON_KIND_DECODED)) {
+            !l->described[k] && l->measured[k] != 0) {
             const char *kn = cuptimon__kind_name(k);
             snprintf(text, sizeof text, "kind %u (%s): %s is unverified (%s); its size %s", k,
                      kn ? kn : "?", r->kinds[k]->name, r->kinds[k]->unverified,
-                     l->checked[k]    ? "is confirmed by this libcupti"
-                     : l->measured[k] ? "disagrees with this libcupti"
-                                      : "is not measured yet");
+                     l->checked[k] ? "is confirmed by this libcupti: decoded"
+                                   : "disagrees with this libcupti: not decoded");
             json_object_array_add(unverified, json_object_new_string(text));
         }
     }

@@ -310,7 +310,12 @@ static uint64_t at(const uint8_t *rec, size_t off, size_t width)
 static void decode_as(uint32_t version, const uint8_t *rec, size_t size, struct cuptimon_ev *ev)
 {
     struct cuptimon_layout l;
+    uint32_t m[CUPTIMON_KIND_SLOTS];
     ck_assert_int_eq(cuptimon__layout_init(&l, version, NULL), 0);
+    /* As from a shim that measured its libcupti: the table's sizes,
+     * confirmed (13.4's unverified layouts decode only then). */
+    ck_assert_int_eq(cuptimon__layout_table(version, m), 0);
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 0);
     ck_assert_int_eq(cuptimon__decode_record(&l, rec, size, ev), 0);
 }
 
@@ -493,7 +498,22 @@ START_TEST(sizes_of_another_release_are_refused)
                      -EINVAL);
     ck_assert_int_eq(cuptimon__layout_init(&l, 130400, NULL), 0);
     ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(fc_ActivityKernel12), &ev), -EINVAL);
-    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), 0);
+    /* 13.4's kernel layout is unverified: not decoded until the
+     * producer's measured size confirms it. */
+    ck_assert_uint_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_UNCONFIRMED);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), -EINVAL);
+    {
+        uint32_t m[CUPTIMON_KIND_SLOTS] = {0};
+        m[CUPTIMON_KIND_KERNEL] = sizeof rec;
+        ck_assert_int_eq(cuptimon__layout_measured(&l, m), 0);
+        ck_assert_uint_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_DECODED);
+        ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), 0);
+        /* Measured otherwise: a mismatch, never decoded. */
+        ck_assert_int_eq(cuptimon__layout_init(&l, 130400, NULL), 0);
+        m[CUPTIMON_KIND_KERNEL] = sizeof rec - 8;
+        ck_assert_int_eq(cuptimon__layout_measured(&l, m), 1);
+        ck_assert_uint_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_BAD_LAYOUT);
+    }
 }
 END_TEST
 
