@@ -381,6 +381,28 @@ unsigned cuptimon__layout_sizes_json(json_object *o, uint32_t sizes[CUPTIMON_KIN
     return n;
 }
 
+int cuptimon__record_size_parse(const char *str, size_t n, uint32_t *size, const char **how)
+{
+    static const char *const hows[] = {"stride", "struct_size"};
+    uint32_t v = 0;
+    size_t i = 0;
+
+    while (i < n && i < 5 && str[i] >= '0' && str[i] <= '9')
+        v = v * 10 + (uint32_t)(str[i++] - '0');
+    if (i == 0 || i == 5 || i >= n || str[i] != ' ' || str[0] == '0' || !size_sane(v))
+        return -1;
+    i++;
+    for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
+        size_t len = strlen(hows[h]);
+        if (n - i == len && memcmp(str + i, hows[h], len) == 0) {
+            *size = v;
+            *how = hows[h];
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS])
 {
     const struct cuptimon_cupti_release *r = cuptimon__cupti_release(cupti_version);

@@ -293,6 +293,13 @@ const char *cuptimon__layout_mismatch_text(const struct cuptimon_layout *l, unsi
 struct json_object;
 unsigned cuptimon__layout_sizes_json(struct json_object *o, uint32_t sizes[CUPTIMON_KIND_SLOTS]);
 
+/* A measured record size as the shim sends it in the string table
+ * (cuptimon-proto.h, CUPTIMON_RECORD_SIZE_KEY): "BYTES HOW" (n bytes, not
+ * necessarily terminated), BYTES a decimal multiple of 8 in
+ * 8..CUPTIMON_RECORD_MAX, HOW "stride" or "struct_size".  Returns 0 with
+ * *size and *how (a static string) set, or -1. */
+int cuptimon__record_size_parse(const char *str, size_t n, uint32_t *size, const char **how);
+
 /* The record sizes of the release that cupti_version belongs to, for a
  * hello or a meta file: fills sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not
  * decoded).  Returns 0, or -EPROTONOSUPPORT (all zeros) when no release in

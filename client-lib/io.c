@@ -55,8 +55,6 @@ struct io {
     uint64_t named_session;
     int devices_reported; /* the devices' properties are in the string table */
     int ranges;           /* the daemon's HELLO_ACK says it takes RANGES */
-    int acked;            /* the daemon's HELLO_ACK came: buffers may go */
-    int record_sizes;     /* ... and it says it takes RECORD_SIZES */
 };
 
 static struct io io_state;
@@ -118,9 +116,10 @@ static char *hello_json(struct shim *s)
     /* The record sizes of the runtime CUPTI's release, as this shim reads
      * them (none when it does not know the version), where the running
      * libcupti was not measured yet, and its measured sizes where it was
-     * (record_sizes_measured, the per-session check; later ones follow in
-     * RECORD_SIZES).  The daemon decodes only kinds whose size agrees with
-     * its own table for that version. */
+     * (record_sizes_measured, the per-session check; those measured later
+     * follow in the string table, CUPTIMON_RECORD_SIZE_KEY).  The daemon
+     * decodes only kinds whose size agrees with its own table for that
+     * version. */
     json_object *measured = json_object_new_object(), *by = json_object_new_object();
     for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS; k++) {
         char key[12];
@@ -181,8 +180,6 @@ static void disconnect(struct io *io, const char *why)
     close(io->fd);
     io->fd = -1;
     io->ranges = 0;
-    io->acked = 0;
-    io->record_sizes = 0;
     io->out.len = 0;
     io->in.len = 0;
     atomic_store(&s->connected, 0);
@@ -254,8 +251,6 @@ static int try_connect(struct io *io)
     io->fd = fd;
     io->backoff_ms = BACKOFF_MIN_MS;
     io->sent_pos = 0;
-    io->acked = 0;
-    s->rec_size_new = 0; /* the hello carried every size measured so far */
     /* The hello carried the losses of earlier connections. */
     atomic_store(&s->unreported_buffers, 0);
     atomic_store(&s->unreported_records, 0);
@@ -304,46 +299,9 @@ static void frame_strings_locked(struct io *io)
  * reaches the daemon before a buffer that uses it. */
 static void report_devices(struct io *io);
 
-/* RECORD_SIZES: every size measured so far, when the walk just measured a
- * kind anew, framed before the BUFFER_READY of the buffer that showed it,
- * so that the daemon walks that buffer by it (session-layout.c).  A daemon
- * that does not take it (an older one) gets the sizes in the next hello. */
-static void frame_record_sizes(struct io *io)
-{
-    struct shim *s = io->s;
-    if (s->rec_size_new == 0)
-        return;
-    s->rec_size_new = 0;
-    if (!io->record_sizes)
-        return;
-    json_object *o = json_object_new_object(), *sizes = json_object_new_object(),
-                *by = json_object_new_object();
-    for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS; k++) {
-        char key[12];
-        if (s->rec_size[k] == 0)
-            continue;
-        snprintf(key, sizeof key, "%u", k);
-        json_object_object_add(sizes, key, json_object_new_int64(s->rec_size[k]));
-        json_object_object_add(by, key,
-                               json_object_new_string(s->rec_size_by[k] == SHIM_SIZE_BY_STRIDE
-                                                          ? "stride"
-                                                          : "struct_size"));
-    }
-    json_object_object_add(o, "record_sizes_measured", sizes);
-    json_object_object_add(o, "record_sizes_by", by);
-    const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-    cuptimon__frame_append(&io->out, CUPTIMON_MSG_RECORD_SIZES, txt, strlen(txt));
-    json_object_put(o);
-}
-
 static void collect(struct io *io)
 {
     struct shim *s = io->s;
-    /* Nothing before the daemon's HELLO_ACK: it says what the daemon takes
-     * (RANGES, RECORD_SIZES), and a buffer framed before it would reach a
-     * daemon that may not yet know the sizes to walk it by. */
-    if (!io->acked)
-        return;
     for (;;) {
         pthread_mutex_lock(&s->qlock);
         if (s->ring_len == 0) {
@@ -371,7 +329,6 @@ static void collect(struct io *io)
         pthread_mutex_lock(&s->qlock);
         frame_strings_locked(io);
         pthread_mutex_unlock(&s->qlock);
-        frame_record_sizes(io);
         int rc = cuptimon__frame_append(&io->out, CUPTIMON_MSG_BUFFER_READY, body, sizeof body);
         s->slot_info[m.slot] =
             (struct shim_slot_info){.records = m.records,
@@ -670,10 +627,10 @@ static void read_input(struct io *io)
         disconnect(io, gone); /* nothing if a message closed it already */
 }
 
-static int ack_says(const uint8_t *body, size_t len, const char *what)
+static int ack_says_ranges(const uint8_t *body, size_t len)
 {
     json_object *o = parse_body(body, len), *v;
-    int yes = o && json_object_object_get_ex(o, what, &v) &&
+    int yes = o && json_object_object_get_ex(o, "ranges", &v) &&
               json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
     json_object_put(o);
     return yes;
@@ -701,9 +658,7 @@ static void dispatch_input(struct io *io)
             break;
         case CUPTIMON_MSG_HELLO_ACK:
             io->busy_backoff_ms = 0;
-            io->ranges = ack_says(body, h.length, "ranges");
-            io->record_sizes = ack_says(body, h.length, "record_sizes");
-            io->acked = 1;
+            io->ranges = ack_says_ranges(body, h.length);
             break;
         case CUPTIMON_MSG_CONFIG: break;
         case CUPTIMON_MSG_REPLY_ERROR: on_error(io, body, h.length); return;

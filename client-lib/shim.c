@@ -460,6 +460,18 @@ static void intern_record(struct shim *s, const CUpti_Activity *rec, size_t size
  * replaces a cuptiActivityGetStructSize answer that disagrees (the buffer
  * is what is walked).  A second, different stride cannot come from one
  * libcupti: it is counted, never used.  A load and a compare per record. */
+static void announce_size(struct shim *s, uint32_t kind)
+{
+    /* Through the string table (cuptimon-proto.h, CUPTIMON_RECORD_SIZE_KEY):
+     * framed before the BUFFER_READY of the buffer being walked, sent again
+     * to every later connection, and needing no answer from the daemon, so
+     * a job's last buffers go at exit as before. */
+    char v[32];
+    snprintf(v, sizeof v, "%u %s", s->rec_size[kind],
+             s->rec_size_by[kind] == SHIM_SIZE_BY_STRIDE ? "stride" : "struct_size");
+    cuptimon__add_string(s, CUPTIMON_RECORD_SIZE_KEY(kind), v);
+}
+
 static void note_stride(struct shim *s, uint32_t kind, size_t size)
 {
     if (kind >= CUPTIMON_LAYOUT_KINDS || size == 0 || size > UINT16_MAX)
@@ -476,10 +488,11 @@ static void note_stride(struct shim *s, uint32_t kind, size_t size)
         cuptimon__log("cuptiActivityGetStructSize gave %u bytes for kind %u, but CUPTI's walk "
                       "steps %zu; the walk's size is used",
                       s->rec_size[kind], kind, size);
-    if (s->rec_size[kind] != size)
-        s->rec_size_new |= 1ull << kind;
+    int changed = s->rec_size[kind] != size;
     s->rec_size[kind] = (uint16_t)size;
     s->rec_size_by[kind] = SHIM_SIZE_BY_STRIDE;
+    if (changed)
+        announce_size(s, kind);
 }
 
 void cuptimon__measure_struct_sizes(struct shim *s)
@@ -500,7 +513,7 @@ void cuptimon__measure_struct_sizes(struct shim *s)
             continue;
         s->rec_size[k] = (uint16_t)size;
         s->rec_size_by[k] = SHIM_SIZE_BY_STRUCT_SIZE;
-        s->rec_size_new |= 1ull << k;
+        announce_size(s, k);
     }
 }
 

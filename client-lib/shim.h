@@ -149,12 +149,9 @@ struct shim {
     /* The per-session layout check (shim.c): per kind, the record size the
      * running libcupti uses, from cuptiActivityGetStructSize (13.2+) or
      * from the stride of its cuptiActivityGetNextRecord in the IO thread's
-     * walk of each buffer (rec_size_by: SHIM_SIZE_BY_*), and the kinds
-     * measured (or measured differently) since the last hello or
-     * RECORD_SIZES.  IO thread only. */
+     * walk of each buffer (rec_size_by: SHIM_SIZE_BY_*).  IO thread only. */
     uint16_t rec_size[CUPTIMON_LAYOUT_KINDS];
     uint8_t rec_size_by[CUPTIMON_LAYOUT_KINDS];
-    uint64_t rec_size_new;
     int struct_sizes_asked;
     uint64_t stride_conflicts; /* a kind seen at a second stride (never used) */
 

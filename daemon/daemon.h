@@ -259,13 +259,14 @@ json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);
 
 /* session-layout.c: the per-session layout check.  hello: after the
- * session's layout was built from its hello; message: a RECORD_SIZES body
- * (0, or -1 with why filled: a protocol error, what could be used is
- * used); refresh: rebuilds the layout when it is due and no work item
- * runs; status: the check's findings into a session's status object. */
+ * session's layout was built from its hello; string: a STRINGS entry
+ * under a CUPTIMON_RECORD_SIZE_KEY (0, or -1 with why filled: a protocol
+ * error, and the entry is not used); refresh: rebuilds the layout when it
+ * is due and no work item runs; status: the check's findings into a
+ * session's status object. */
 void session_layout_hello(struct session *s);
-int session_layout_message(struct session *s, const uint8_t *body, size_t len, char *why,
-                           size_t whylen);
+int session_layout_string(struct session *s, uint64_t key, const char *str, size_t n, char *why,
+                          size_t whylen);
 void session_layout_refresh(struct session *s);
 void session_layout_status(const struct session *s, json_object *o);
 

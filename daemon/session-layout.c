@@ -5,7 +5,8 @@
  * (cuptiActivityGetStructSize on 13.2+, and on every release the stride of
  * CUPTI's cuptiActivityGetNextRecord in the shim's walk of each buffer).
  * They come in the hello ("record_sizes_measured") and, for kinds first
- * seen later, in RECORD_SIZES, which the shim sends before the BUFFER_READY
+ * seen later, as string-table entries (cuptimon-proto.h,
+ * CUPTIMON_RECORD_SIZE_KEY), which the shim frames before the BUFFER_READY
  * of the first buffer holding such a kind.  A kind whose measured size is
  * not the table's is walked by the measured size and counted as
  * unknown_layout, never decoded (archive/decode.c cuptimon__layout_measured);
@@ -29,10 +30,6 @@
 
 #include "daemon.h"
 #include "archive/json-get.h"
-
-/* The most a RECORD_SIZES body may be: 64 kinds of "kind": size and "kind":
- * "struct_size", with room to spare. */
-#define RECORD_SIZES_MAX 8192u
 
 static int size_sane(uint32_t s)
 {
@@ -81,8 +78,8 @@ static const char *measured_by(json_object *by, unsigned k)
     return NULL;
 }
 
-/* Takes the measured sizes of o (a hello or a RECORD_SIZES body).  Returns
- * how many kinds were new or changed; *why names the first problem. */
+/* Takes the measured sizes of a hello.  Returns how many kinds were new or
+ * changed; *why names the first problem. */
 static unsigned take(struct session *s, json_object *o, char *why, size_t whylen)
 {
     uint32_t m[CUPTIMON_KIND_SLOTS];
@@ -137,7 +134,8 @@ static void log_findings(struct session *s)
         log_warn("session",
                  "session %" PRIu64 " (pid %d): %s: its records are archived and walked by "
                  "CUPTI's size, not decoded (counted as unknown_layout); this build's layout "
-                 "table is wrong for CUPTI %" PRIu32,
+                 "table is wrong for CUPTI %" PRIu32 " (a cuptimonctl whose table is right can "
+                 "decode the archive later)",
                  s->id, (int)s->peer.pid,
                  cuptimon__layout_mismatch_text(&s->layout, k, text, sizeof text),
                  s->cupti_version);
@@ -170,32 +168,32 @@ void session_layout_hello(struct session *s)
                  why);
 }
 
-int session_layout_message(struct session *s, const uint8_t *body, size_t len, char *why,
-                           size_t whylen)
+int session_layout_string(struct session *s, uint64_t key, const char *str, size_t n, char *why,
+                          size_t whylen)
 {
-    json_tokener *tok;
-    json_object *o;
+    int k = CUPTIMON_RECORD_SIZE_KIND(key);
+    uint32_t size;
+    const char *by;
 
+    if (k <= 0 || cuptimon__record_size_parse(str, n, &size, &by) < 0) {
+        snprintf(why, whylen,
+                 "record size string for kind %d is not \"BYTES stride|struct_size\" with BYTES a "
+                 "multiple of 8 in 8..%u: \"%.40s\" (ignored)",
+                 k, CUPTIMON_RECORD_MAX, str);
+        return -1;
+    }
     why[0] = '\0';
-    if (len > RECORD_SIZES_MAX) {
-        snprintf(why, whylen, "RECORD_SIZES of %zu bytes is larger than %u (ignored)", len,
-                 RECORD_SIZES_MAX);
-        return -1;
-    }
-    tok = json_tokener_new();
-    o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL;
-    if (tok)
-        json_tokener_free(tok);
-    if (o == NULL || !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        snprintf(why, whylen, "RECORD_SIZES is not a JSON object (ignored)");
-        return -1;
-    }
-    if (take(s, o, why, whylen) > 0) {
-        s->layout_dirty = 1;
-        session_layout_refresh(s); /* now, unless a worker holds the layout */
-    }
-    json_object_put(o);
+    if (s->measured[k] == size)
+        return 0; /* the same again: a new connection's copy, or the hello's */
+    if (s->measured[k] != 0)
+        snprintf(why, whylen,
+                 "kind %d was measured as %" PRIu32 " bytes, now as %" PRIu32
+                 " (the later size is used)",
+                 k, s->measured[k], size);
+    s->measured[k] = size;
+    hello_put(s, (unsigned)k, size, by);
+    s->layout_dirty = 1;
+    session_layout_refresh(s); /* now, unless a worker holds the layout */
     return why[0] != '\0' ? -1 : 0;
 }
 

@@ -253,7 +253,7 @@ static void after_work_cb(uv_work_t *w, int status)
     d->archive_inflight--;
     free(s->work_meta);
     s->work_meta = NULL;
-    session_layout_refresh(s); /* a RECORD_SIZES that came while it worked */
+    session_layout_refresh(s); /* a measured size that came while it worked */
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
         if (status < 0 && it->result == 0)
@@ -745,8 +745,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     json_object_object_add(ack, "session", json_object_new_int64((int64_t)s->id));
     json_object_object_add(ack, "daemon_version", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(ack, "archive", json_object_new_string(s->archive_dir));
-    json_object_object_add(ack, "ranges", json_object_new_boolean(1));       /* send RANGES */
-    json_object_object_add(ack, "record_sizes", json_object_new_boolean(1)); /* RECORD_SIZES */
+    json_object_object_add(ack, "ranges", json_object_new_boolean(1)); /* send RANGES */
     conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
     json_object_put(ack);
     /* The producer may be gone already (a job that exits right after
@@ -915,8 +914,14 @@ static void on_strings(struct session *s, const uint8_t *body, size_t len)
     int rc = cuptimon__strings_iter_init(&iter, body, len);
     uint32_t count = 0;
     while (rc == 0 && (rc = cuptimon__strings_next(&iter, &ptr, &str, &n)) == 1) {
+        char why[200];
         count++;
         rc = 0;
+        /* A record size the producer measured (session-layout.c): applied
+         * before the buffers that follow this batch are walked. */
+        if (CUPTIMON_RECORD_SIZE_KIND(ptr) >= 0 &&
+            session_layout_string(s, ptr, str, n, why, sizeof why) < 0)
+            protocol_error(s, why);
     }
     if (rc < 0) {
         protocol_error(s, "STRINGS batch is malformed (ignored whole)");
@@ -1071,12 +1076,6 @@ static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8
     case CUPTIMON_MSG_BUFFER_READY: on_buffer_ready(s, body, h->length); break;
     case CUPTIMON_MSG_STRINGS: on_strings(s, body, h->length); break;
     case CUPTIMON_MSG_RANGES: on_ranges(s, body, h->length); break;
-    case CUPTIMON_MSG_RECORD_SIZES: {
-        char why[200];
-        if (session_layout_message(s, body, h->length, why, sizeof why) < 0)
-            protocol_error(s, why);
-        break;
-    }
     case CUPTIMON_MSG_FLUSH_DONE: on_flush_done(s, body, h->length); break;
     case CUPTIMON_MSG_BYE: on_bye(s, body, h->length); break;
     default: {

@@ -55,6 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const uint8_t *buf = data + 4;
     size_t len = size - 4;
+    /* The measured-size string a producer sends (CUPTIMON_RECORD_SIZE_KEY). */
+    {
+        uint32_t msize;
+        const char *how;
+        if (cuptimon__record_size_parse((const char *)buf, len < 24 ? len : 24, &msize, &how) == 0)
+            CHECK(msize >= 8 && msize <= CUPTIMON_RECORD_MAX && msize % 8 == 0);
+    }
 
     struct cuptimon_decode_stats st;
     memset(&st, 0, sizeof st);

@@ -17,6 +17,7 @@
 
 #include "archive/cbid.h"
 #include "archive/decode.h"
+#include "cuptimon-proto.h"
 #include "archive/demangle.h"
 #include "archive/strtab.h"
 #include "tests/unit/testlib.h"
@@ -1075,6 +1076,38 @@ START_TEST(stop_causes_are_named)
 }
 END_TEST
 
+/* The measured size as the shim sends it in the string table. */
+START_TEST(record_size_strings)
+{
+    static const char *const bad[] = {
+        "",           "224",         "224 ",        " 224 stride",  "0 stride",    "12 stride",
+        "224 Stride", "224 stride ", "4104 stride", "99999 stride", "0224 stride", "224  stride",
+        "-8 stride",  "224 struct"};
+    uint32_t size = 0;
+    const char *how = NULL;
+
+    ck_assert_int_eq(cuptimon__record_size_parse("224 stride", 10, &size, &how), 0);
+    ck_assert_uint_eq(size, 224);
+    ck_assert_str_eq(how, "stride");
+    ck_assert_int_eq(cuptimon__record_size_parse("4096 struct_size", 16, &size, &how), 0);
+    ck_assert_uint_eq(size, 4096);
+    ck_assert_str_eq(how, "struct_size");
+    /* Only n bytes are read: no terminator needed, none past n. */
+    ck_assert_int_eq(cuptimon__record_size_parse("40 stridexx", 9, &size, &how), 0);
+    ck_assert_uint_eq(size, 40);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(cuptimon__record_size_parse(bad[i], strlen(bad[i]), &size, &how) < 0,
+                      "\"%s\" was taken", bad[i]);
+    /* The key's kind, and keys that are not record sizes. */
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_RECORD_SIZE_KEY(10)), 10);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_RECORD_SIZE_KEY(63)), 63);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_DEVICE_KEY(3)), -1);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_THREAD_NAME_KEY(10)), -1);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(0xc000000200000040ull), -1);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(0x00007f0012345678ull), -1);
+}
+END_TEST
+
 START_TEST(walk_bad_times_are_counted)
 {
     struct cuptimon_layout l;
@@ -1650,6 +1683,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, measured_size_catches_a_wrong_table);
     tcase_add_test(t, version_18_is_told_apart_by_the_kernel_size);
     tcase_add_test(t, stop_causes_are_named);
+    tcase_add_test(t, record_size_strings);
     tcase_add_test(t, walk_bad_times_are_counted);
     tcase_add_test(t, walk_random_bytes);
     tcase_add_test(t, walk_structured_random_records);
