@@ -137,6 +137,7 @@ struct session {
      * next batch's worker writes work_meta first). */
     uint32_t measured[CUPTIMON_KIND_SLOTS];
     int layout_dirty, meta_dirty, refuted_logged;
+    unsigned size_changes;    /* a kind measured again, otherwise (logged: the first 10) */
     uint64_t mismatch_logged; /* bit k: kind k's mismatch was logged */
     char *work_meta;
 
