@@ -249,11 +249,12 @@ static void session_meta(struct session *s, const char *text, int report)
                 "counted under an unknown version, walked by the measured sizes\n",
                 s->dir, as->info.cupti_version, as->layout.refuted->cuda,
                 as->layout.refuted->shared_with,
-                as->layout.measured[CUPTIMON_KIND_CONCURRENT_KERNEL]
-                    ? as->layout.measured[CUPTIMON_KIND_CONCURRENT_KERNEL]
-                    : as->layout.measured[CUPTIMON_KIND_KERNEL],
-                as->layout.refuted->cuda, k10 ? k10->name : "kernel record", k10 ? k10->size : 0,
-                as->layout.refuted->cuda, as->layout.refuted->shared_with);
+                (unsigned)(as->layout.measured[CUPTIMON_KIND_CONCURRENT_KERNEL]
+                               ? as->layout.measured[CUPTIMON_KIND_CONCURRENT_KERNEL]
+                               : as->layout.measured[CUPTIMON_KIND_KERNEL]),
+                as->layout.refuted->cuda, k10 ? k10->name : "kernel record",
+                k10 ? (unsigned)k10->size : 0u, as->layout.refuted->cuda,
+                as->layout.refuted->shared_with);
     } else if (as->layout_rc == -EPROTONOSUPPORT && rc != -EINVAL) {
         fprintf(stderr,
                 "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
