@@ -66,7 +66,10 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
             l->state[k] = a ? CUPTIMON_KIND_BAD_VERSION : CUPTIMON_KIND_UNKNOWN;
             l->size[k] = a;
         } else if (t != 0 && (a == 0 || a == t)) {
-            l->state[k] = CUPTIMON_KIND_DECODED;
+            /* A layout no header confirms waits for the producer's
+             * measured size (cuptimon__layout_measured). */
+            l->state[k] =
+                r->kinds[k]->unverified ? CUPTIMON_KIND_UNCONFIRMED : CUPTIMON_KIND_DECODED;
             l->size[k] = t;
         } else if (t != 0) {
             /* The producer's struct is not the one its release uses: walk
@@ -262,6 +265,144 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
     return l->udr_error[0] != '\0' || rc > 0 ? 1 : 0;
 }
 
+/* ---- the per-session check -------------------------------------------- */
+
+int cuptimon__layout_measured(struct cuptimon_layout *l,
+                              const uint32_t measured[CUPTIMON_KIND_SLOTS])
+{
+    const struct cuptimon_cupti_release *r = l->release;
+    int mismatches = 0;
+
+    if (measured == NULL)
+        return 0;
+    /* A version number two releases report: the row holds only while the
+     * sizes agree with it (12.0's 208-byte kernel, not 11.8's 200). */
+    if (r != NULL && r->shared_with != NULL) {
+        int refuted = 0;
+        for (unsigned k = 1; k < CUPTIMON_KIND_SLOTS; k++)
+            if (size_sane(measured[k]) && r->kinds[k] != NULL && !l->described[k] &&
+                measured[k] != r->kinds[k]->size)
+                refuted = 1;
+        if (refuted) {
+            l->refuted = r;
+            l->release = NULL;
+            l->version_known = 0;
+            for (unsigned k = 1; k < CUPTIMON_KIND_SLOTS; k++) {
+                if (l->described[k])
+                    continue; /* the producer's own layout does not need the table */
+                l->rec[k] = NULL;
+                l->table_size[k] = 0;
+                l->size[k] = l->announced[k];
+                l->state[k] = l->announced[k] ? CUPTIMON_KIND_BAD_VERSION : CUPTIMON_KIND_UNKNOWN;
+            }
+        }
+    }
+    for (unsigned k = 1; k < CUPTIMON_KIND_SLOTS; k++) {
+        uint32_t m = measured[k];
+        if (!size_sane(m))
+            continue;
+        l->measured[k] = (uint16_t)m;
+        switch (l->state[k]) {
+        case CUPTIMON_KIND_DECODED:
+        case CUPTIMON_KIND_UNCONFIRMED:
+            if (l->size[k] == m) {
+                l->state[k] = CUPTIMON_KIND_DECODED;
+                l->checked[k] = 1;
+            } else {
+                /* The table (or the description) is wrong for this
+                 * libcupti: CUPTI's size walks, nothing is read. */
+                l->state[k] = CUPTIMON_KIND_BAD_LAYOUT;
+                l->rec[k] = NULL;
+                l->size[k] = (uint16_t)m;
+                mismatches++;
+            }
+            break;
+        case CUPTIMON_KIND_BAD_LAYOUT:
+            l->size[k] = (uint16_t)m;
+            mismatches += cuptimon__layout_mismatch(l, k);
+            break;
+        case CUPTIMON_KIND_UNKNOWN:
+            l->state[k] = l->version_known ? CUPTIMON_KIND_UNSUPPORTED : CUPTIMON_KIND_BAD_VERSION;
+            l->size[k] = (uint16_t)m;
+            break;
+        default: /* UNSUPPORTED, BAD_VERSION: walked over by CUPTI's size */
+            l->size[k] = (uint16_t)m;
+            break;
+        }
+    }
+    return mismatches;
+}
+
+int cuptimon__layout_mismatch(const struct cuptimon_layout *l, unsigned k)
+{
+    return k < CUPTIMON_KIND_SLOTS && l->state[k] == CUPTIMON_KIND_BAD_LAYOUT &&
+           l->measured[k] != 0 && l->table_size[k] != 0 && l->measured[k] != l->table_size[k];
+}
+
+const char *cuptimon__layout_mismatch_text(const struct cuptimon_layout *l, unsigned k, char *out,
+                                           size_t n)
+{
+    const struct cuptimon_rec_layout *t;
+    const char *kn;
+
+    if (k >= CUPTIMON_KIND_SLOTS) {
+        snprintf(out, n, "kind %u is no activity kind", k);
+        return out;
+    }
+    t = l->release != NULL ? l->release->kinds[k] : NULL;
+    kn = cuptimon__kind_name(k);
+    if (l->described[k] || t == NULL)
+        snprintf(out, n, "layout mismatch: kind %u, table %u bytes, CUPTI %u (%s: %s)", k,
+                 l->table_size[k], l->measured[k], kn ? kn : "?",
+                 l->described[k] ? "the producer's own description" : "no table struct");
+    else
+        snprintf(out, n, "layout mismatch: kind %u, table %u bytes, CUPTI %u (%s: CUDA %s's %s)", k,
+                 l->table_size[k], l->measured[k], kn ? kn : "?", l->release->cuda, t->name);
+    return out;
+}
+
+unsigned cuptimon__layout_sizes_json(json_object *o, uint32_t sizes[CUPTIMON_KIND_SLOTS])
+{
+    unsigned n = 0;
+
+    memset(sizes, 0, sizeof(uint32_t) * CUPTIMON_KIND_SLOTS);
+    if (o == NULL || !json_object_is_type(o, json_type_object))
+        return 0;
+    json_object_object_foreach(o, key, val)
+    {
+        char *end;
+        unsigned long k = strtoul(key, &end, 10);
+        int64_t v = json_object_is_type(val, json_type_int) ? json_object_get_int64(val) : 0;
+        if (*end != '\0' || end == key || k >= CUPTIMON_KIND_SLOTS || v <= 0 || v > UINT32_MAX)
+            continue;
+        sizes[k] = (uint32_t)v;
+        n++;
+    }
+    return n;
+}
+
+int cuptimon__record_size_parse(const char *str, size_t n, uint32_t *size, const char **how)
+{
+    static const char *const hows[] = {"stride", "struct_size"};
+    uint32_t v = 0;
+    size_t i = 0;
+
+    while (i < n && i < 5 && str[i] >= '0' && str[i] <= '9')
+        v = v * 10 + (uint32_t)(str[i++] - '0');
+    if (i == 0 || i == 5 || i >= n || str[i] != ' ' || str[0] == '0' || !size_sane(v))
+        return -1;
+    i++;
+    for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
+        size_t len = strlen(hows[h]);
+        if (n - i == len && memcmp(str + i, hows[h], len) == 0) {
+            *size = v;
+            *how = hows[h];
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS])
 {
     const struct cuptimon_cupti_release *r = cuptimon__cupti_release(cupti_version);
@@ -378,11 +519,49 @@ void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
     into->skipped_unsupported += from->skipped_unsupported;
     into->skipped_bad_layout += from->skipped_bad_layout;
     into->skipped_bad_version += from->skipped_bad_version;
+    into->skipped_unconfirmed += from->skipped_unconfirmed;
     into->unknown_kind_stops += from->unknown_kind_stops;
+    into->stops_unknown_version += from->stops_unknown_version;
+    into->stops_unknown_kind += from->stops_unknown_kind;
+    into->stops_layout += from->stops_layout;
     if (from->unknown_kind_stops)
         into->unknown_kind_last = from->unknown_kind_last;
     into->truncated += from->truncated;
     into->bad_times += from->bad_times;
+}
+
+const char *cuptimon__undecodable_causes(const struct cuptimon_decode_stats *st, char *out,
+                                         size_t n)
+{
+    const struct {
+        uint64_t count;
+        const char *name;
+    } c[] = {
+        {st->skipped_bad_layout + st->stops_layout, "layout mismatch"},
+        {st->skipped_bad_version + st->stops_unknown_version, "unknown version"},
+        {st->skipped_unconfirmed, "unverified layout"},
+        {st->stops_unknown_kind, "unknown kind"},
+        {st->skipped_unsupported, "unsupported kind"},
+        {st->truncated, "truncated"},
+    };
+    size_t len = 0;
+    int any = 0;
+
+    if (n == 0)
+        return out;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        if (c[i].count == 0)
+            continue;
+        int w = snprintf(out + len, n - len, "%s%s", any ? ", " : "", c[i].name);
+        any = 1;
+        if (w < 0 || (size_t)w >= n - len)
+            break; /* cut short: what fitted stays */
+        len += (size_t)w;
+    }
+    if (!any)
+        snprintf(out, n, "none");
+    return out;
 }
 
 /* ---- field reads ------------------------------------------------------ */
@@ -669,6 +848,7 @@ void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout 
     w->st = st;
     w->done = 0;
     w->brief = 0;
+    w->prev_kind = 0;
     st->buffers++;
     st->bytes += w->len;
 }
@@ -712,11 +892,21 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
         memcpy(&kind, w->p + w->off, 4);
         if (kind >= CUPTIMON_KIND_SLOTS || l->size[kind] == 0) {
             /* The size of what follows is unknown: nothing after this
-             * point can be located, so none of it is read. */
+             * point can be located, so none of it is read.  Why, as far
+             * as the walker can tell: */
             st->unknown_kind_stops++;
             st->unknown_kind_last = kind;
+            if (!l->version_known &&
+                (kind == 0 || kind >= CUPTIMON_KIND_SLOTS || l->announced[kind] == 0))
+                st->stops_unknown_version++;
+            else if ((kind == 0 || kind >= CUPTIMON_KIND_SLOTS) && w->prev_kind != 0 &&
+                     !l->checked[w->prev_kind])
+                st->stops_layout++; /* no kind where one must start: lost step */
+            else
+                st->stops_unknown_kind++;
             return walk_stop(w);
         }
+        w->prev_kind = kind;
         size = l->size[kind];
         if (size > left) {
             st->truncated++;
@@ -729,6 +919,8 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
                 st->skipped_bad_layout++;
             else if (l->state[kind] == CUPTIMON_KIND_BAD_VERSION)
                 st->skipped_bad_version++;
+            else if (l->state[kind] == CUPTIMON_KIND_UNCONFIRMED)
+                st->skipped_unconfirmed++;
             else
                 st->skipped_unsupported++;
             w->off += size;

@@ -12,7 +12,11 @@
  * own per-kind sizes (the hello's record_sizes); a size that disagrees with
  * its release's table marks the kind "unknown layout": its records are
  * walked over and counted, never decoded, because a different size means
- * different offsets and guessing them would misread fields.  A version no
+ * different offsets and guessing them would misread fields.  The table is
+ * checked, not trusted: a producer measures the sizes its libcupti really
+ * uses (cuptiActivityGetStructSize, the stride of CUPTI's own walker) and
+ * cuptimon__layout_measured applies them, so that a wrong table entry is
+ * walked by CUPTI's size and counted, never mis-stepped.  A version no
  * release in the table claims decodes nothing (every record is counted as
  * skipped under an unknown version).
  *
@@ -178,6 +182,10 @@ enum cuptimon_kind_state {
     CUPTIMON_KIND_UNSUPPORTED, /* size announced, kind not decoded here: skipped */
     CUPTIMON_KIND_BAD_LAYOUT,  /* announced size disagrees with the table: skipped */
     CUPTIMON_KIND_BAD_VERSION, /* unknown CUPTI version, size announced: skipped */
+    /* A table layout no header confirms (layouts.h, unverified) whose size
+     * the producer has not measured: walked by the table's size, not
+     * decoded until cuptimon__layout_measured confirms it. */
+    CUPTIMON_KIND_UNCONFIRMED,
 };
 
 /* The layouts for one producer: its CUPTI version and record sizes. */
@@ -190,6 +198,17 @@ struct cuptimon_layout {
     uint16_t announced[CUPTIMON_KIND_SLOTS];      /* producer's size, 0 = none/absurd */
     uint8_t state[CUPTIMON_KIND_SLOTS];           /* enum cuptimon_kind_state */
     const struct cuptimon_rec_layout *rec[CUPTIMON_KIND_SLOTS]; /* decoded kinds' layouts */
+    /* The producer's measured sizes (cuptimon__layout_measured), 0 where
+     * none: checked[k] when kind k's measured size is the size it is
+     * decoded by (the table's, or a described one), so that its layout is
+     * confirmed for this session. */
+    uint16_t measured[CUPTIMON_KIND_SLOTS];
+    uint8_t checked[CUPTIMON_KIND_SLOTS];
+    /* The release the version named, when a measured size showed the
+     * producer to be the other release of a shared version number (CUPTI
+     * API version 18 with 11.8's 200-byte kernel record); release is then
+     * NULL and the version unknown. */
+    const struct cuptimon_cupti_release *refuted;
     /* CUPTI 13.2+ user-defined records (cuptimon__layout_init_udr): kinds
      * whose layout the producer described decode through own[] (rec[k]
      * points into this struct, so a layout is never copied by value). */
@@ -235,6 +254,52 @@ struct json_object;
 int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
                               const uint32_t *announced, struct json_object *record_layouts);
 
+/*
+ * The per-session check: measured[k] (CUPTIMON_KIND_SLOTS entries, 0 where
+ * not measured) is the size of kind k's record in the producer's running
+ * libcupti, as cuptiActivityGetStructSize gives it or as CUPTI's own
+ * cuptiActivityGetNextRecord steps.  On a layout from cuptimon__layout_init
+ * (or _udr): a kind decoded at that size is confirmed (checked[k]); one
+ * decoded at another size becomes CUPTIMON_KIND_BAD_LAYOUT, walked over by
+ * the measured size and counted, never decoded (the table is wrong for this
+ * libcupti); an unverified table layout (CUPTIMON_KIND_UNCONFIRMED) is
+ * decoded once its size is confirmed so; a kind no size was known for is
+ * walked over by it.  A release
+ * whose version number another release shares (shared_with) holds only
+ * while no measured size of a kind it decodes disagrees with it; otherwise
+ * it is dropped (l->refuted) and the version counts as unknown.  Sizes that
+ * are not sane are ignored.  Returns the number of kinds whose measured
+ * size disagrees with the size they were to be decoded by.
+ */
+int cuptimon__layout_measured(struct cuptimon_layout *l,
+                              const uint32_t measured[CUPTIMON_KIND_SLOTS]);
+
+/* 1 when kind k's measured size disagrees with the table's (or a
+ * described) size for it: a layout mismatch, for status and messages. */
+int cuptimon__layout_mismatch(const struct cuptimon_layout *l, unsigned k);
+
+/* "layout mismatch: kind 10, table 216 bytes, CUPTI 224
+ * (CONCURRENT_KERNEL: CUDA 13.1-13.2's CUpti_ActivityKernel11)" for kind
+ * k of a layout where cuptimon__layout_mismatch(l, k); out (n bytes) is
+ * returned. */
+const char *cuptimon__layout_mismatch_text(const struct cuptimon_layout *l, unsigned k, char *out,
+                                           size_t n);
+
+/* The sizes of a {"<kind>": bytes, ...} object (a hello's or meta.json's
+ * record_sizes or record_sizes_measured) into sizes[CUPTIMON_KIND_SLOTS]:
+ * 0 where a kind is absent, out of range, or not an integer in
+ * 1..UINT32_MAX (absurd sizes are left to the layout functions to
+ * refuse).  o may be NULL or not an object.  Returns how many were set. */
+struct json_object;
+unsigned cuptimon__layout_sizes_json(struct json_object *o, uint32_t sizes[CUPTIMON_KIND_SLOTS]);
+
+/* A measured record size as the shim sends it in the string table
+ * (cuptimon-proto.h, CUPTIMON_RECORD_SIZE_KEY): "BYTES HOW" (n bytes, not
+ * necessarily terminated), BYTES a decimal multiple of 8 in
+ * 8..CUPTIMON_RECORD_MAX, HOW "stride" or "struct_size".  Returns 0 with
+ * *size and *how (a static string) set, or -1. */
+int cuptimon__record_size_parse(const char *str, size_t n, uint32_t *size, const char **how);
+
 /* The record sizes of the release that cupti_version belongs to, for a
  * hello or a meta file: fills sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not
  * decoded).  Returns 0, or -EPROTONOSUPPORT (all zeros) when no release in
@@ -259,14 +324,34 @@ struct cuptimon_decode_stats {
     uint64_t skipped_unsupported;                  /* records of kinds not decoded here */
     uint64_t skipped_bad_layout;                   /* records whose announced size disagreed */
     uint64_t skipped_bad_version;                  /* records under an unknown CUPTI version */
+    uint64_t skipped_unconfirmed;                  /* records of an unverified, unmeasured layout */
     uint64_t unknown_kind_stops;                   /* buffers cut short at a kind of unknown size */
     uint64_t unknown_kind_last;                    /* the last such kind value, for reports */
-    uint64_t truncated;                            /* buffers ending inside a record */
-    uint64_t bad_times;                            /* decoded records with end < start */
+    /* unknown_kind_stops by cause: under an unknown CUPTI version (no size
+     * announced for the kind); at a kind number whose size nobody gave; at
+     * a value that is no activity kind at all, after a record walked by a
+     * size the producer never confirmed: the walk lost step there, which is
+     * what a wrong table size does (a layout mismatch). */
+    uint64_t stops_unknown_version;
+    uint64_t stops_unknown_kind;
+    uint64_t stops_layout;
+    uint64_t truncated; /* buffers ending inside a record */
+    uint64_t bad_times; /* decoded records with end < start */
 };
 
 void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
                                 const struct cuptimon_decode_stats *from);
+
+/* The causes of what was not decoded, named for a reader: "layout
+ * mismatch, unknown version" (records of a kind whose size disagreed with
+ * the table, or a walk that lost step; records under an unknown CUPTI
+ * version; "unverified layout": records of a layout no header confirms,
+ * whose size the producer never measured; "unknown kind": buffers cut at a
+ * kind of no known size; "unsupported kind": records of kinds not decoded
+ * here; "truncated"), or "none".  Writes at most n bytes to out and
+ * returns out. */
+const char *cuptimon__undecodable_causes(const struct cuptimon_decode_stats *st, char *out,
+                                         size_t n);
 
 /* An iterator over one buffer.  The buffer must stay valid while it is
  * used; the stats are updated as it goes and complete when next returns 0. */
@@ -277,7 +362,8 @@ struct cuptimon_walk {
     const struct cuptimon_layout *l;
     struct cuptimon_decode_stats *st;
     int done;
-    int brief; /* cuptimon__walk_begin_brief */
+    int brief;          /* cuptimon__walk_begin_brief */
+    uint32_t prev_kind; /* the record before the current one (0: none yet) */
 };
 
 void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l, const void *buf,

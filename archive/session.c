@@ -25,8 +25,9 @@
  */
 static json_object *salvage(const char *text)
 {
-    static const char *const keys[] = {"pid",          "hostname",       "exe", "cupti_version",
-                                       "record_sizes", "record_layouts", "job"};
+    static const char *const keys[] = {
+        "pid",          "hostname",       "exe", "cupti_version",
+        "record_sizes", "record_layouts", "job", "record_sizes_measured"};
     json_object *o = json_object_new_object();
     json_tokener *tok = json_tokener_new();
 
@@ -104,6 +105,12 @@ int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const cha
     s->layout_rc = cuptimon__layout_init_udr(&s->layout, s->info.cupti_version,
                                              have_sizes ? s->record_sizes : NULL,
                                              cuptimon__json_get(s->meta, "record_layouts"));
+    /* record_sizes_measured: what the producer's libcupti really uses
+     * (the per-session check; decode.h cuptimon__layout_measured). */
+    if (cuptimon__layout_sizes_json(cuptimon__json_get(s->meta, "record_sizes_measured"),
+                                    s->measured) > 0 &&
+        cuptimon__layout_measured(&s->layout, s->measured) > 0 && s->layout_rc == 0)
+        s->layout_rc = 1;
     return rc;
 }
 

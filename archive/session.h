@@ -24,6 +24,7 @@ struct cuptimon_archive_session {
     struct cuptimon_layout layout;              /* from the CUPTI version and record_sizes */
     int layout_rc;                              /* what cuptimon__layout_init() returned */
     uint32_t record_sizes[CUPTIMON_KIND_SLOTS]; /* as announced; 0: not announced */
+    uint32_t measured[CUPTIMON_KIND_SLOTS];     /* record_sizes_measured; 0: not measured */
     struct cuptimon_strtab *names;              /* strings.bin, once read; NULL before */
 };
 

@@ -376,8 +376,24 @@ struct json_object *cuptimon__summary_json(struct cuptimon_summary *s, unsigned 
                            json_object_new_uint64(s->dec.skipped_bad_layout));
     json_object_object_add(und, "unknown_version_records",
                            json_object_new_uint64(s->dec.skipped_bad_version));
+    json_object_object_add(und, "unconfirmed_layout_records",
+                           json_object_new_uint64(s->dec.skipped_unconfirmed));
     json_object_object_add(und, "unknown_kind_stops",
                            json_object_new_uint64(s->dec.unknown_kind_stops));
+    /* Why: the buffers cut short by cause, and the causes named. */
+    json_object *stops = json_object_new_object();
+    if (stops != NULL) {
+        json_object_object_add(stops, "unknown_version",
+                               json_object_new_uint64(s->dec.stops_unknown_version));
+        json_object_object_add(stops, "layout_mismatch",
+                               json_object_new_uint64(s->dec.stops_layout));
+        json_object_object_add(stops, "unknown_kind",
+                               json_object_new_uint64(s->dec.stops_unknown_kind));
+        json_object_object_add(und, "stops_by_cause", stops);
+    }
+    char causes[160];
+    cuptimon__undecodable_causes(&s->dec, causes, sizeof(causes));
+    json_object_object_add(und, "causes", json_object_new_string(causes));
     json_object_object_add(und, "truncated_buffers", json_object_new_uint64(s->dec.truncated));
     json_object_object_add(und, "end_before_start", json_object_new_uint64(s->bad_times));
     skipped = json_object_new_object();

@@ -239,7 +239,23 @@ static void session_meta(struct session *s, const char *text, int report)
     }
     if (!report)
         return;
-    if (as->layout_rc == -EPROTONOSUPPORT && rc != -EINVAL) {
+    if (as->layout.refuted != NULL) {
+        const struct cuptimon_rec_layout *k10 =
+            as->layout.refuted->kinds[CUPTIMON_KIND_CONCURRENT_KERNEL];
+        fprintf(stderr,
+                "cuptimonctl decode: %s: CUPTI API version %u is reported by CUDA %s and by %s; "
+                "the record sizes its libcupti measured (kernel: %u bytes, %s's %s: %u) are not "
+                "%s's, so it is CUDA %s, which this build does not decode: its records are "
+                "counted under an unknown version, walked by the measured sizes\n",
+                s->dir, as->info.cupti_version, as->layout.refuted->cuda,
+                as->layout.refuted->shared_with,
+                (unsigned)(as->layout.measured[CUPTIMON_KIND_CONCURRENT_KERNEL]
+                               ? as->layout.measured[CUPTIMON_KIND_CONCURRENT_KERNEL]
+                               : as->layout.measured[CUPTIMON_KIND_KERNEL]),
+                as->layout.refuted->cuda, k10 ? k10->name : "kernel record",
+                k10 ? (unsigned)k10->size : 0u, as->layout.refuted->cuda,
+                as->layout.refuted->shared_with);
+    } else if (as->layout_rc == -EPROTONOSUPPORT && rc != -EINVAL) {
         fprintf(stderr,
                 "cuptimonctl decode: %s: CUPTI API version %u is not one this build decodes "
                 "(it decodes %s); its records are counted as undecodable and stay in the "
@@ -253,6 +269,15 @@ static void session_meta(struct session *s, const char *text, int report)
                     "undecodable, never misread\n",
                     s->dir, as->layout.udr_error);
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
+            char why[200];
+            if (cuptimon__layout_mismatch(&as->layout, k)) {
+                fprintf(stderr,
+                        "cuptimonctl decode: %s: %s: the producer's libcupti measured it; its "
+                        "records are walked by CUPTI's size and counted as unknown layout, not "
+                        "decoded\n",
+                        s->dir, cuptimon__layout_mismatch_text(&as->layout, k, why, sizeof(why)));
+                continue;
+            }
             /* A described kind's problem is in udr_error (said above). */
             if (as->layout.state[k] != CUPTIMON_KIND_BAD_LAYOUT || as->layout.described[k])
                 continue;
@@ -656,15 +681,22 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
                 s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
                 s->ast.bad_seg_headers);
-    if (s->dec.undecodable_bytes)
+    if (s->dec.undecodable_bytes) {
+        char causes[160];
         fprintf(stderr,
-                "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded "
-                "(%" PRIu64 " of unsupported kinds, %" PRIu64 " of unknown layout, %" PRIu64
-                " under an unknown CUPTI version, %" PRIu64 " buffer(s) cut at an unknown "
-                "kind, %" PRIu64 " truncated)\n",
-                s->dir, s->dec.undecodable_bytes, s->dec.skipped_unsupported,
-                s->dec.skipped_bad_layout, s->dec.skipped_bad_version, s->dec.unknown_kind_stops,
-                s->dec.truncated);
+                "cuptimonctl decode: %s: %" PRIu64 " byte(s) of records not decoded, because of: "
+                "%s (records: %" PRIu64 " of a layout mismatch, %" PRIu64
+                " under an unknown CUPTI version, %" PRIu64 " of an unverified layout whose size "
+                "the producer never measured, %" PRIu64 " of unsupported kinds; buffers cut "
+                "short: %" PRIu64 " where the walk lost step (layout mismatch), %" PRIu64
+                " under an unknown version, %" PRIu64 " at an unknown kind; %" PRIu64
+                " truncated)\n",
+                s->dir, s->dec.undecodable_bytes,
+                cuptimon__undecodable_causes(&s->dec, causes, sizeof(causes)),
+                s->dec.skipped_bad_layout, s->dec.skipped_bad_version, s->dec.skipped_unconfirmed,
+                s->dec.skipped_unsupported, s->dec.stops_layout, s->dec.stops_unknown_version,
+                s->dec.stops_unknown_kind, s->dec.truncated);
+    }
     if (s->late && s->ast.range_chunks)
         fprintf(stderr,
                 "cuptimonctl decode: %s: %" PRIu64 " record(s) end up to %.3f s after their "

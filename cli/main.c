@@ -193,9 +193,26 @@ static int cmd_status(int argc, char **argv)
                    ? " (cupti: taken by another tool)"
                : connected ? ""
                            : " (ended)",
-               strcmp(cuptimon__json_str(s, "cupti_release", ""), "unknown") == 0
+               strcmp(cuptimon__json_str(s, "cupti_release", ""), "unknown") == 0 &&
+                       !cuptimon__json_get(s, "release_refuted")
                    ? " (CUPTI version unknown to this build: archived, not decoded, no names)"
                    : "");
+        /* What the per-session check of the layout table found: the
+         * release a shared version number turned out not to be, each kind
+         * whose measured record size is not the table's, and the table
+         * entries no header confirms. */
+        static const char *const findings[] = {"release_refuted", "layout_mismatch",
+                                               "layout_unverified"};
+        for (size_t f = 0; f < sizeof findings / sizeof findings[0]; f++) {
+            json_object *v = cuptimon__json_get(s, findings[f]);
+            if (v && json_object_is_type(v, json_type_string))
+                printf("        %s\n", json_object_get_string(v));
+            for (size_t j = 0;
+                 v && json_object_is_type(v, json_type_array) && j < json_object_array_length(v);
+                 j++)
+                printf("        %s%s\n", f == 2 ? "unverified layout: " : "",
+                       json_object_get_string(json_object_array_get_idx(v, j)));
+        }
     }
     json_object_put(st);
     return 0;

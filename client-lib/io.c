@@ -118,20 +118,33 @@ static char *hello_json(struct shim *s)
     json_object_object_add(o, "start_unix_ns",
                            json_object_new_int64((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec));
     /* The record sizes of the runtime CUPTI's release, as this shim reads
-     * them (none when it does not know the version); the daemon decodes
-     * only kinds whose size agrees with its own table for that version. */
-    if (s->cupti.release != NULL) {
-        for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS; k++) {
-            char key[12];
-            if (s->cupti.release->kinds[k] == NULL)
-                continue;
-            snprintf(key, sizeof key, "%u", k);
+     * them (none when it does not know the version), where the running
+     * libcupti was not measured yet, and its measured sizes where it was
+     * (record_sizes_measured, the per-session check; those measured later
+     * follow in the string table, CUPTIMON_RECORD_SIZE_KEY).  The daemon
+     * decodes only kinds whose size agrees with its own table for that
+     * version. */
+    json_object *measured = json_object_new_object(), *by = json_object_new_object();
+    for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS; k++) {
+        char key[12];
+        snprintf(key, sizeof key, "%u", k);
+        if (s->rec_size[k] != 0) {
+            json_object_object_add(sizes, key, json_object_new_int64(s->rec_size[k]));
+            json_object_object_add(measured, key, json_object_new_int64(s->rec_size[k]));
+            json_object_object_add(by, key,
+                                   json_object_new_string(s->rec_size_by[k] == SHIM_SIZE_BY_STRIDE
+                                                              ? "stride"
+                                                              : "struct_size"));
+        } else if (s->cupti.release != NULL && s->cupti.release->kinds[k] != NULL) {
             json_object_object_add(sizes, key,
                                    json_object_new_int64(s->cupti.release->kinds[k]->size));
         }
-        json_object_object_add(o, "cupti_release", json_object_new_string(s->cupti.release->cuda));
     }
+    if (s->cupti.release != NULL)
+        json_object_object_add(o, "cupti_release", json_object_new_string(s->cupti.release->cuda));
     json_object_object_add(o, "record_sizes", sizes);
+    json_object_object_add(o, "record_sizes_measured", measured);
+    json_object_object_add(o, "record_sizes_by", by);
     for (int i = 0; i < s->nkinds; i++)
         json_object_array_add(kinds, json_object_new_int64(s->kinds[i]));
     json_object_object_add(o, "kinds", kinds);
@@ -221,6 +234,8 @@ static int try_connect(struct io *io)
         atomic_store(&s->connect_tried, 1); /* after its outcome: drain reads both */
         return -1;
     }
+    /* CUPTI 13.2+ says its record sizes itself: into this hello. */
+    cuptimon__measure_struct_sizes(s);
     char *hello = hello_json(s);
     struct cuptimon_buf b = {0};
     int rc = hello ? cuptimon__frame_append(&b, CUPTIMON_MSG_HELLO, hello, strlen(hello)) : -ENOMEM;

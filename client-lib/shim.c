@@ -279,6 +279,7 @@ static int load_cupti(struct shim *s)
     SYM(PushExternalCorrelationId, "cuptiActivityPushExternalCorrelationId");
     SYM(PopExternalCorrelationId, "cuptiActivityPopExternalCorrelationId");
 #undef SYM
+    *(void **)&c->GetStructSize = dlsym(c->handle, "cuptiActivityGetStructSize");
     *(void **)&c->EnableRuntimeApi = dlsym(c->handle, "cuptiActivityEnableRuntimeApi");
     *(void **)&c->EnableDriverApi = dlsym(c->handle, "cuptiActivityEnableDriverApi");
     *(void **)&c->SetThreadIdType = dlsym(c->handle, "cuptiSetThreadIdType");
@@ -448,24 +449,102 @@ static void intern_record(struct shim *s, const CUpti_Activity *rec, size_t size
     }
 }
 
+/* The per-session layout check, measured where the shim already walks
+ * every buffer (the IO thread, not CUPTI's callback): CUPTI's own walker
+ * steps over a record by its kind's size in the running libcupti, so the
+ * distance to the next record is that size, and after the last one the
+ * distance to the buffer's valid end (the walk ended there with
+ * CUPTI_ERROR_MAX_LIMIT_REACHED, which CUPTI returns only when the next
+ * record would start at or past it, and a record it returned lies inside).
+ * The first stride of a kind is kept and sent to the daemon, which walks
+ * and decodes by it (archive/decode.c cuptimon__layout_measured); it
+ * replaces a cuptiActivityGetStructSize answer that disagrees (the buffer
+ * is what is walked).  A second, different stride cannot come from one
+ * libcupti: it is counted, never used.  A load and a compare per record. */
+static void announce_size(struct shim *s, uint32_t kind)
+{
+    /* Through the string table (cuptimon-proto.h, CUPTIMON_RECORD_SIZE_KEY):
+     * framed before the BUFFER_READY of the buffer being walked, sent again
+     * to every later connection, and needing no answer from the daemon, so
+     * a job's last buffers go at exit as before. */
+    char v[32];
+    snprintf(v, sizeof v, "%u %s", s->rec_size[kind],
+             s->rec_size_by[kind] == SHIM_SIZE_BY_STRIDE ? "stride" : "struct_size");
+    cuptimon__add_string(s, CUPTIMON_RECORD_SIZE_KEY(kind), v);
+}
+
+static void note_stride(struct shim *s, uint32_t kind, size_t size)
+{
+    if (kind >= CUPTIMON_LAYOUT_KINDS || size == 0 || size > UINT16_MAX)
+        return;
+    if (s->rec_size_by[kind] == SHIM_SIZE_BY_STRIDE) {
+        if (s->rec_size[kind] != size && s->stride_conflicts++ == 0)
+            cuptimon__log("kind %u's records are %u bytes apart in one buffer and %zu in "
+                          "another; the first is kept (the daemon stops its walks where they "
+                          "disagree)",
+                          kind, s->rec_size[kind], size);
+        return;
+    }
+    if (s->rec_size_by[kind] == SHIM_SIZE_BY_STRUCT_SIZE && s->rec_size[kind] != size)
+        cuptimon__log("cuptiActivityGetStructSize gave %u bytes for kind %u, but CUPTI's walk "
+                      "steps %zu; the walk's size is used",
+                      s->rec_size[kind], kind, size);
+    int changed = s->rec_size[kind] != size;
+    s->rec_size[kind] = (uint16_t)size;
+    s->rec_size_by[kind] = SHIM_SIZE_BY_STRIDE;
+    if (changed)
+        announce_size(s, kind);
+}
+
+void cuptimon__measure_struct_sizes(struct shim *s)
+{
+    /* Once, on the IO thread, for every kind the shim may enable (its
+     * release's, and the configured ones). */
+    if (s->struct_sizes_asked || s->cupti.GetStructSize == NULL || s->cupti.version < 130200)
+        return;
+    s->struct_sizes_asked = 1;
+    for (uint32_t k = 1; k < CUPTIMON_LAYOUT_KINDS && k < CUPTIMON_ACTIVITY_KIND_LIMIT; k++) {
+        int wanted = s->cupti.release != NULL && s->cupti.release->kinds[k] != NULL;
+        size_t size = 0;
+        for (int i = 0; i < s->nkinds && !wanted; i++)
+            wanted = s->kinds[i] == k;
+        if (!wanted || s->rec_size_by[k] != SHIM_SIZE_BY_NONE ||
+            s->cupti.GetStructSize((CUpti_ActivityKind)k, 0, &size) != CUPTI_SUCCESS || size == 0 ||
+            size > UINT16_MAX)
+            continue;
+        s->rec_size[k] = (uint16_t)size;
+        s->rec_size_by[k] = SHIM_SIZE_BY_STRUCT_SIZE;
+        announce_size(s, k);
+    }
+}
+
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid)
 {
-    /* One pass over the records: count them and intern the names they
-     * point to (kernel and marker names live in this process's memory).
-     * A record's size is the distance to the next one; a name is read only
-     * from a record whose size is that of its kind's struct in the runtime
-     * CUPTI's release, so an unknown layout is counted, never misread. */
+    /* One pass over the records: count them, measure their sizes (above)
+     * and intern the names they point to (kernel and marker names live in
+     * this process's memory).  A record's size is the distance to the next
+     * one; a name is read only from a record whose size is that of its
+     * kind's struct in the runtime CUPTI's release, so an unknown layout is
+     * counted, never misread. */
     uint8_t *buffer = s->pool + (size_t)idx * s->slot_size;
     uint64_t n = 0;
     CUpti_Activity *rec = NULL, *prev = NULL;
-    while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        if (prev)
-            intern_record(s, prev, (size_t)((uint8_t *)rec - (uint8_t *)prev));
+    CUptiResult rc = CUPTI_ERROR_MAX_LIMIT_REACHED;
+    while (valid && (rc = s->cupti.GetNextRecord(buffer, valid, &rec)) == CUPTI_SUCCESS) {
+        if (prev) {
+            size_t size = (size_t)((uint8_t *)rec - (uint8_t *)prev);
+            note_stride(s, (uint32_t)prev->kind, size);
+            intern_record(s, prev, size);
+        }
         n++;
         prev = rec;
     }
-    if (prev)
-        intern_record(s, prev, (size_t)(buffer + valid - (uint8_t *)prev));
+    if (prev) {
+        size_t size = (size_t)(buffer + valid - (uint8_t *)prev);
+        if (rc == CUPTI_ERROR_MAX_LIMIT_REACHED)
+            note_stride(s, (uint32_t)prev->kind, size);
+        intern_record(s, prev, size);
+    }
     atomic_fetch_add_explicit(&s->records_walked, n, memory_order_relaxed);
     return n;
 }

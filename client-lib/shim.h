@@ -44,6 +44,7 @@ struct shim_cupti {
     CUptiResult (*PushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
     CUptiResult (*PopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t *);
     /* optional (NULL when this libcupti lacks them) */
+    cuptimon_get_struct_size_fn GetStructSize; /* 13.2+ */
     CUptiResult (*EnableRuntimeApi)(CUpti_CallbackId, uint8_t);
     CUptiResult (*EnableDriverApi)(CUpti_CallbackId, uint8_t);
     CUptiResult (*SetThreadIdType)(CUpti_ActivityThreadIdType);
@@ -147,6 +148,15 @@ struct shim {
     _Atomic int exiting;
     pthread_cond_t drained; /* signalled when queue and in-flight both empty */
 
+    /* The per-session layout check (shim.c): per kind, the record size the
+     * running libcupti uses, from cuptiActivityGetStructSize (13.2+) or
+     * from the stride of its cuptiActivityGetNextRecord in the IO thread's
+     * walk of each buffer (rec_size_by: SHIM_SIZE_BY_*).  IO thread only. */
+    uint16_t rec_size[CUPTIMON_LAYOUT_KINDS];
+    uint8_t rec_size_by[CUPTIMON_LAYOUT_KINDS];
+    int struct_sizes_asked;
+    uint64_t stride_conflicts; /* a kind seen at a second stride (never used) */
+
     /* counters (atomics: read by cuptimon_get_status from any thread) */
     _Atomic uint64_t buffers_completed, buffers_sent, buffers_released, buffers_lost;
     _Atomic uint64_t requests_declined, dropped_records, foreign_buffers, connects;
@@ -224,6 +234,13 @@ int cuptimon__hook_scan(const struct cuptimon_hook *targets, size_t n, void *sel
 unsigned long long cuptimon__hook_generation(void);
 
 /* shim.c */
+enum {
+    SHIM_SIZE_BY_NONE = 0,
+    SHIM_SIZE_BY_STRUCT_SIZE, /* cuptiActivityGetStructSize */
+    SHIM_SIZE_BY_STRIDE,      /* cuptiActivityGetNextRecord's step */
+};
+/* IO thread, before a hello: asks a 13.2+ libcupti for its record sizes. */
+void cuptimon__measure_struct_sizes(struct shim *s);
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
 /* IO thread: walks a completed slot, interns its names; returns records. */
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);

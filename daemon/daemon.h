@@ -132,6 +132,16 @@ struct session {
      * on the worker once the hello is done (NULL names: pointers shown). */
     struct cuptimon_layout layout;
     struct cuptimon_strtab *names;
+    /* The per-session layout check (session-layout.c): the record sizes
+     * the producer's libcupti was measured to use (hello, RECORD_SIZES);
+     * layout_dirty: layout must be rebuilt from them (on the loop, while
+     * no work item runs); meta_dirty: meta.json must be rewritten (the
+     * next batch's worker writes work_meta first). */
+    uint32_t measured[CUPTIMON_KIND_SLOTS];
+    int layout_dirty, meta_dirty, refuted_logged;
+    unsigned size_changes;    /* a kind measured again, otherwise (logged: the first 10) */
+    uint64_t mismatch_logged; /* bit k: kind k's mismatch was logged */
+    char *work_meta;
 
     struct session *next;
 };
@@ -252,6 +262,18 @@ static inline int fd_in_reserve(const struct daemon *d, int fd)
 size_t session_count(const struct daemon *d);
 json_object *session_status(const struct session *s);
 int session_idle(const struct session *s);
+
+/* session-layout.c: the per-session layout check.  hello: after the
+ * session's layout was built from its hello; string: a STRINGS entry
+ * under a CUPTIMON_RECORD_SIZE_KEY (0, or -1 with why filled: a protocol
+ * error, and the entry is not used); refresh: rebuilds the layout when it
+ * is due and no work item runs; status: the check's findings into a
+ * session's status object. */
+void session_layout_hello(struct session *s);
+int session_layout_string(struct session *s, uint64_t key, const char *str, size_t n, char *why,
+                          size_t whylen);
+void session_layout_refresh(struct session *s);
+void session_layout_status(const struct session *s, json_object *o);
 
 /* lossreport.c: the loss reports that exiting shims leave beside the
  * producer socket, and refusals, counted per user for status. */

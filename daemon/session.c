@@ -33,6 +33,7 @@
 
 static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
+static char *meta_json(struct session *s);
 static void turns_run(struct daemon *d);
 static int peer_gone(pid_t pid);
 static void refused_count(struct session *s, const struct cuptimon_msg_hdr *h, const uint8_t *body);
@@ -181,6 +182,9 @@ static void agg_item(struct session *s, const struct aw_item *it, const uint8_t 
 static void work_cb(uv_work_t *w)
 {
     struct session *s = w->data;
+    /* A failure leaves the older meta.json; the session's end writes it again. */
+    if (s->work_meta && s->aw)
+        cuptimon__aw_meta(s->aw, s->work_meta);
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
         if (it->is_strings) {
@@ -247,6 +251,9 @@ static void after_work_cb(uv_work_t *w, int status)
     struct daemon *d = s->d;
     s->working = 0;
     d->archive_inflight--;
+    free(s->work_meta);
+    s->work_meta = NULL;
+    session_layout_refresh(s); /* a measured size that came while it worked */
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
         if (status < 0 && it->result == 0)
@@ -421,6 +428,14 @@ static void submit_work(struct session *s)
      * producer beside them drop 24% of its records). */
     size_t n = 0;
     uint64_t bytes = 0;
+    /* The layout check's news first: the worker reads the layout, and
+     * writes meta.json before the batch's chunks (session-layout.c). */
+    session_layout_refresh(s);
+    if (s->meta_dirty) {
+        s->meta_dirty = 0;
+        free(s->work_meta);
+        s->work_meta = meta_json(s);
+    }
     while (n < s->qlen && (n == 0 || bytes + item_bytes(&s->queue[n]) <= BATCH_MAX_BYTES))
         bytes += item_bytes(&s->queue[n++]);
     free(s->work_items);
@@ -718,6 +733,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     /* The layout is usable whatever the version: unknown kinds are only
      * counted.  The table is NULL only without memory (pointers shown). */
     cuptimon__agg_layout_from_hello(o, &s->layout);
+    session_layout_hello(s); /* the per-session check of the table */
     if (d->agg) {
         struct cuptimon_agg_ident id = {.pid = s->peer.pid, .uid = s->peer.uid, .exe = s->exe};
         cuptimon__agg_ident_from_hello(o, &id);
@@ -903,8 +919,14 @@ static void on_strings(struct session *s, const uint8_t *body, size_t len)
     int rc = cuptimon__strings_iter_init(&iter, body, len);
     uint32_t count = 0;
     while (rc == 0 && (rc = cuptimon__strings_next(&iter, &ptr, &str, &n)) == 1) {
+        char why[200];
         count++;
         rc = 0;
+        /* A record size the producer measured (session-layout.c): applied
+         * before the buffers that follow this batch are walked. */
+        if (CUPTIMON_RECORD_SIZE_KIND(ptr) >= 0 &&
+            session_layout_string(s, ptr, str, n, why, sizeof why) < 0)
+            protocol_error(s, why);
     }
     if (rc < 0) {
         protocol_error(s, "STRINGS batch is malformed (ignored whole)");
@@ -1147,6 +1169,7 @@ static void session_maybe_free(struct session *s)
     free(s->slot_held);
     free(s->queue);
     free(s->work_items);
+    free(s->work_meta);
     free(s);
 }
 
@@ -1315,5 +1338,6 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "connected_unix_ns", json_object_new_int64(s->connected_unix_ns));
     json_object_object_add(o, "last_flush_unix_ns", json_object_new_int64(s->last_flush_unix_ns));
     json_object_object_add(o, "archive", json_object_new_string(s->archive_dir));
+    session_layout_status(s, o);
     return o;
 }

@@ -87,6 +87,7 @@
 #define CUPTIMON_CUPTI_RESULT_VALUES(X)                                                            \
     X(CUPTI_SUCCESS, 0)                                                                            \
     X(CUPTI_ERROR_INVALID_PARAMETER, 1)                                                            \
+    X(CUPTI_ERROR_MAX_LIMIT_REACHED, 12)                                                           \
     X(CUPTI_ERROR_NOT_INITIALIZED, 15)
 /* clang-format on */
 
@@ -296,6 +297,20 @@ CUPTIMON_CUPTI_CALLBACK_TYPES(CUPTIMON_CUPTI_CALLBACK_TYPEDEF_)
 
 #define CUPTIMON_CUPTI_PROTOTYPE_(ret, name, params) ret CUPTIAPI name params;
 CUPTIMON_CUPTI_FUNCTIONS(CUPTIMON_CUPTI_PROTOTYPE_)
+
+/* cuptiActivityGetStructSize, CUPTI 13.2 and later: newer than the headers
+ * test-cupti-abi.c checks, so a type here and not in the lists.  From
+ * NVIDIA's CUPTI Activity API reference (docs.nvidia.com/cupti/api/
+ * group__CUPTI__ACTIVITY__API.html): "cuptiActivityGetStructSize(
+ * CUpti_ActivityKind activityKind, uint32_t version, size_t
+ * *activityStructSize)", the size of a predefined activity struct; version
+ * 0 is the running CUPTI's, a non-zero version below 130000 gives
+ * CUPTI_ERROR_NOT_SUPPORTED.  The shim resolves it with dlsym and calls it
+ * only where cuptiGetVersion reports 130200 or later (the per-session
+ * layout check, client-lib/shim.c). */
+typedef CUptiResult(CUPTIAPI *cuptimon_get_struct_size_fn)(CUpti_ActivityKind activityKind,
+                                                           uint32_t version,
+                                                           size_t *activityStructSize);
 
 /* The declarations above agree with the lists (the lists are what the
  * test checks against CUPTI's headers). */

@@ -162,6 +162,20 @@ struct cuptimon_flush_done {
  * (the name runs to the end of the string). */
 #define CUPTIMON_DEVICE_KEY(ordinal) (0xc000000100000000ull | (uint64_t)(uint32_t)(ordinal))
 #define CUPTIMON_DEVICES_MAX         64u
+/* The record size of activity kind `kind` (< 64) as the producer's libcupti
+ * was measured to use it (the per-session layout check, issue 30; bit 33
+ * set, so never a thread's or a device's key): "BYTES HOW" in decimal, HOW
+ * "stride" (the step of CUPTI's cuptiActivityGetNextRecord in the shim's
+ * walk of a buffer) or "struct_size" (cuptiActivityGetStructSize, CUPTI
+ * 13.2+).  The shim adds one when it measures a kind anew, so it is framed
+ * before the BUFFER_READY of the buffer that showed it and sent again to
+ * every new connection, as every string is; the daemon walks and decodes
+ * that kind by it from then on (archive/decode.h, cuptimon__layout_measured).
+ * The hello's record_sizes_measured holds those measured before it.  A
+ * daemon older than this keeps them in strings.bin, unread. */
+#define CUPTIMON_RECORD_SIZE_KEY(kind) (0xc000000200000000ull | (uint64_t)(uint8_t)(kind))
+#define CUPTIMON_RECORD_SIZE_KIND(key)                                                             \
+    (((uint64_t)(key) & ~0x3full) == 0xc000000200000000ull ? (int)((key)&0x3f) : -1)
 /* Annotation ranges as the daemon archives them (strings.bin, from RANGES
  * messages; the shim never sends these keys): the begin of annotation `id`
  * (id < 2^60), "BEGIN_UNIX_NS TID DEPTH PARENT_ID" in decimal, and its end,

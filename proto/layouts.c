@@ -12,7 +12,10 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "layouts.h"
 
@@ -212,36 +215,52 @@
     [CUPTIMON_FEXT_externalId] = {8, 8}, \
     [CUPTIMON_FEXT_correlationId] = {16, 4}
 
-/* ---- struct versions newer than the CUDA 13.0 headers, from NVIDIA's CUPTI
- * API reference (docs.nvidia.com/cupti/api/structCUpti__Activity*.html) --- */
+/* ---- struct versions newer than the CUDA 13.0 headers ------------------
+ *
+ * 13.1-13.3 from header-derived sources: rust-bindgen's layout of the real
+ * CUPTI 13.2.1 and 13.3.0 headers (#[repr(C, packed(8))], as
+ * PACKED_ALIGNMENT lays them out) in the public repository tinrab/singe,
+ * singe-cupti-sys/src/cupti_sys_130201.rs and cupti_sys_130300.rs.
+ * NVIDIA's per-struct reference pages leave out the undocumented padding,
+ * and a table built from them (Kernel11 216 bytes with priority at 212)
+ * made every 13.1+ buffer decode to nothing (issue 30).
+ *
+ * 13.4's structs: no header-derived source was found.  They are written
+ * from the reference pages by the same pattern (appended after the
+ * previous struct's last padding) and marked unverified; the decoder reads
+ * none of their new fields, and the per-session check measures their
+ * sizes before a record of them is decoded. */
 
-/* CUpti_ActivityKernel11 (13.1): 216 bytes, Kernel10 with int32 priority
- * in what was padding (isDeviceLaunched, 3 pad bytes, priority). */
+/* CUpti_ActivityKernel11 (13.1, 13.2): Kernel10's members and its
+ * padding3[7] (209..215) after isDeviceLaunched, then int32 priority at
+ * 216 and padding4 (220): 224 bytes.  Source: cupti_sys_130201.rs
+ * (CUPTI 13.2.1 header). */
 #define F_KERNEL11 \
     F_KERNEL10, \
-    [CUPTIMON_FK_priority] = {212, 4}
-/* CUpti_ActivityKernel12 (13.3): 224 bytes, Kernel11 plus executionModel
- * and 4 bytes of tail padding. */
+    [CUPTIMON_FK_priority] = {216, 4}
+/* CUpti_ActivityKernel12 (13.3): Kernel11's members and padding, then
+ * uint32 executionModel at 224 and padding5 (228): 232 bytes.  Source:
+ * cupti_sys_130300.rs (CUPTI 13.3.0 header). */
 #define F_KERNEL12 \
     F_KERNEL11, \
-    [CUPTIMON_FK_executionModel] = {216, 4}
-/* CUpti_ActivityKernel13 (13.4): 240 bytes, Kernel12 plus sourceGraphId,
- * padding6 and sourceGraphNodeId.  The reference page omits undocumented
- * padding; sourceGraphId is taken at 224 (after Kernel12's tail pad, the
- * pattern Memcpy7 and Memset5 follow in the same release, and the only one
- * that keeps the u64 aligned).  Fields before it are unaffected. */
+    [CUPTIMON_FK_executionModel] = {224, 4}
+/* CUpti_ActivityKernel13 (13.4): UNVERIFIED.  Kernel12 plus sourceGraphId,
+ * padding6 and sourceGraphNodeId (reference page); taken after Kernel12's
+ * padding5, the pattern of Memcpy7/Memset5: sourceGraphId at 232,
+ * sourceGraphNodeId at 240, 248 bytes.  Every field the decoder reads lies
+ * in the Kernel12 prefix. */
 #define F_KERNEL13 \
     F_KERNEL12, \
-    [CUPTIMON_FK_sourceGraphId] = {224, 4}, \
-    [CUPTIMON_FK_sourceGraphNodeId] = {232, 8}
-/* CUpti_ActivityMemcpy7 (13.4): 112 bytes, Memcpy6 plus sourceGraphId,
- * pad3, sourceGraphNodeId. */
+    [CUPTIMON_FK_sourceGraphId] = {232, 4}, \
+    [CUPTIMON_FK_sourceGraphNodeId] = {240, 8}
+/* CUpti_ActivityMemcpy7 (13.4): UNVERIFIED.  Memcpy6 plus sourceGraphId,
+ * pad3, sourceGraphNodeId (reference page): 112 bytes. */
 #define F_MEMCPY7 \
     F_MEMCPY6, \
     [CUPTIMON_FMC_sourceGraphId] = {96, 4}, \
     [CUPTIMON_FMC_sourceGraphNodeId] = {104, 8}
-/* CUpti_ActivityMemset5 (13.4): 104 bytes, Memset4 plus sourceGraphId,
- * pad3, sourceGraphNodeId. */
+/* CUpti_ActivityMemset5 (13.4): UNVERIFIED.  Memset4 plus sourceGraphId,
+ * pad3, sourceGraphNodeId (reference page): 104 bytes. */
 #define F_MEMSET5 \
     F_MEMSET4, \
     [CUPTIMON_FMS_sourceGraphId] = {88, 4}, \
@@ -262,21 +281,26 @@
 /* ---- the layouts ------------------------------------------------------- */
 
 #define LAYOUT(var, struct_name, rec_type, bytes, fields)                                          \
-    static const struct cuptimon_rec_layout var = {struct_name, rec_type, bytes, {fields}}
+    static const struct cuptimon_rec_layout var = {struct_name, rec_type, bytes, NULL, {fields}}
+/* A layout no header-derived source confirms (see above). */
+#define UNVERIFIED "13.4: from NVIDIA's reference page only, no header-derived source"
+#define LAYOUT_UNVERIFIED(var, struct_name, rec_type, bytes, fields)                               \
+    static const struct cuptimon_rec_layout var = {                                                \
+        struct_name, rec_type, bytes, UNVERIFIED, {fields}}
 
 LAYOUT(kernel9, "CUpti_ActivityKernel9", CUPTIMON_REC_KERNEL, 208, F_KERNEL9);
 LAYOUT(kernel10, "CUpti_ActivityKernel10", CUPTIMON_REC_KERNEL, 216, F_KERNEL10);
-LAYOUT(kernel11, "CUpti_ActivityKernel11", CUPTIMON_REC_KERNEL, 216, F_KERNEL11);
-LAYOUT(kernel12, "CUpti_ActivityKernel12", CUPTIMON_REC_KERNEL, 224, F_KERNEL12);
-LAYOUT(kernel13, "CUpti_ActivityKernel13", CUPTIMON_REC_KERNEL, 240, F_KERNEL13);
+LAYOUT(kernel11, "CUpti_ActivityKernel11", CUPTIMON_REC_KERNEL, 224, F_KERNEL11);
+LAYOUT(kernel12, "CUpti_ActivityKernel12", CUPTIMON_REC_KERNEL, 232, F_KERNEL12);
+LAYOUT_UNVERIFIED(kernel13, "CUpti_ActivityKernel13", CUPTIMON_REC_KERNEL, 248, F_KERNEL13);
 LAYOUT(memcpy5, "CUpti_ActivityMemcpy5", CUPTIMON_REC_MEMCPY, 88, F_MEMCPY5);
 LAYOUT(memcpy6_12, "CUpti_ActivityMemcpy6 (12.x)", CUPTIMON_REC_MEMCPY, 96, F_MEMCPY6_12);
 LAYOUT(memcpy6, "CUpti_ActivityMemcpy6", CUPTIMON_REC_MEMCPY, 96, F_MEMCPY6);
-LAYOUT(memcpy7, "CUpti_ActivityMemcpy7", CUPTIMON_REC_MEMCPY, 112, F_MEMCPY7);
+LAYOUT_UNVERIFIED(memcpy7, "CUpti_ActivityMemcpy7", CUPTIMON_REC_MEMCPY, 112, F_MEMCPY7);
 LAYOUT(p2p4, "CUpti_ActivityMemcpyPtoP4", CUPTIMON_REC_P2P, 96, F_MEMCPYPTOP4);
 LAYOUT(memset4_12, "CUpti_ActivityMemset4 (12.x)", CUPTIMON_REC_MEMSET, 88, F_MEMSET4_12);
 LAYOUT(memset4, "CUpti_ActivityMemset4", CUPTIMON_REC_MEMSET, 88, F_MEMSET4);
-LAYOUT(memset5, "CUpti_ActivityMemset5", CUPTIMON_REC_MEMSET, 104, F_MEMSET5);
+LAYOUT_UNVERIFIED(memset5, "CUpti_ActivityMemset5", CUPTIMON_REC_MEMSET, 104, F_MEMSET5);
 LAYOUT(marker2, "CUpti_ActivityMarker2", CUPTIMON_REC_MARKER, 56, F_MARKER2);
 LAYOUT(marker_data1, "CUpti_ActivityMarkerData", CUPTIMON_REC_MARKER_DATA, 32, F_MARKERDATA);
 LAYOUT(marker_data2, "CUpti_ActivityMarkerData2", CUPTIMON_REC_MARKER_DATA, 40, F_MARKERDATA2);
@@ -303,57 +327,114 @@ LAYOUT(ext, "CUpti_ActivityExternalCorrelation", CUPTIMON_REC_EXT, 24, F_EXTERNA
         [CUPTIMON_KIND_SYNCHRONIZATION] = sy, [CUPTIMON_KIND_EXTERNAL_CORRELATION] = &ext,         \
     }
 
-/* CUPTI API versions: 19 for CUDA 12.0 and 12.1, then one per release up
- * to 28 (12.9 Update 1; cupti_version.h); from 13.0 on, 13yyzz with yy the
- * minor release.  Sources for which struct each release emits: the CUPTI
+/* CUPTI API versions, as cuptiGetVersion reports them: CUDA 12.0 and 12.1
+ * report 18, the number of 11.8 (the 12.0 header's cupti_version.h lists
+ * "v19 : CUDA Toolkit 12.0" yet defines CUPTI_API_VERSION 18); 19 is
+ * listed for 12.0, 20 for 12.2, then one per release up to 28 (12.9
+ * Update 1; cupti_version.h of 13.0 and NVIDIA's CUPTI Version page); from
+ * 13.0 on, 13yyzz with yy the minor release.  18 is told apart from 11.8 by
+ * the kernel record the session measures: 12.0's Kernel9 is 208 bytes,
+ * 11.8's Kernel8 200 (both in cupti_activity_deprecated.h); the 18 row
+ * names 11.8 in shared_with, and archive/decode.c drops it when a measured
+ * size disagrees.  Sources for which struct each release emits: the CUPTI
  * release notes (docs.nvidia.com/cupti/release-notes), each release's
  * Activity API reference, and cupti_activity_deprecated.h's "deprecated
- * in CUDA x.y" notes.  13.5's CUDA event record (CudaEvent3) is not in the
- * reference this table was written from, so 13.5 leaves that kind out:
- * the shim does not enable it there, rather than make the daemon stop at
- * a record it cannot step over. */
+ * in CUDA x.y" notes; that 13.4 and 13.5 keep the other kinds' structs
+ * rests on the release notes alone (the structs themselves are 13.0's,
+ * header-checked, and their sizes are measured per session).  13.5's CUDA
+ * event record (CudaEvent3) is not in the reference this table was written
+ * from, so 13.5 leaves that kind out: the shim does not enable it there,
+ * rather than make the daemon stop at a record it cannot step over. */
+#define ROW_12_0                                                                                   \
+    ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead2, &cuda_event1, \
+        &sync1)
 static const struct cuptimon_cupti_release releases[] = {
-    {19, 21, "12.0-12.3",
-     ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead2, &cuda_event1,
-         &sync1)},
-    {22, 25, "12.4-12.6",
+    {18, 18, "12.0-12.1", "11.8", ROW_12_0},
+    {19, 21, "12.0-12.3", NULL, ROW_12_0},
+    {22, 25, "12.4-12.6", NULL,
      ROW(&kernel9, &memcpy5, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead3, &cuda_event1,
          &sync1)},
-    {26, 28, "12.8-12.9",
+    {26, 28, "12.8-12.9", NULL,
      ROW(&kernel9, &memcpy6_12, &p2p4, &memset4_12, &marker2, &marker_data1, &overhead3,
          &cuda_event2, &sync2)},
-    {130000, 130099, "13.0",
+    {130000, 130099, "13.0", NULL,
      ROW(&kernel10, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2,
          &sync2)},
-    {130100, 130299, "13.1-13.2",
+    {130100, 130299, "13.1-13.2", NULL,
      ROW(&kernel11, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2,
          &sync2)},
-    {130300, 130399, "13.3",
+    {130300, 130399, "13.3", NULL,
      ROW(&kernel12, &memcpy6, &p2p4, &memset4, &marker2, &marker_data2, &overhead3, &cuda_event2,
          &sync2)},
-    {130400, 130499, "13.4",
+    {130400, 130499, "13.4", NULL,
      ROW(&kernel13, &memcpy7, &p2p4, &memset5, &marker2, &marker_data2, &overhead3, &cuda_event2,
          &sync2)},
-    {130500, 130599, "13.5",
+    {130500, 130599, "13.5", NULL,
      ROW(&kernel13, &memcpy7, &p2p4, &memset5, &marker2, &marker_data2, &overhead3, NULL, &sync2)},
 };
+#define NRELEASES (sizeof releases / sizeof releases[0])
 
 const char *cuptimon__cupti_supported(void)
 {
-    return "CUDA 12.0-12.9 (CUPTI API versions 19-28) and 13.0-13.5 (130000-130599)";
+    return "CUDA 12.0-12.9 (CUPTI API versions 18-28) and 13.0-13.5 (130000-130599)";
+}
+
+/* The test hook (layouts.h): a copy of the releases with one kind's
+ * struct replaced by a copy of a different size. */
+static struct {
+    pthread_once_t once;
+    int on;
+    struct cuptimon_cupti_release releases[NRELEASES];
+    struct cuptimon_rec_layout wrong;
+} hook = {.once = PTHREAD_ONCE_INIT};
+
+static void hook_init(void)
+{
+    const char *v = getenv("CUPTIMON_TEST_LAYOUT_SIZE");
+    unsigned long version, kind, size;
+    char *end;
+
+    if (v == NULL || *v == '\0')
+        return;
+    version = strtoul(v, &end, 10);
+    if (*end++ != ':')
+        return;
+    kind = strtoul(end, &end, 10);
+    if (*end++ != ':')
+        return;
+    size = strtoul(end, &end, 10);
+    if (*end != '\0' || kind == 0 || kind >= CUPTIMON_LAYOUT_KINDS || size < 8 || size > 4096)
+        return;
+    memcpy(hook.releases, releases, sizeof releases);
+    for (size_t i = 0; i < NRELEASES; i++) {
+        struct cuptimon_cupti_release *r = &hook.releases[i];
+        if (version < r->version_min || version > r->version_max || r->kinds[kind] == NULL)
+            continue;
+        hook.wrong = *r->kinds[kind];
+        hook.wrong.size = (uint16_t)size;
+        for (unsigned k = 0; k < CUPTIMON_LAYOUT_KINDS; k++)
+            if (r->kinds[k] == releases[i].kinds[kind])
+                r->kinds[k] = &hook.wrong; /* KERNEL and CONCURRENT_KERNEL alike */
+        hook.on = 1;
+    }
 }
 
 const struct cuptimon_cupti_release *cuptimon__cupti_release(uint32_t version)
 {
-    for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++)
-        if (version >= releases[i].version_min && version <= releases[i].version_max)
-            return &releases[i];
+    const struct cuptimon_cupti_release *r = releases;
+
+    pthread_once(&hook.once, hook_init);
+    if (hook.on)
+        r = hook.releases;
+    for (size_t i = 0; i < NRELEASES; i++)
+        if (version >= r[i].version_min && version <= r[i].version_max)
+            return &r[i];
     return NULL;
 }
 
 const struct cuptimon_cupti_release *cuptimon__cupti_releases(unsigned *n)
 {
-    *n = (unsigned)(sizeof releases / sizeof releases[0]);
+    *n = (unsigned)NRELEASES;
     return releases;
 }
 
@@ -363,8 +444,7 @@ unsigned cuptimon__rec_type_of_kind(uint32_t kind)
 {
     /* The record type the releases' rows give the kind (it is the same in
      * every release that decodes it). */
-    for (size_t i = 0; kind < CUPTIMON_LAYOUT_KINDS && i < sizeof releases / sizeof releases[0];
-         i++)
+    for (size_t i = 0; kind < CUPTIMON_LAYOUT_KINDS && i < NRELEASES; i++)
         if (releases[i].kinds[kind] != NULL)
             return releases[i].kinds[kind]->type;
     return CUPTIMON_REC_NONE;

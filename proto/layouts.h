@@ -7,20 +7,27 @@
  * one node runs jobs of several releases at once, so neither the shim nor
  * the daemon may take a layout from the header it was compiled against.
  * Instead this table says, for each release (a range of CUPTI API
- * versions, as cuptiGetVersion reports them: 19..28 for CUDA 12.x,
- * 13yyzz from 13.0), which struct CUPTI emits for each activity kind, how
+ * versions, as cuptiGetVersion reports them: 18..28 for CUDA 12.x (12.0
+ * and 12.1 report 18, as 11.8 did), 13yyzz from 13.0), which struct CUPTI
+ * emits for each activity kind, how
  * long it is, and where each field the decoder reads lies (offset and
  * width in bytes; width 0: the field does not exist in that version and
  * reads as 0).
  *
  * The numbers come from the installed CUDA headers (cupti_activity.h and
- * cupti_activity_deprecated.h) where they reach, and from NVIDIA's CUPTI
- * API reference of each release for the rest; tests/unit/test-layouts.c
+ * cupti_activity_deprecated.h) where they reach, from header-derived
+ * sources for 13.1-13.3 (named per entry in layouts.c), and from NVIDIA's
+ * per-struct reference pages for 13.4 and later, which omit undocumented
+ * padding: those entries are marked unverified.  tests/unit/test-layouts.c
  * checks every entry the installed headers can express with offsetof and
- * sizeof, and every other entry against the test double's transcription of
- * the reference's struct declarations.  Nothing here includes a CUPTI
- * header: the shim uses this table to find name pointers, and the daemon
- * to decode, whatever toolkit they were built with.
+ * sizeof, and every other entry against the test double's own
+ * declarations (tests/fakecupti/cupti-future.h, itself checked against
+ * the facts in ../shared/reference/cupti-layouts-13x.md).  The table is
+ * not trusted at run time either: the shim measures the record sizes its
+ * libcupti really uses and the daemon decodes a kind only where they agree
+ * (archive/decode.h, cuptimon__layout_measured).  Nothing here includes a
+ * CUPTI header: the shim uses this table to find name pointers, and the
+ * daemon to decode, whatever toolkit they were built with.
  *
  * The field lists below use CUPTI's own member names, so that a test can
  * write offsetof(CUpti_ActivityKernel9, X) for each X.
@@ -159,6 +166,13 @@ struct cuptimon_rec_layout {
     const char *name; /* CUPTI's struct name */
     uint8_t type;     /* enum cuptimon_rec_type */
     uint16_t size;    /* sizeof the struct: the record's length in a buffer */
+    /* NULL when a header (the installed toolkit's, or a header-derived
+     * source named in layouts.c) gives this layout; else why it is not
+     * confirmed.  Shown by status, decode and the man page: the per-session
+     * check measures such a record's size, but not where its own new fields
+     * lie (the decoder reads none of them: they come after the verified
+     * prefix of an earlier struct). */
+    const char *unverified;
     struct cuptimon_field f[CUPTIMON_FIELDS_MAX];
 };
 
@@ -167,19 +181,31 @@ struct cuptimon_rec_layout {
 struct cuptimon_cupti_release {
     uint32_t version_min, version_max;
     const char *cuda; /* "12.8", "13.0", ... */
+    /* Another CUDA release that reports the same CUPTI API version, or
+     * NULL: CUDA 11.8 reports 18, as 12.0 and 12.1 do.  Such a row holds
+     * only while no record size measured in the session disagrees with it
+     * (archive/decode.c cuptimon__layout_measured): 11.8's kernel record
+     * (CUpti_ActivityKernel8, 200 bytes) is not 12.0's (Kernel9, 208). */
+    const char *shared_with;
     const struct cuptimon_rec_layout *kinds[CUPTIMON_LAYOUT_KINDS];
 };
 
 /* The release a CUPTI API version belongs to, or NULL when it is one this
- * build does not know (an older CUDA, or one released after it). */
+ * build does not know (an older CUDA, or one released after it).
+ *
+ * Test hook: CUPTIMON_TEST_LAYOUT_SIZE="VERSION:KIND:SIZE" makes the
+ * release VERSION belongs to describe KIND's record as SIZE bytes (its
+ * fields unchanged): a deliberately wrong table entry, read once per
+ * process, so that a test can show the per-session check catching it
+ * (tests/integration/layouts.sh).  Nothing else reads it. */
 const struct cuptimon_cupti_release *cuptimon__cupti_release(uint32_t version);
 
 /* Every known release, in version order, for tests and documentation;
  * *n is set to their number. */
 const struct cuptimon_cupti_release *cuptimon__cupti_releases(unsigned *n);
 
-/* "12.0 (19) to 13.5 (1305zz)": the versions this build decodes, for
- * messages that name what is supported. */
+/* "CUDA 12.0-12.9 (...) and 13.0-13.5 (...)": the versions this build
+ * decodes, for messages that name what is supported. */
 const char *cuptimon__cupti_supported(void);
 
 /* The record type an activity kind is decoded as (CUPTIMON_REC_NONE for a

@@ -44,6 +44,7 @@ include tests/fuzz/local.mk
 EXTRA_DIST += tests/gpu/README.md tests/gpu/build.sh tests/gpu/run.sh tests/gpu/check.py \
 	tests/gpu/known-work.cu tests/gpu/torch-loop.py tests/gpu/cupti-layout.c \
 	tests/gpu/window-case.sh tests/gpu/coexist-case.sh tests/gpu/kineto-ref.py \
+	tests/gpu/layout-case.sh \
 	tests/gpu/nvtx-case.sh tests/gpu/coexist-check.py tests/gpu/coexist-selftest.sh \
 	tests/gpu/ranks-case.sh tests/gpu/ranks-check.py
 # ... whose coexistence checker is checked here, against synthetic runs.

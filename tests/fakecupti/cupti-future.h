@@ -1,18 +1,25 @@
 /*
  * cupti-future.h: the CUPTI activity records newer than the CUDA 13.0 headers this
- * tree is built against, as the test double emits them.  Transcribed from NVIDIA's
- * CUPTI API reference (docs.nvidia.com/cupti/api/structCUpti__ActivityKernel11.html,
- * ...Kernel12, ...Kernel13, ...Memcpy7, ...Memset5), member for member, with CUPTI's
- * packing (packed, 8-byte aligned records) and its explicit pads.  They are the
- * double's own declarations, written independently of cuptimon's layout table
- * (proto/layouts.c): tests/unit/test-layouts.c holds the table against them, and the
- * double's records decode correctly only if both agree.
+ * tree is built against, as the test double emits them.  They are the double's own
+ * declarations, written independently of cuptimon's layout table (proto/layouts.c):
+ * tests/unit/fakecupti-test.c holds them against the facts with their sources
+ * (../shared/reference/cupti-layouts-13x.md), tests/unit/test-layouts.c holds the
+ * table against them, and the double's records decode correctly only if both agree.
  *
- * Where the reference leaves padding undocumented it is spelled out here:
- *   - Kernel11: isDeviceLaunched (208), padding3[3], priority (212): Kernel10's
- *     padding3[7] became 3 pad bytes and the priority.
- *   - Kernel12: executionModel (216), then padding4 to the 8-byte record size (224).
- *   - Kernel13: Kernel12 plus sourceGraphId (224), padding6, sourceGraphNodeId (232).
+ * 13.1-13.3, header-derived: rust-bindgen's layout of the real CUPTI 13.2.1 and 13.3.0
+ * headers (public repository tinrab/singe, singe-cupti-sys/src/cupti_sys_130201.rs and
+ * cupti_sys_130300.rs), with CUPTI's packing (packed, 8-byte aligned records):
+ *   - Kernel11 (13.1, 13.2): Kernel10 up to isDeviceLaunched (208), Kernel10's
+ *     padding3[7] kept, priority (216), padding4: 224 bytes.  NVIDIA's reference page
+ *     omits padding3; a transcription of it (216 bytes, priority at 212) was wrong.
+ *   - Kernel12 (13.3): Kernel11's members and padding, executionModel (224), padding5:
+ *     232 bytes.
+ * 13.4, UNVERIFIED (no header-derived source; NVIDIA's reference pages, whose padding is
+ * incomplete, by the same pattern of appending after the last padding):
+ *   - Kernel13: Kernel12 plus sourceGraphId (232), padding6, sourceGraphNodeId (240):
+ *     248 bytes.
+ *   - Memcpy7: Memcpy6 plus sourceGraphId (96), pad3, sourceGraphNodeId (104): 112.
+ *   - Memset5: Memset4 plus sourceGraphId (88), pad3, sourceGraphNodeId (96): 104.
  */
 #ifndef CUPTIMON_FAKECUPTI_FUTURE_H
 #define CUPTIMON_FAKECUPTI_FUTURE_H
@@ -78,8 +85,9 @@
     uint32_t maxPotentialClusterSize;                                                              \
     uint32_t maxActiveClusters;                                                                    \
     uint8_t isDeviceLaunched;                                                                      \
-    uint8_t padding3[3];                                                                           \
-    int32_t priority;
+    uint8_t padding3[7];                                                                           \
+    int32_t priority;                                                                              \
+    uint32_t padding4;
 
 typedef struct FC_PACKED {
     FC_KERNEL11_MEMBERS
@@ -88,13 +96,13 @@ typedef struct FC_PACKED {
 typedef struct FC_PACKED {
     FC_KERNEL11_MEMBERS
     uint32_t executionModel;
-    uint32_t padding4;
+    uint32_t padding5;
 } fc_ActivityKernel12;
 
 typedef struct FC_PACKED {
     FC_KERNEL11_MEMBERS
     uint32_t executionModel;
-    uint32_t padding4;
+    uint32_t padding5;
     uint32_t sourceGraphId;
     uint32_t padding6;
     uint64_t sourceGraphNodeId;
@@ -156,9 +164,9 @@ typedef struct FC_PACKED {
     uint32_t pad3;
     uint64_t sourceGraphNodeId;
 } fc_ActivityMemset5;
-_Static_assert(sizeof(fc_ActivityKernel11) == 216, "Kernel11 is 216 bytes");
-_Static_assert(sizeof(fc_ActivityKernel12) == 224, "Kernel12 is 224 bytes");
-_Static_assert(sizeof(fc_ActivityKernel13) == 240, "Kernel13 is 240 bytes");
+_Static_assert(sizeof(fc_ActivityKernel11) == 224, "Kernel11 is 224 bytes");
+_Static_assert(sizeof(fc_ActivityKernel12) == 232, "Kernel12 is 232 bytes");
+_Static_assert(sizeof(fc_ActivityKernel13) == 248, "Kernel13 is 248 bytes");
 _Static_assert(sizeof(fc_ActivityMemcpy7) == 112, "Memcpy7 is 112 bytes");
 _Static_assert(sizeof(fc_ActivityMemset5) == 104, "Memset5 is 104 bytes");
 

@@ -337,75 +337,114 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 
 /* Which struct version the emulated CUPTI writes for each GPU record kind,
  * by the version cuptiGetVersion reports (FAKECUPTI_VERSION), as each CUDA
- * release does: 12.0-12.6 Kernel9/Memcpy5/Memset4, 12.8-12.9 Memcpy6, 13.0
+ * release does: 12.x Kernel9 (Memcpy5 to 12.6, Memcpy6 from 12.8), 13.0
  * Kernel10, 13.1-13.2 Kernel11, 13.3 Kernel12, 13.4 and later (and any
  * version above 13.x: a "future" CUPTI) Kernel13/Memcpy7/Memset5.  API and
- * external-correlation records never changed. */
+ * external-correlation records never changed.  A version number alone
+ * cannot name every release: CUDA 11.8, 12.0 and 12.1 all report 18, and
+ * 11.8 writes Kernel8; FAKECUPTI_CUDA names the release instead (fc_cudas). */
 struct fc_generation {
     int kernel, memcpy, memset;
     size_t kernel_size, memcpy_size, memset_size;
 };
 
+/* The releases FAKECUPTI_CUDA may name: the number each one's
+ * cuptiGetVersion reports (cupti_version.h; 12.0 and 12.1 report 18, the
+ * number of 11.8, although the 12.0 header lists "v19 : CUDA Toolkit
+ * 12.0") and the kernel, memcpy and memset structs it writes. */
+static const struct fc_cuda {
+    const char *name;
+    uint32_t version;
+    int kernel, memcpy, memset;
+} fc_cudas[] = {
+    {"11.8", 18, 8, 5, 4},        {"12.0", 18, 9, 5, 4},      {"12.1", 18, 9, 5, 4},
+    {"12.2", 20, 9, 5, 4},        {"12.3", 21, 9, 5, 4},      {"12.4", 22, 9, 5, 4},
+    {"12.5", 23, 9, 5, 4},        {"12.6", 24, 9, 5, 4},      {"12.8", 26, 9, 6, 4},
+    {"12.9", 27, 9, 6, 4},        {"12.9.1", 28, 9, 6, 4},    {"13.0", 130000, 10, 6, 4},
+    {"13.0.1", 130001, 10, 6, 4}, {"13.1", 130100, 11, 6, 4}, {"13.2", 130200, 11, 6, 4},
+    {"13.2.1", 130201, 11, 6, 4}, {"13.3", 130300, 12, 6, 4}, {"13.4", 130400, 13, 7, 5},
+    {"13.5", 130500, 13, 7, 5},
+};
+
 static uint32_t fc_version(void);
 
-static struct fc_generation fc_gen_of(uint32_t v);
-
-/* The generation is fixed at the first record written or walked: buffers
- * already out must keep being walked by the sizes they were written with. */
-static struct fc_generation fc_gen(void)
+/* The release FAKECUPTI_CUDA names, or NULL (unset; an unknown name is
+ * reported on stderr once and ignored). */
+static const struct fc_cuda *fc_cuda(void)
 {
-    static _Atomic uint32_t fixed; /* version + 1; 0 until fixed */
-    uint32_t v = atomic_load_explicit(&fixed, memory_order_relaxed);
+    static _Atomic int warned;
+    const char *v = getenv("FAKECUPTI_CUDA");
 
-    if (v == 0) {
-        uint32_t want = fc_version() + 1, zero = 0;
-        atomic_compare_exchange_strong(&fixed, &zero, want);
-        v = atomic_load(&fixed);
+    if (v == NULL || *v == '\0')
+        return NULL;
+    for (size_t i = 0; i < sizeof fc_cudas / sizeof fc_cudas[0]; i++)
+        if (strcmp(fc_cudas[i].name, v) == 0)
+            return &fc_cudas[i];
+    if (atomic_exchange(&warned, 1) == 0)
+        fprintf(stderr,
+                "fakecupti: FAKECUPTI_CUDA=%s is not a release the double knows (11.8, "
+                "12.0 ... 13.5); FAKECUPTI_VERSION is used instead\n",
+                v);
+    return NULL;
+}
+
+static size_t kernel_size_of(int gen)
+{
+    switch (gen) {
+    case 8: return sizeof(CUpti_ActivityKernel8);
+    case 9: return sizeof(CUpti_ActivityKernel9);
+    case 10: return sizeof(CUpti_ActivityKernel10);
+    case 11: return sizeof(fc_ActivityKernel11);
+    case 12: return sizeof(fc_ActivityKernel12);
+    default: return sizeof(fc_ActivityKernel13);
     }
-    return fc_gen_of(v - 1);
+}
+
+static struct fc_generation fc_gen_make(int kernel, int memcpy, int memset)
+{
+    struct fc_generation gen = {kernel, memcpy, memset, kernel_size_of(kernel), 0, 0};
+    gen.memcpy_size = memcpy == 5   ? sizeof(CUpti_ActivityMemcpy5)
+                      : memcpy == 6 ? sizeof(CUpti_ActivityMemcpy6)
+                                    : sizeof(fc_ActivityMemcpy7);
+    gen.memset_size = memset == 4 ? sizeof(CUpti_ActivityMemset4) : sizeof(fc_ActivityMemset5);
+    return gen;
 }
 
 static struct fc_generation fc_gen_of(uint32_t v)
 {
-    struct fc_generation g9 = {9,
-                               5,
-                               4,
-                               sizeof(CUpti_ActivityKernel9),
-                               sizeof(CUpti_ActivityMemcpy5),
-                               sizeof(CUpti_ActivityMemset4)};
-
     if (v < 26)
-        return g9;
-    if (v < 130000) {
-        g9.memcpy = 6;
-        g9.memcpy_size = sizeof(CUpti_ActivityMemcpy6);
-        return g9;
-    }
-    struct fc_generation g10 = {10,
-                                6,
-                                4,
-                                sizeof(CUpti_ActivityKernel10),
-                                sizeof(CUpti_ActivityMemcpy6),
-                                sizeof(CUpti_ActivityMemset4)};
+        return fc_gen_make(9, 5, 4);
+    if (v < 130000)
+        return fc_gen_make(9, 6, 4);
     if (v < 130100)
-        return g10;
-    if (v < 130300) {
-        g10.kernel = 11;
-        g10.kernel_size = sizeof(fc_ActivityKernel11);
-        return g10;
+        return fc_gen_make(10, 6, 4);
+    if (v < 130300)
+        return fc_gen_make(11, 6, 4);
+    if (v < 130400)
+        return fc_gen_make(12, 6, 4);
+    return fc_gen_make(13, 7, 5);
+}
+
+/* The generation is fixed at the first record written or walked: buffers
+ * already out must keep being walked by the sizes they were written with
+ * (fakecupti_reset forgets it). */
+static _Atomic uint32_t fixed; /* kernel | memcpy << 8 | memset << 16, 0 until fixed */
+
+static struct fc_generation fc_gen(void)
+{
+    uint32_t v = atomic_load_explicit(&fixed, memory_order_relaxed);
+
+    if (v == 0) {
+        const struct fc_cuda *c = fc_cuda();
+        struct fc_generation gen =
+            c ? fc_gen_make(c->kernel, c->memcpy, c->memset) : fc_gen_of(fc_version());
+        uint32_t want =
+                     (uint32_t)gen.kernel | (uint32_t)gen.memcpy << 8 | (uint32_t)gen.memset << 16,
+                 zero = 0;
+        atomic_compare_exchange_strong(&fixed, &zero, want);
+        v = atomic_load(&fixed);
     }
-    if (v < 130400) {
-        g10.kernel = 12;
-        g10.kernel_size = sizeof(fc_ActivityKernel12);
-        return g10;
-    }
-    struct fc_generation g13 = {13,
-                                7,
-                                5,
-                                sizeof(fc_ActivityKernel13),
-                                sizeof(fc_ActivityMemcpy7),
-                                sizeof(fc_ActivityMemset5)};
-    return g13;
+    return fc_gen_make((int)(v & 0xff), (int)(v >> 8 & 0xff), (int)(v >> 16 & 0xff));
 }
 
 static size_t record_size(uint32_t kind)
@@ -1252,6 +1291,12 @@ static uint32_t do_launch(const struct launch *L)
          * of -1 - stream, graph ids offset by 7), so that a decoder reading
          * the wrong offset shows it. */
         switch (fc_gen().kernel) {
+        case 8: {
+            CUpti_ActivityKernel8 r;
+            FILL_KERNEL(r);
+            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            break;
+        }
         case 9: {
             CUpti_ActivityKernel9 r;
             FILL_KERNEL(r);
@@ -1669,6 +1714,7 @@ void fakecupti_reset(void)
     atomic_store(&g_ts_cb, NULL);
     defaults_locked();
     g.enq_seq = g.done_seq = g.inflight_seq = 0;
+    atomic_store(&fixed, 0); /* every buffer is back: the next release may differ */
     g.corr = 0;
     g.rng = 0;
     g.warned_dirty = g.warned_reject = 0;
@@ -1794,8 +1840,11 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str)
 
 static uint32_t fc_version(void)
 {
+    const struct fc_cuda *c = fc_cuda();
     long v;
 
+    if (c != NULL)
+        return c->version;
     if (env_int("FAKECUPTI_VERSION", FC_VERSION_DEFAULT, &v) <= 0 || v < 0 || v > UINT32_MAX)
         v = FC_VERSION_DEFAULT;
     return (uint32_t)v;
@@ -1952,6 +2001,45 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBuf
     if (!sz || validBufferSizeBytes - off < sz)
         return CUPTI_ERROR_INVALID_KIND;
     *record = (CUpti_Activity *)(void *)(buffer + off);
+    return CUPTI_SUCCESS;
+}
+
+/* CUPTI 13.2's cuptiActivityGetStructSize (NVIDIA's CUPTI Activity API
+ * reference): the size of a kind's predefined record in the running CUPTI
+ * (version 0) or in the CUPTI of API version `version` (130000 or later,
+ * else CUPTI_ERROR_NOT_SUPPORTED).  A libcupti before 13.2 does not export
+ * it; the double, which exports it always, answers
+ * CUPTI_ERROR_API_NOT_IMPLEMENTED when it emulates one.  Kinds the double
+ * never writes get their CUDA 13.0 struct's size, as a real 13.x does. */
+CUptiResult CUPTIAPI cuptiActivityGetStructSize(CUpti_ActivityKind activityKind, uint32_t version,
+                                                size_t *activityStructSize)
+{
+    struct fc_generation gen;
+    size_t sz;
+
+    if (fc_version() < 130200)
+        return CUPTI_ERROR_API_NOT_IMPLEMENTED;
+    if (!activityStructSize)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (version != 0 && version < 130000)
+        return CUPTI_ERROR_NOT_SUPPORTED;
+    gen = version == 0 ? fc_gen() : fc_gen_of(version);
+    switch ((int)activityKind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: sz = gen.kernel_size; break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: sz = gen.memcpy_size; break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: sz = gen.memset_size; break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: sz = sizeof(CUpti_ActivityMemcpyPtoP4); break;
+    case CUPTI_ACTIVITY_KIND_MARKER: sz = sizeof(CUpti_ActivityMarker2); break;
+    case CUPTI_ACTIVITY_KIND_MARKER_DATA: sz = sizeof(CUpti_ActivityMarkerData2); break;
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: sz = sizeof(CUpti_ActivityOverhead3); break;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: sz = sizeof(CUpti_ActivityCudaEvent2); break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: sz = sizeof(CUpti_ActivitySynchronization2); break;
+    default: sz = record_size((uint32_t)activityKind); break;
+    }
+    if (sz == 0)
+        return CUPTI_ERROR_INVALID_KIND;
+    *activityStructSize = sz;
     return CUPTI_SUCCESS;
 }
 

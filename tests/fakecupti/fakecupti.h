@@ -78,7 +78,16 @@
  *                                 13.1 Kernel11; 13.3 Kernel12; 13.4+ Kernel13, Memcpy7,
  *                                 Memset5; see fc_gen in fakecupti.c).  The layouts are
  *                                 fixed by the value at the first record written or
- *                                 walked; cuptiGetVersion reads it at every call.
+ *                                 walked (until fakecupti_reset); cuptiGetVersion reads
+ *                                 it at every call.
+ *   FAKECUPTI_CUDA=R              be CUDA release R (11.8, 12.0 ... 12.9, 12.9.1, 13.0,
+ *                                 13.0.1 ... 13.5; fc_cudas in fakecupti.c) instead:
+ *                                 cuptiGetVersion numbers as R does (12.0 and 12.1 report
+ *                                 18, as 11.8 does) and records take R's structs (11.8:
+ *                                 Kernel8).  Overrides FAKECUPTI_VERSION.
+ *
+ * cuptiActivityGetStructSize (CUPTI 13.2+) is exported, declared below; emulating a
+ * release before 13.2 it answers CUPTI_ERROR_API_NOT_IMPLEMENTED, as if absent.
  *   FAKECUPTI_COMPLETE_DELAY_US=N the completion thread sleeps N us before each completion
  *                                 callback (a slow CUPTI: buffers come back late).
  *   FAKECUPTI_LOG=1               trace API calls and buffer events on stderr ("fakecupti: ").
@@ -160,6 +169,12 @@ void fakecuda_synchronize(void);
 /* The opaque CUcontext handle of a device's (fake) primary context; never dereference it.
  * Records carry contextId = device + 1. */
 CUcontext fakecuda_context(uint32_t device);
+
+/* CUPTI 13.2's cuptiActivityGetStructSize (newer than the headers this is built with):
+ * the size of a kind's predefined record in the running CUPTI (version 0) or in the
+ * CUPTI of API version `version` (>= 130000, else CUPTI_ERROR_NOT_SUPPORTED). */
+CUptiResult CUPTIAPI cuptiActivityGetStructSize(CUpti_ActivityKind activityKind, uint32_t version,
+                                                size_t *activityStructSize);
 
 /* ---- test introspection ---- */
 

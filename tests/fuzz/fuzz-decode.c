@@ -39,14 +39,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint32_t versions[8] = {130001, 26, 19, 130100, 130300, 130400, 130500, 140000};
     uint32_t sizes[CUPTIMON_KIND_SLOTS];
     struct cuptimon_layout l;
-    uint32_t version = versions[data[0] & 7];
+    uint32_t version = (data[1] & 4) ? 18 : versions[data[0] & 7]; /* 18: 12.0-12.1 or 11.8 */
     cuptimon__layout_table(version, sizes);
     /* Byte 1 and 2: one kind's announced size is changed (a lying producer). */
     if (data[1] & 1)
         sizes[data[2] % CUPTIMON_KIND_SLOTS] = (uint32_t)data[3] * 8;
     cuptimon__layout_init(&l, version, (data[0] & 8) ? sizes : NULL);
+    /* ... or measured so (the per-session check, which may also refute a
+     * shared version's release). */
+    if (data[1] & 2) {
+        uint32_t measured[CUPTIMON_KIND_SLOTS] = {0};
+        measured[data[2] % CUPTIMON_KIND_SLOTS] = (uint32_t)data[3] * 8;
+        measured[(data[2] + 7) % CUPTIMON_KIND_SLOTS] = (uint32_t)data[3];
+        cuptimon__layout_measured(&l, measured);
+    }
     const uint8_t *buf = data + 4;
     size_t len = size - 4;
+    /* The measured-size string a producer sends (CUPTIMON_RECORD_SIZE_KEY). */
+    {
+        uint32_t msize;
+        const char *how;
+        if (cuptimon__record_size_parse((const char *)buf, len < 24 ? len : 24, &msize, &how) == 0)
+            CHECK(msize >= 8 && msize <= CUPTIMON_RECORD_MAX && msize % 8 == 0);
+    }
 
     struct cuptimon_decode_stats st;
     memset(&st, 0, sizeof st);

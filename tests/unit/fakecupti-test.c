@@ -10,10 +10,12 @@
 #include "config.h"
 
 #include "fakecupti.h"
+#include "cupti-future.h"
 #include "tests/unit/testlib.h"
 
 #include <check.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +242,7 @@ static void teardown(void)
     unsetenv("FAKECUPTI_COMPLETE_DELAY_US");
     unsetenv("FAKECUPTI_DROP_QUEUE");
     unsetenv("FAKECUPTI_VERSION");
+    unsetenv("FAKECUPTI_CUDA");
     unsetenv("FAKECUPTI_HW_TRACE");
 }
 
@@ -1042,6 +1045,177 @@ START_TEST(test_finalize_returns_buffers)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- releases */
+
+/* The record layouts and version numbers of the releases the double can be
+ * (FAKECUPTI_CUDA), held against the facts, not against cuptimon's table
+ * (proto/layouts.c, which tests/unit/test-layouts.c holds against these
+ * structs): 11.8-13.0 from the installed headers (cupti_activity.h and
+ * cupti_activity_deprecated.h: Kernel8 200 bytes, Kernel9 208, Kernel10
+ * 216); 13.1-13.3 from ../shared/reference/cupti-layouts-13x.md, that is
+ * rust-bindgen's layout of the real CUPTI 13.2.1 and 13.3.0 headers
+ * (tinrab/singe, singe-cupti-sys/src/cupti_sys_130201.rs and
+ * cupti_sys_130300.rs): Kernel11 224 bytes with priority at 216, Kernel12
+ * 232 with executionModel at 224.  Version numbers: cupti_version.h (12.0
+ * and 12.1 report 18, as 11.8 does). */
+static const struct fact {
+    const char *cuda;
+    uint32_t version;
+    size_t kernel, memcpy, memset;
+    size_t priority, execution_model; /* offsets; 0: not in that struct */
+} facts[] = {
+    {"11.8", 18, 200, 88, 88, 0, 0},         {"12.0", 18, 208, 88, 88, 0, 0},
+    {"12.1", 18, 208, 88, 88, 0, 0},         {"12.2", 20, 208, 88, 88, 0, 0},
+    {"12.8", 26, 208, 96, 88, 0, 0},         {"13.0", 130000, 216, 96, 88, 0, 0},
+    {"13.1", 130100, 224, 96, 88, 216, 0},   {"13.2", 130200, 224, 96, 88, 216, 0},
+    {"13.2.1", 130201, 224, 96, 88, 216, 0}, {"13.3", 130300, 232, 96, 88, 216, 224},
+};
+
+START_TEST(test_future_structs_are_the_headers)
+{
+    ck_assert_uint_eq(sizeof(CUpti_ActivityKernel8), 200);
+    ck_assert_uint_eq(sizeof(CUpti_ActivityKernel9), 208);
+    ck_assert_uint_eq(sizeof(fc_ActivityKernel11), 224);
+    ck_assert_uint_eq(offsetof(fc_ActivityKernel11, isDeviceLaunched), 208);
+    ck_assert_uint_eq(offsetof(fc_ActivityKernel11, priority), 216);
+    ck_assert_uint_eq(sizeof(fc_ActivityKernel12), 232);
+    ck_assert_uint_eq(offsetof(fc_ActivityKernel12, priority), 216);
+    ck_assert_uint_eq(offsetof(fc_ActivityKernel12, executionModel), 224);
+    /* Kernel11 is Kernel10 up to isDeviceLaunched. */
+    ck_assert_uint_eq(offsetof(fc_ActivityKernel11, maxActiveClusters),
+                      offsetof(CUpti_ActivityKernel10, maxActiveClusters));
+    ck_assert_uint_eq(offsetof(fc_ActivityKernel11, isDeviceLaunched),
+                      offsetof(CUpti_ActivityKernel10, isDeviceLaunched));
+}
+END_TEST
+
+static struct {
+    pthread_mutex_t mu;
+    size_t stride[CUPTI_ACTIVITY_KIND_COUNT]; /* CUPTI's walk: distance to the next record */
+    int conflict;
+    uint8_t kernel[512]; /* the first kernel record */
+    size_t kernel_len;
+} walk = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void note_stride(uint32_t kind, size_t d)
+{
+    if (kind >= CUPTI_ACTIVITY_KIND_COUNT)
+        return;
+    if (walk.stride[kind] == 0)
+        walk.stride[kind] = d;
+    else if (walk.stride[kind] != d)
+        walk.conflict = 1;
+}
+
+static void CUPTIAPI dn_stride(CUcontext ctx, uint32_t streamId, uint8_t *buffer, size_t size,
+                               size_t validSize)
+{
+    CUpti_Activity *r = NULL, *prev = NULL;
+
+    (void)ctx;
+    (void)streamId;
+    (void)size;
+    pthread_mutex_lock(&walk.mu);
+    while (cuptiActivityGetNextRecord(buffer, validSize, &r) == CUPTI_SUCCESS) {
+        if (prev)
+            note_stride(prev->kind, (size_t)((uint8_t *)r - (uint8_t *)prev));
+        prev = r;
+    }
+    if (prev)
+        note_stride(prev->kind, (size_t)(buffer + validSize - (uint8_t *)prev));
+    r = NULL;
+    while (walk.kernel_len == 0 &&
+           cuptiActivityGetNextRecord(buffer, validSize, &r) == CUPTI_SUCCESS)
+        if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            walk.kernel_len = walk.stride[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
+            if (walk.kernel_len > sizeof walk.kernel)
+                walk.kernel_len = sizeof walk.kernel;
+            memcpy(walk.kernel, r, walk.kernel_len);
+        }
+    pthread_mutex_unlock(&walk.mu);
+    free(buffer);
+}
+
+START_TEST(test_release_layouts_and_versions)
+{
+    for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
+        const struct fact *f = &facts[i];
+        uint32_t v = 0;
+        int32_t priority;
+        uint32_t model;
+
+        fakecupti_reset();
+        memset(walk.stride, 0, sizeof walk.stride);
+        walk.conflict = 0;
+        walk.kernel_len = 0;
+        setenv("FAKECUPTI_CUDA", f->cuda, 1);
+        ck_assert_int_eq(cuptiGetVersion(&v), CUPTI_SUCCESS);
+        ck_assert_msg(v == f->version, "CUDA %s: cuptiGetVersion %u, want %u", f->cuda, v,
+                      f->version);
+        ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn_stride), CUPTI_SUCCESS);
+        enable_all();
+        for (int j = 0; j < 3; j++) {
+            ck_assert_uint_ne(fakecuda_launch_kernel(K0, 0, 5, 0, 0), 0);
+            ck_assert_uint_ne(fakecuda_memcpy(4096, 1, 0, 5), 0);
+            ck_assert_uint_ne(fakecuda_memset(4096, 0, 0, 5), 0);
+        }
+        fakecuda_synchronize();
+        ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+        pthread_mutex_lock(&walk.mu);
+        ck_assert_msg(!walk.conflict, "CUDA %s: one kind walked at two strides", f->cuda);
+        ck_assert_msg(walk.stride[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] == f->kernel,
+                      "CUDA %s: kernel records %zu bytes apart, want %zu", f->cuda,
+                      walk.stride[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], f->kernel);
+        ck_assert_uint_eq(walk.stride[CUPTI_ACTIVITY_KIND_MEMCPY], f->memcpy);
+        ck_assert_uint_eq(walk.stride[CUPTI_ACTIVITY_KIND_MEMSET], f->memset);
+        ck_assert_uint_eq(walk.stride[CUPTI_ACTIVITY_KIND_RUNTIME], 40);
+        ck_assert_uint_eq(walk.stride[CUPTI_ACTIVITY_KIND_DRIVER], 40);
+        /* The fields a release added are where the facts put them: the
+         * double gives a priority of -1 - stream and executionModel 1. */
+        ck_assert_uint_eq(walk.kernel_len, f->kernel);
+        if (f->priority) {
+            memcpy(&priority, walk.kernel + f->priority, 4);
+            ck_assert_int_eq(priority, -1 - 5);
+        }
+        if (f->execution_model) {
+            memcpy(&model, walk.kernel + f->execution_model, 4);
+            ck_assert_uint_eq(model, 1);
+        }
+        pthread_mutex_unlock(&walk.mu);
+    }
+}
+END_TEST
+
+/* CUPTI 13.2's cuptiActivityGetStructSize, as NVIDIA's reference describes
+ * it: version 0 is the running CUPTI, another 13.x version that one's, an
+ * older version CUPTI_ERROR_NOT_SUPPORTED. */
+START_TEST(test_struct_size)
+{
+    size_t sz = 0;
+
+    setenv("FAKECUPTI_CUDA", "13.2", 1);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 0, &sz),
+                     CUPTI_SUCCESS);
+    ck_assert_uint_eq(sz, 224);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_KERNEL, 130300, &sz),
+                     CUPTI_SUCCESS);
+    ck_assert_uint_eq(sz, 232);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_MEMCPY, 0, &sz), CUPTI_SUCCESS);
+    ck_assert_uint_eq(sz, 96);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_RUNTIME, 0, &sz),
+                     CUPTI_SUCCESS);
+    ck_assert_uint_eq(sz, 40);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_MEMCPY, 26, &sz),
+                     CUPTI_ERROR_NOT_SUPPORTED);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_MEMCPY, 0, NULL),
+                     CUPTI_ERROR_INVALID_PARAMETER);
+    /* Before 13.2 there is no such entry point. */
+    setenv("FAKECUPTI_CUDA", "13.1", 1);
+    ck_assert_int_eq(cuptiActivityGetStructSize(CUPTI_ACTIVITY_KIND_MEMCPY, 0, &sz),
+                     CUPTI_ERROR_API_NOT_IMPLEMENTED);
+}
+END_TEST
+
 START_TEST(test_init_errors)
 {
     /* the once-per-process injection: a library without InitializeInjection */
@@ -1083,6 +1257,9 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(tc, test_thread_exit_completes_its_buffer);
     tcase_add_test(tc, test_flush_from_callback_refused);
     tcase_add_test(tc, test_finalize_returns_buffers);
+    tcase_add_test(tc, test_future_structs_are_the_headers);
+    tcase_add_test(tc, test_release_layouts_and_versions);
+    tcase_add_test(tc, test_struct_size);
     tcase_add_test(tc, test_init_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -17,6 +17,7 @@
 
 #include "archive/cbid.h"
 #include "archive/decode.h"
+#include "cuptimon-proto.h"
 #include "archive/demangle.h"
 #include "archive/strtab.h"
 #include "tests/unit/testlib.h"
@@ -892,6 +893,221 @@ START_TEST(walk_unknown_version)
 }
 END_TEST
 
+/* ---- the per-session check (issue 30) ----------------------------------- */
+
+/* A kernel record of `size` bytes: a 13.0 kernel (so its fields read as
+ * one), then zeros: what a libcupti whose kernel struct is longer than the
+ * table says writes, as far as the table can tell. */
+static void add_long_kernel(struct recbuf *b, uint32_t corr, size_t size)
+{
+    uint8_t rec[512] = {0};
+    CUpti_ActivityKernel10 k;
+    ck_assert_uint_le(size, sizeof rec);
+    fill_kernel(&k, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    k.correlationId = corr;
+    memcpy(rec, &k, sizeof k);
+    add(b, rec, size);
+}
+
+START_TEST(measured_sizes_confirm_the_table)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_decode_stats st;
+    struct recbuf b = {.len = 0};
+    uint32_t m[CUPTIMON_KIND_SLOTS] = {0};
+
+    layout_13(&l);
+    m[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] = sizeof(CUpti_ActivityKernel10);
+    m[CUPTI_ACTIVITY_KIND_RUNTIME] = sizeof(CUpti_ActivityAPI);
+    m[CUPTI_ACTIVITY_KIND_NAME] = 24;   /* a kind not decoded here: now walkable */
+    m[CUPTI_ACTIVITY_KIND_MEMCPY] = 12; /* not a sane size: ignored */
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 0);
+    ck_assert_uint_eq(l.checked[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], 1);
+    ck_assert_uint_eq(l.checked[CUPTI_ACTIVITY_KIND_RUNTIME], 1);
+    ck_assert_uint_eq(l.checked[CUPTI_ACTIVITY_KIND_MEMCPY], 0);
+    ck_assert_uint_eq(l.measured[CUPTI_ACTIVITY_KIND_MEMCPY], 0);
+    ck_assert_uint_eq(l.state[CUPTI_ACTIVITY_KIND_MEMCPY], CUPTIMON_KIND_DECODED);
+    ck_assert_uint_eq(l.state[CUPTI_ACTIVITY_KIND_NAME], CUPTIMON_KIND_UNSUPPORTED);
+    ck_assert_uint_eq(l.size[CUPTI_ACTIVITY_KIND_NAME], 24);
+    ck_assert_int_eq(cuptimon__layout_mismatch(&l, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 0);
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 1);
+    add_kernel(&b, 1);
+    ck_assert_uint_eq(walk_all(&l, b.data, b.len, &st, NULL, 0), 2);
+    ck_assert_uint_eq(st.undecodable_bytes, 0);
+    ck_assert_int_eq(cuptimon__layout_measured(&l, NULL), 0);
+}
+END_TEST
+
+/* The table says 216 bytes for 13.0's kernel; the libcupti says 232.  A
+ * walk by the table loses step (and says so: a layout mismatch); with the
+ * measured size it walks every record, counts the kernels as unknown
+ * layout and decodes the rest. */
+START_TEST(measured_size_catches_a_wrong_table)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_decode_stats st;
+    struct recbuf b = {.len = 0};
+    uint32_t m[CUPTIMON_KIND_SLOTS] = {0};
+    uint32_t corrs[8];
+    char text[200], causes[160];
+
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 1);
+    add_long_kernel(&b, 1, 232);
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 2);
+    add_long_kernel(&b, 2, 232);
+    add_api(&b, CUPTI_ACTIVITY_KIND_DRIVER, 3);
+
+    /* Unchecked: the walk stops after the first kernel, at the zeros of
+     * its tail (no kind there): the cause is named. */
+    layout_13(&l);
+    walk_all(&l, b.data, b.len, &st, NULL, 0);
+    ck_assert_uint_eq(st.unknown_kind_stops, 1);
+    ck_assert_uint_eq(st.stops_layout, 1);
+    ck_assert_uint_eq(st.stops_unknown_kind + st.stops_unknown_version, 0);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&st, causes, sizeof causes), "layout mismatch");
+
+    /* Checked: caught. */
+    m[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] = 232;
+    m[CUPTI_ACTIVITY_KIND_RUNTIME] = sizeof(CUpti_ActivityAPI);
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 1);
+    ck_assert_int_eq(cuptimon__layout_mismatch(&l, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 1);
+    ck_assert_uint_eq(l.state[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], CUPTIMON_KIND_BAD_LAYOUT);
+    ck_assert_str_eq(cuptimon__layout_mismatch_text(&l, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, text,
+                                                    sizeof text),
+                     "layout mismatch: kind 10, table 216 bytes, CUPTI 232 (CONCURRENT_KERNEL: "
+                     "CUDA 13.0's CUpti_ActivityKernel10)");
+    ck_assert_uint_eq(walk_all(&l, b.data, b.len, &st, corrs, 8), 3);
+    ck_assert_uint_eq(corrs[0], 1);
+    ck_assert_uint_eq(corrs[1], 2);
+    ck_assert_uint_eq(corrs[2], 3);
+    ck_assert_uint_eq(st.skipped_bad_layout, 2);
+    ck_assert_uint_eq(st.unknown_kind_stops, 0);
+    ck_assert_uint_eq(st.undecodable_bytes, 2 * 232);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&st, causes, sizeof causes), "layout mismatch");
+    /* Applied again (a later RECORD_SIZES): the same. */
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 1);
+    ck_assert_uint_eq(l.size[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], 232);
+}
+END_TEST
+
+/* CUPTI API version 18: CUDA 12.0 and 12.1, or 11.8, told apart by the
+ * kernel record (Kernel9 208 bytes, 11.8's Kernel8 200). */
+START_TEST(version_18_is_told_apart_by_the_kernel_size)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_decode_stats st;
+    struct recbuf b = {.len = 0};
+    uint32_t m[CUPTIMON_KIND_SLOTS] = {0};
+    char causes[160];
+
+    ck_assert_int_eq(cuptimon__layout_init(&l, 18, NULL), 0);
+    ck_assert_str_eq(l.release->cuda, "12.0-12.1");
+    m[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] = sizeof(CUpti_ActivityKernel9);
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 0);
+    ck_assert_ptr_nonnull(l.release);
+    ck_assert_ptr_null(l.refuted);
+    ck_assert_uint_eq(l.checked[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], 1);
+
+    ck_assert_int_eq(cuptimon__layout_init(&l, 18, NULL), 0);
+    m[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] = sizeof(CUpti_ActivityKernel8);
+    m[CUPTI_ACTIVITY_KIND_RUNTIME] = sizeof(CUpti_ActivityAPI);
+    cuptimon__layout_measured(&l, m);
+    ck_assert_ptr_null(l.release);
+    ck_assert_str_eq(l.refuted->shared_with, "11.8");
+    ck_assert_int_eq(l.version_known, 0);
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 1);
+    add_long_kernel(&b, 1, sizeof(CUpti_ActivityKernel8));
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 2);
+    /* Nothing decoded as 12.0's; everything walked by its size. */
+    ck_assert_uint_eq(walk_all(&l, b.data, b.len, &st, NULL, 0), 0);
+    ck_assert_uint_eq(st.skipped_bad_version, 3);
+    ck_assert_uint_eq(st.unknown_kind_stops, 0);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&st, causes, sizeof causes), "unknown version");
+
+    /* A version no release shares is never refuted: a mismatch there is
+     * a mismatch of one kind. */
+    ck_assert_int_eq(cuptimon__layout_init(&l, 19, NULL), 0);
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 1);
+    ck_assert_ptr_nonnull(l.release);
+}
+END_TEST
+
+/* An unknown version without sizes stops at once, and says why; measured
+ * sizes let it walk. */
+START_TEST(stop_causes_are_named)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_decode_stats st, sum = {0};
+    struct recbuf b = {.len = 0};
+    uint32_t m[CUPTIMON_KIND_SLOTS] = {0};
+    uint32_t bogus[6] = {CUPTI_ACTIVITY_KIND_NAME, 0, 0, 0, 0, 0};
+    char causes[160];
+
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 1);
+    add_kernel(&b, 1);
+    ck_assert_int_eq(cuptimon__layout_init(&l, 140000, NULL), -EPROTONOSUPPORT);
+    walk_all(&l, b.data, b.len, &st, NULL, 0);
+    ck_assert_uint_eq(st.stops_unknown_version, 1);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&st, causes, sizeof causes), "unknown version");
+    cuptimon__decode_stats_add(&sum, &st);
+    m[CUPTI_ACTIVITY_KIND_RUNTIME] = sizeof(CUpti_ActivityAPI);
+    m[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] = sizeof(CUpti_ActivityKernel10);
+    cuptimon__layout_measured(&l, m);
+    walk_all(&l, b.data, b.len, &st, NULL, 0);
+    ck_assert_uint_eq(st.unknown_kind_stops, 0);
+    ck_assert_uint_eq(st.skipped_bad_version, 2);
+
+    /* A kind number nobody gave a size: "unknown kind". */
+    layout_13(&l);
+    b.len = 0;
+    add_api(&b, CUPTI_ACTIVITY_KIND_RUNTIME, 1);
+    add(&b, bogus, sizeof bogus);
+    walk_all(&l, b.data, b.len, &st, NULL, 0);
+    ck_assert_uint_eq(st.stops_unknown_kind, 1);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&st, causes, sizeof causes), "unknown kind");
+    cuptimon__decode_stats_add(&sum, &st);
+    ck_assert_uint_eq(sum.stops_unknown_kind, 1);
+    ck_assert_uint_eq(sum.stops_unknown_version, 1);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&sum, causes, sizeof causes),
+                     "unknown version, unknown kind");
+    memset(&st, 0, sizeof st);
+    ck_assert_str_eq(cuptimon__undecodable_causes(&st, causes, sizeof causes), "none");
+    ck_assert_str_eq(cuptimon__undecodable_causes(&sum, causes, 10), "unknown v");
+}
+END_TEST
+
+/* The measured size as the shim sends it in the string table. */
+START_TEST(record_size_strings)
+{
+    static const char *const bad[] = {
+        "",           "224",         "224 ",        " 224 stride",  "0 stride",    "12 stride",
+        "224 Stride", "224 stride ", "4104 stride", "99999 stride", "0224 stride", "224  stride",
+        "-8 stride",  "224 struct"};
+    uint32_t size = 0;
+    const char *how = NULL;
+
+    ck_assert_int_eq(cuptimon__record_size_parse("224 stride", 10, &size, &how), 0);
+    ck_assert_uint_eq(size, 224);
+    ck_assert_str_eq(how, "stride");
+    ck_assert_int_eq(cuptimon__record_size_parse("4096 struct_size", 16, &size, &how), 0);
+    ck_assert_uint_eq(size, 4096);
+    ck_assert_str_eq(how, "struct_size");
+    /* Only n bytes are read: no terminator needed, none past n. */
+    ck_assert_int_eq(cuptimon__record_size_parse("40 stridexx", 9, &size, &how), 0);
+    ck_assert_uint_eq(size, 40);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(cuptimon__record_size_parse(bad[i], strlen(bad[i]), &size, &how) < 0,
+                      "\"%s\" was taken", bad[i]);
+    /* The key's kind, and keys that are not record sizes. */
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_RECORD_SIZE_KEY(10)), 10);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_RECORD_SIZE_KEY(63)), 63);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_DEVICE_KEY(3)), -1);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(CUPTIMON_THREAD_NAME_KEY(10)), -1);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(0xc000000200000040ull), -1);
+    ck_assert_int_eq(CUPTIMON_RECORD_SIZE_KIND(0x00007f0012345678ull), -1);
+}
+END_TEST
+
 START_TEST(walk_bad_times_are_counted)
 {
     struct cuptimon_layout l;
@@ -1463,6 +1679,11 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, walk_unsupported_kind_with_announced_size);
     tcase_add_test(t, walk_size_map_disagrees);
     tcase_add_test(t, walk_unknown_version);
+    tcase_add_test(t, measured_sizes_confirm_the_table);
+    tcase_add_test(t, measured_size_catches_a_wrong_table);
+    tcase_add_test(t, version_18_is_told_apart_by_the_kernel_size);
+    tcase_add_test(t, stop_causes_are_named);
+    tcase_add_test(t, record_size_strings);
     tcase_add_test(t, walk_bad_times_are_counted);
     tcase_add_test(t, walk_random_bytes);
     tcase_add_test(t, walk_structured_random_records);

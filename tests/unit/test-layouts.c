@@ -220,9 +220,19 @@ START_TEST(releases_use_the_documented_structs)
     ck_assert_str_eq(kind_struct(130500, CUPTIMON_KIND_CUDA_EVENT), "(none)");
     ck_assert_str_eq(kind_struct(130500, CUPTIMON_KIND_RUNTIME), "CUpti_ActivityAPI");
 
+    /* CUDA 12.0 and 12.1 report 18, as 11.8 does: the row says so, and
+     * the two are told apart by the kernel record (Kernel9 208 bytes,
+     * 11.8's Kernel8 200). */
+    ck_assert_str_eq(kind_struct(18, CUPTIMON_KIND_CONCURRENT_KERNEL), "CUpti_ActivityKernel9");
+    ck_assert_str_eq(kind_struct(18, CUPTIMON_KIND_MEMCPY), "CUpti_ActivityMemcpy5");
+    ck_assert_str_eq(cuptimon__cupti_release(18)->cuda, "12.0-12.1");
+    ck_assert_str_eq(cuptimon__cupti_release(18)->shared_with, "11.8");
+    ck_assert_uint_ne(sizeof(CUpti_ActivityKernel8), sizeof(CUpti_ActivityKernel9));
+    ck_assert_ptr_null(cuptimon__cupti_release(19)->shared_with);
+
     /* Versions no release claims. */
     ck_assert_ptr_null(cuptimon__cupti_release(0));
-    ck_assert_ptr_null(cuptimon__cupti_release(18)); /* CUDA 11.8 */
+    ck_assert_ptr_null(cuptimon__cupti_release(17)); /* CUDA 11.6 */
     ck_assert_ptr_null(cuptimon__cupti_release(29));
     ck_assert_ptr_null(cuptimon__cupti_release(120800)); /* not how 12.8 numbers itself */
     ck_assert_ptr_null(cuptimon__cupti_release(130600));
@@ -251,6 +261,32 @@ START_TEST(releases_are_ordered_and_disjoint)
 }
 END_TEST
 
+/* Which entries a header (the installed one, or a header-derived source)
+ * confirms: every 12.x-13.3 struct; of 13.4's, none of the new ones. */
+START_TEST(unverified_entries_are_marked)
+{
+    unsigned n;
+    const struct cuptimon_cupti_release *r = cuptimon__cupti_releases(&n);
+
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned k = 0; k < CUPTIMON_LAYOUT_KINDS; k++) {
+            const struct cuptimon_rec_layout *l = r[i].kinds[k];
+            int new13_4;
+            if (l == NULL)
+                continue;
+            new13_4 = strcmp(l->name, "CUpti_ActivityKernel13") == 0 ||
+                      strcmp(l->name, "CUpti_ActivityMemcpy7") == 0 ||
+                      strcmp(l->name, "CUpti_ActivityMemset5") == 0;
+            ck_assert_msg((l->unverified != NULL) == new13_4, "CUDA %s kind %u: %s is %s",
+                          r[i].cuda, k, l->name,
+                          l->unverified ? "marked unverified" : "not marked unverified");
+            if (r[i].version_max < 130400)
+                ck_assert_ptr_null(l->unverified);
+        }
+    }
+}
+END_TEST
+
 /* ---- the decoder through each version's table --------------------------- */
 
 /* A record of `size` bytes whose byte i is i * 7 + 3 (so no two fields of
@@ -274,7 +310,12 @@ static uint64_t at(const uint8_t *rec, size_t off, size_t width)
 static void decode_as(uint32_t version, const uint8_t *rec, size_t size, struct cuptimon_ev *ev)
 {
     struct cuptimon_layout l;
+    uint32_t m[CUPTIMON_KIND_SLOTS];
     ck_assert_int_eq(cuptimon__layout_init(&l, version, NULL), 0);
+    /* As from a shim that measured its libcupti: the table's sizes,
+     * confirmed (13.4's unverified layouts decode only then). */
+    ck_assert_int_eq(cuptimon__layout_table(version, m), 0);
+    ck_assert_int_eq(cuptimon__layout_measured(&l, m), 0);
     ck_assert_int_eq(cuptimon__decode_record(&l, rec, size, ev), 0);
 }
 
@@ -316,6 +357,7 @@ static void decode_as(uint32_t version, const uint8_t *rec, size_t size, struct 
 
 START_TEST(kernel_records_of_every_version)
 {
+    CHECK_KERNEL(CUpti_ActivityKernel9, 18); /* CUDA 12.0 and 12.1 */
     CHECK_KERNEL(CUpti_ActivityKernel9, 19);
     CHECK_KERNEL(CUpti_ActivityKernel9, 26);
     CHECK_KERNEL(CUpti_ActivityKernel10, 130001);
@@ -381,6 +423,7 @@ END_TEST
 
 START_TEST(copy_and_memset_records_of_every_version)
 {
+    CHECK_MEMCPY(CUpti_ActivityMemcpy5, 18);
     CHECK_MEMCPY(CUpti_ActivityMemcpy5, 19);
     CHECK_MEMCPY(CUpti_ActivityMemcpy6, 26);
     CHECK_MEMCPY(CUpti_ActivityMemcpy6, 130001);
@@ -455,7 +498,22 @@ START_TEST(sizes_of_another_release_are_refused)
                      -EINVAL);
     ck_assert_int_eq(cuptimon__layout_init(&l, 130400, NULL), 0);
     ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof(fc_ActivityKernel12), &ev), -EINVAL);
-    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), 0);
+    /* 13.4's kernel layout is unverified: not decoded until the
+     * producer's measured size confirms it. */
+    ck_assert_uint_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_UNCONFIRMED);
+    ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), -EINVAL);
+    {
+        uint32_t m[CUPTIMON_KIND_SLOTS] = {0};
+        m[CUPTIMON_KIND_KERNEL] = sizeof rec;
+        ck_assert_int_eq(cuptimon__layout_measured(&l, m), 0);
+        ck_assert_uint_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_DECODED);
+        ck_assert_int_eq(cuptimon__decode_record(&l, rec, sizeof rec, &ev), 0);
+        /* Measured otherwise: a mismatch, never decoded. */
+        ck_assert_int_eq(cuptimon__layout_init(&l, 130400, NULL), 0);
+        m[CUPTIMON_KIND_KERNEL] = sizeof rec - 8;
+        ck_assert_int_eq(cuptimon__layout_measured(&l, m), 1);
+        ck_assert_uint_eq(l.state[CUPTIMON_KIND_KERNEL], CUPTIMON_KIND_BAD_LAYOUT);
+    }
 }
 END_TEST
 
@@ -719,6 +777,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, every_table_entry_matches_its_struct);
     tcase_add_test(t, releases_use_the_documented_structs);
     tcase_add_test(t, releases_are_ordered_and_disjoint);
+    tcase_add_test(t, unverified_entries_are_marked);
     suite_add_tcase(s, t);
     t = tcase_create("decode");
     tcase_add_test(t, kernel_records_of_every_version);

@@ -1610,6 +1610,7 @@ START_TEST(summary_counts_and_top)
     ds.skipped_bad_layout = 2;
     ds.skipped_by_kind[10] = 2;
     ds.truncated = 1;
+    ds.unknown_kind_stops = ds.stops_unknown_version = 1;
     cuptimon__summary_decode_stats(s, &ds);
     cuptimon__summary_dropped(s, 17);
     cuptimon__summary_set(s, "archive", json_object_new_string("x"));
@@ -1640,6 +1641,12 @@ START_TEST(summary_counts_and_top)
     ck_assert_int_eq(json_object_get_int(get(get(o, "undecodable"), "bytes")), 123);
     ck_assert_int_eq(json_object_get_int(get(get(o, "undecodable"), "unknown_layout_records")), 2);
     ck_assert_int_eq(json_object_get_int(get(get(o, "undecodable"), "truncated_buffers")), 1);
+    /* The causes named, not only counted (issue 30). */
+    ck_assert_str_eq(gets(get(o, "undecodable"), "causes"),
+                     "layout mismatch, unknown version, truncated");
+    ck_assert_int_eq(
+        json_object_get_int(get(get(get(o, "undecodable"), "stops_by_cause"), "unknown_version")),
+        1);
     ck_assert_int_eq(json_object_get_int(
                          get(get(get(o, "undecodable"), "skipped_by_kind"), "CONCURRENT_KERNEL")),
                      2);
