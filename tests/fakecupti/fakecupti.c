@@ -1294,7 +1294,7 @@ static uint32_t do_launch(const struct launch *L)
         case 8: {
             CUpti_ActivityKernel8 r;
             FILL_KERNEL(r);
-            res |= mark(put_locked(t, &r, sizeof r, gctx, gstream), FAKECUDA_REC_GPU);
+            res |= mark(PUT_KERNEL(r), FAKECUDA_REC_GPU);
             break;
         }
         case 9: {
