@@ -36,6 +36,7 @@ include tests/unit/proto.mk
 include tests/unit/util.mk
 include tests/unit/decode.mk
 include tests/unit/daemon.mk
+include tests/unit/window.mk
 include tests/integration/local.mk
 include tests/fuzz/local.mk
 
