@@ -40,8 +40,9 @@ static struct {
     uint64_t graph_id;
     const char *report;
     const char *log;
-    uint64_t annotate; /* wrap every N launches in a cuptimon annotation */
-    uint64_t bare;     /* --bare-threads: the last K threads never annotate */
+    const char *launch_log; /* --launch-log */
+    uint64_t annotate;      /* wrap every N launches in a cuptimon annotation */
+    uint64_t bare;          /* --bare-threads: the last K threads never annotate */
     int (*push)(const char *);
     int (*pop)(void);
     int64_t (*step)(void);
@@ -75,6 +76,9 @@ struct worker {
     char *log; /* --log lines of this thread (open_memstream) */
     size_t log_len;
     FILE *logf;
+    FILE *llogf; /* --launch-log */
+    char *llog;
+    size_t llog_len;
     FILE *rlogf; /* --range-log */
     char *rlog;
     size_t rlog_len;
@@ -120,6 +124,10 @@ static void usage(FILE *f)
         "                         number, the correlation id of the launch before a pop)\n"
         "      --log FILE         write one line per kernel launch: correlation id and\n"
         "                         CLOCK_REALTIME ns before and after the launch call\n"
+        "      --launch-log FILE  write one line per launch of a kernel, copy or memset:\n"
+        "                         K, C or S, the correlation id, CLOCK_REALTIME ns before\n"
+        "                         and after the call, and fakecuda_last_result() (which of\n"
+        "                         its records were written or dropped)\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0); SIGUSR1 ends the\n"
         "                         sleep at once (a normal exit)\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
@@ -213,6 +221,14 @@ static void note_corr(struct worker *w, uint32_t corr)
         w->last_corr = corr;
 }
 
+/* One --launch-log line for the launch just made. */
+static void log_launch(struct worker *w, char kind, uint32_t corr, uint64_t before)
+{
+    if (w->llogf)
+        fprintf(w->llogf, "%c %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n", kind, corr,
+                before, realtime_ns(), fakecuda_last_result());
+}
+
 static void *run_worker(void *arg)
 {
     struct worker *w = arg;
@@ -255,10 +271,11 @@ static void *run_worker(void *arg)
                 fprintf(w->rlogf, "push %ld %" PRIu64 " %" PRIu64 " inner\n",
                         (long)syscall(SYS_gettid), t0, realtime_ns());
         }
-        uint64_t before = w->logf ? realtime_ns() : 0;
+        uint64_t before = w->logf || w->llogf ? realtime_ns() : 0;
         corr = fakecuda_launch_kernel_ex(&k);
         if (w->logf)
             fprintf(w->logf, "%" PRIu32 " %" PRIu64 " %" PRIu64 "\n", corr, before, realtime_ns());
+        log_launch(w, 'K', corr, before);
         if (opt.nest && !bare) {
             uint64_t t0 = realtime_ns();
             opt.pop();
@@ -272,12 +289,17 @@ static void *run_worker(void *arg)
             w->by_name[ni]++;
         note_corr(w, corr);
         if (opt.memcpy_every && i % opt.memcpy_every == 0) {
-            note_corr(
-                w, fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, k.device, k.stream));
+            before = w->llogf ? realtime_ns() : 0;
+            corr = fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, k.device, k.stream);
+            log_launch(w, 'C', corr, before);
+            note_corr(w, corr);
             w->memcpys++;
         }
         if (opt.memset_every && i % opt.memset_every == 0) {
-            note_corr(w, fakecuda_memset(opt.bytes, 0, k.device, k.stream));
+            before = w->llogf ? realtime_ns() : 0;
+            corr = fakecuda_memset(opt.bytes, 0, k.device, k.stream);
+            log_launch(w, 'S', corr, before);
+            note_corr(w, corr);
             w->memsets++;
         }
     }
@@ -390,6 +412,7 @@ int main(int argc, char **argv)
         {"graph-id", required_argument, NULL, 'g'},
         {"report", required_argument, NULL, 'o'},
         {"log", required_argument, NULL, 'G'},
+        {"launch-log", required_argument, NULL, 'L'},
         {"annotate", required_argument, NULL, 'A'},
         {"bare-threads", required_argument, NULL, 'B'},
         {"steps", no_argument, NULL, 'S'},
@@ -412,7 +435,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:L:A:l:IqhSER:", longopts, NULL)) !=
            -1) {
         int bad = 0;
 
@@ -445,6 +468,7 @@ int main(int argc, char **argv)
         case 'g': bad = parse_u64(optarg, UINT32_MAX, &opt.graph_id); break;
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
+        case 'L': opt.launch_log = optarg; break;
         case 'A': bad = parse_u64(optarg, 1000000000, &opt.annotate); break;
         case 'B': bad = parse_u64(optarg, 1024, &opt.bare); break;
         case 'S': opt.steps = 1; break;
@@ -512,6 +536,8 @@ int main(int argc, char **argv)
 
     for (uint32_t t = 0; opt.log && t < opt.threads; t++)
         ws[t].logf = open_memstream(&ws[t].log, &ws[t].log_len);
+    for (uint32_t t = 0; opt.launch_log && t < opt.threads; t++)
+        ws[t].llogf = open_memstream(&ws[t].llog, &ws[t].llog_len);
     for (uint32_t t = 0; t < opt.threads && opt.range_log; t++)
         ws[t].rlogf = open_memstream(&ws[t].rlog, &ws[t].rlog_len);
     start_ns = realtime_ns();
@@ -543,6 +569,21 @@ int main(int argc, char **argv)
         }
         if (!lf || fclose(lf) != 0) {
             fprintf(stderr, PROG ": cannot write %s: %s\n", opt.log, strerror(errno));
+            return 1;
+        }
+    }
+
+    if (opt.launch_log) {
+        FILE *lf = fopen(opt.launch_log, "w");
+        for (uint32_t t = 0; t < opt.threads; t++) {
+            if (ws[t].llogf)
+                fclose(ws[t].llogf);
+            if (lf && ws[t].llog)
+                fwrite(ws[t].llog, 1, ws[t].llog_len, lf);
+            free(ws[t].llog);
+        }
+        if (!lf || fclose(lf) != 0) {
+            fprintf(stderr, PROG ": cannot write %s: %s\n", opt.launch_log, strerror(errno));
             return 1;
         }
     }
