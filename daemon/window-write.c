@@ -328,6 +328,11 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         cuptimon__summary_dropped(sum, s->dropped);
         cuptimon__summary_decode_stats(sum, &s->dec);
         truncated |= p.truncated;
+        log_debug("window",
+                  "window %" PRIu64 ": pid %" PRId64 ": %" PRIu64
+                  " API calls inside, ids held in %zu bytes (+%zu outside)",
+                  w->id, s->src->pid, s->api_in_window, cuptimon__idset_bytes(&s->in),
+                  cuptimon__idset_bytes(&s->out));
         /* Only one session's sets at a time. */
         cuptimon__idset_clear(&s->in);
         cuptimon__idset_clear(&s->out);
