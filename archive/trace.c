@@ -1049,8 +1049,15 @@ static int tables_alloc(struct tproc *P)
 {
     if (P->api_tab != NULL)
         return 0;
-    P->api_tab = calloc(FLOW_SLOTS, sizeof(*P->api_tab));
-    P->gpu_tab = calloc(FLOW_SLOTS, sizeof(*P->gpu_tab));
+    /* A set is two cache lines: aligned, it touches no third. */
+    if (posix_memalign((void **)&P->api_tab, 64, FLOW_SLOTS * sizeof(*P->api_tab)) != 0)
+        P->api_tab = NULL;
+    if (posix_memalign((void **)&P->gpu_tab, 64, FLOW_SLOTS * sizeof(*P->gpu_tab)) != 0)
+        P->gpu_tab = NULL;
+    if (P->api_tab != NULL)
+        memset(P->api_tab, 0, FLOW_SLOTS * sizeof(*P->api_tab));
+    if (P->gpu_tab != NULL)
+        memset(P->gpu_tab, 0, FLOW_SLOTS * sizeof(*P->gpu_tab));
     if (P->api_tab == NULL || P->gpu_tab == NULL) {
         free(P->api_tab);
         free(P->gpu_tab);
@@ -1085,7 +1092,11 @@ static char *ext_args(char *p, const struct tproc *P, uint32_t corr)
 {
     struct extent *set = NULL;
     unsigned ways[2];
-    int n = ext_get(P, corr, &set, ways);
+    int n;
+
+    if (corr == 0 || P->ext_tab == NULL)
+        return p;
+    n = ext_get(P, corr, &set, ways);
 
     for (int w = 0; w < n; w++) {
         const struct extent *e = &set[ways[w]];
@@ -1158,31 +1169,53 @@ static void ext_put(struct tproc *P, const struct cuptimon_ev *ev)
     v->when = P->tab_clock++;
 }
 
-/* The entry of corr in a flow table, or NULL. */
-static struct flowent *flow_find(struct flowent *tab, uint32_t corr)
+/* Corr's set in a flow table, and its home way there: one counter keeps
+ * every entry in its home way, where the table was direct-mapped before,
+ * so that a lookup or a write usually looks at one entry. */
+static inline struct flowent *flow_set(struct flowent *tab, uint32_t corr, unsigned *home)
 {
-    struct flowent *s = &tab[(corr & (FLOW_SETS - 1)) * FLOW_WAYS];
+    *home = (corr / FLOW_SETS) & (FLOW_WAYS - 1);
+    return &tab[(corr & (FLOW_SETS - 1)) * FLOW_WAYS];
+}
+
+/* The entry of corr in a flow table, or NULL. */
+static inline struct flowent *flow_find(struct flowent *tab, uint32_t corr)
+{
+    unsigned h;
+    struct flowent *s = flow_set(tab, corr, &h);
+    if (s[h].corr == corr)
+        return &s[h];
     for (unsigned w = 0; w < FLOW_WAYS; w++)
         if (s[w].corr == corr)
             return &s[w];
     return NULL;
 }
 
-/* The entry to write corr into: its own, else a free way of its set or the
- * one written longest ago. */
-static struct flowent *flow_take(struct tproc *P, struct flowent *tab, uint32_t corr)
+/* The entry to write corr into: its own; else its home way when that is
+ * free or holds an entry older than a table's worth of writes (one
+ * counter's entry of FLOW_SLOTS ids before); else a free way of the set
+ * or the one written longest ago. */
+static inline struct flowent *flow_take(struct tproc *P, struct flowent *tab, uint32_t corr)
 {
-    struct flowent *s = &tab[(corr & (FLOW_SETS - 1)) * FLOW_WAYS], *v = flow_find(tab, corr);
-    if (v == NULL) {
-        v = &s[0];
+    unsigned h;
+    struct flowent *s = flow_set(tab, corr, &h), *v = &s[h];
+    if (v->corr != corr && v->corr != 0 && P->tab_clock - v->when < FLOW_SLOTS) {
+        struct flowent *free_way = NULL, *oldest = v;
+        v = NULL;
         for (unsigned w = 0; w < FLOW_WAYS; w++) {
-            if (s[w].corr == 0) {
+            if (s[w].corr == corr) {
                 v = &s[w];
                 break;
             }
-            if (P->tab_clock - s[w].when > P->tab_clock - v->when)
-                v = &s[w];
+            if (s[w].corr == 0) {
+                if (free_way == NULL)
+                    free_way = &s[w];
+            } else if (P->tab_clock - s[w].when > P->tab_clock - oldest->when) {
+                oldest = &s[w];
+            }
         }
+        if (v == NULL)
+            v = free_way != NULL ? free_way : oldest;
     }
     v->when = P->tab_clock++;
     return v;
