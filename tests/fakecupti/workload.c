@@ -41,6 +41,8 @@ static struct {
     const char *report;
     const char *log;
     const char *launch_log; /* --launch-log */
+    const char *wait_file;  /* --wait-file */
+    const char *stop_file;  /* --stop-file */
     uint64_t annotate;      /* wrap every N launches in a cuptimon annotation */
     uint64_t bare;          /* --bare-threads: the last K threads never annotate */
     int (*push)(const char *);
@@ -128,6 +130,10 @@ static void usage(FILE *f)
         "                         K, C or S, the correlation id, CLOCK_REALTIME ns before\n"
         "                         and after the call, and fakecuda_last_result() (which of\n"
         "                         its records were written or dropped)\n"
+        "      --wait-file FILE   start launching only once FILE exists (after cuInit: an\n"
+        "                         injected shim connects meanwhile)\n"
+        "      --stop-file FILE   stop launching once FILE exists (checked every 64 items),\n"
+        "                         then end as after the last of --kernels\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0); SIGUSR1 ends the\n"
         "                         sleep at once (a normal exit)\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
@@ -236,6 +242,8 @@ static void *run_worker(void *arg)
 
     for (uint64_t i = w->index; i < opt.kernels; i += opt.threads) {
         size_t ni = (size_t)(i % opt.nnames);
+        if (opt.stop_file && (i / opt.threads) % 64 == 0 && access(opt.stop_file, F_OK) == 0)
+            break;
         struct fakecuda_kernel k = {
             .name = opt.names[ni],
             .device = (uint32_t)(i % opt.devices),
@@ -413,6 +421,8 @@ int main(int argc, char **argv)
         {"report", required_argument, NULL, 'o'},
         {"log", required_argument, NULL, 'G'},
         {"launch-log", required_argument, NULL, 'L'},
+        {"wait-file", required_argument, NULL, 'W'},
+        {"stop-file", required_argument, NULL, 'X'},
         {"annotate", required_argument, NULL, 'A'},
         {"bare-threads", required_argument, NULL, 'B'},
         {"steps", no_argument, NULL, 'S'},
@@ -435,8 +445,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:L:A:l:IqhSER:", longopts, NULL)) !=
-           -1) {
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:L:W:X:A:l:IqhSER:", longopts,
+                            NULL)) != -1) {
         int bad = 0;
 
         switch (c) {
@@ -469,6 +479,8 @@ int main(int argc, char **argv)
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
         case 'L': opt.launch_log = optarg; break;
+        case 'W': opt.wait_file = optarg; break;
+        case 'X': opt.stop_file = optarg; break;
         case 'A': bad = parse_u64(optarg, 1000000000, &opt.annotate); break;
         case 'B': bad = parse_u64(optarg, 1024, &opt.bare); break;
         case 'S': opt.steps = 1; break;
@@ -540,6 +552,10 @@ int main(int argc, char **argv)
         ws[t].llogf = open_memstream(&ws[t].llog, &ws[t].llog_len);
     for (uint32_t t = 0; t < opt.threads && opt.range_log; t++)
         ws[t].rlogf = open_memstream(&ws[t].rlog, &ws[t].rlog_len);
+    while (opt.wait_file && access(opt.wait_file, F_OK) != 0) {
+        struct timespec ts = {.tv_nsec = 10000000L};
+        nanosleep(&ts, NULL);
+    }
     start_ns = realtime_ns();
     clock_gettime(CLOCK_MONOTONIC, &opt.t0);
     if (opt.threads == 1) {
