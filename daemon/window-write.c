@@ -264,7 +264,10 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
             goto out;
         /* Pass 1: the API calls inside the window. */
         if ((rc = each_event(s, collect, &p, &scratch, &e)) < 0) {
-            /* A session whose archive cannot be read is reported, not fatal. */
+            /* A session whose archive cannot be read (or whose ids do not
+             * fit in memory) is reported, not fatal. */
+            log_warn("window", "window %" PRIu64 ": %s left out: %s", w->id, s->src->archive_dir,
+                     e ? e : strerror(-rc));
             free(e);
             continue;
         }
