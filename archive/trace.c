@@ -39,8 +39,17 @@
 #define BUF_MIN     (2u * (NAME_JSON_MAX + EVENT_FIXED_MAX))
 #define BUF_DEFAULT (256u << 10)
 
+/* The correlation tables are set-associative, a set per value of the
+ * correlation id's low bits: one counter fills the sets in turn (an entry
+ * lives FLOW_SLOTS ids), and ids numbered apart (kernels, copies and
+ * memsets from separate ranges, or out of order) that fall in one set at
+ * once take its other ways instead of overwriting each other. */
 #define FLOW_SLOTS 16384u /* power of two */
-#define EXT_SLOTS  4096u
+#define FLOW_WAYS  4u
+#define FLOW_SETS  (FLOW_SLOTS / FLOW_WAYS)
+#define EXT_SLOTS  8192u /* external correlations: two kinds per correlation */
+#define EXT_WAYS   8u
+#define EXT_SETS   (EXT_SLOTS / EXT_WAYS)
 #define MARK_SLOTS 4096u
 #define NCACHE_MAX 65536u
 #define TRACKS_MAX 65536u
@@ -61,12 +70,15 @@ struct flowent {
     uint32_t tid;
     int64_t ts;    /* ns relative to base */
     int64_t dur;   /* GPU side: the work's duration */
-    uint32_t pend; /* GPU side: its annotation is still to be found (ua_gpu) */
+    uint16_t pend; /* GPU side: its annotation is still to be found (ua_gpu) */
+    uint16_t rt;   /* API side: a runtime call (its nested driver launch is not written) */
+    uint32_t when; /* the table's clock when it was written: the oldest way goes first */
 };
 
 struct extent {
-    uint32_t corr;
+    uint32_t corr; /* 0: empty */
     uint32_t kind;
+    uint32_t when;
     uint64_t id;
 };
 
@@ -122,7 +134,8 @@ struct tproc {
     uint32_t tr_last;
 
     struct flowent *api_tab, *gpu_tab;
-    struct extent (*ext_tab)[2];
+    struct extent *ext_tab;
+    uint32_t tab_clock; /* counts the entries written in the tables */
     struct markent *mark_tab;
 
     /* Driver launches held back until the next API call of their thread:
@@ -1036,8 +1049,15 @@ static int tables_alloc(struct tproc *P)
 {
     if (P->api_tab != NULL)
         return 0;
-    P->api_tab = calloc(FLOW_SLOTS, sizeof(*P->api_tab));
-    P->gpu_tab = calloc(FLOW_SLOTS, sizeof(*P->gpu_tab));
+    /* A set is two cache lines: aligned, it touches no third. */
+    if (posix_memalign((void **)&P->api_tab, 64, FLOW_SLOTS * sizeof(*P->api_tab)) != 0)
+        P->api_tab = NULL;
+    if (posix_memalign((void **)&P->gpu_tab, 64, FLOW_SLOTS * sizeof(*P->gpu_tab)) != 0)
+        P->gpu_tab = NULL;
+    if (P->api_tab != NULL)
+        memset(P->api_tab, 0, FLOW_SLOTS * sizeof(*P->api_tab));
+    if (P->gpu_tab != NULL)
+        memset(P->gpu_tab, 0, FLOW_SLOTS * sizeof(*P->gpu_tab));
     if (P->api_tab == NULL || P->gpu_tab == NULL) {
         free(P->api_tab);
         free(P->gpu_tab);
@@ -1047,35 +1067,58 @@ static int tables_alloc(struct tproc *P)
     return 0;
 }
 
+/* The ways of corr's set (EXT_WAYS entries from *set) that hold its
+ * external correlations, in the order they came: at most 2. */
+static int ext_get(const struct tproc *P, uint32_t corr, struct extent **set, unsigned w[2])
+{
+    struct extent *s;
+    int n = 0;
+
+    if (corr == 0 || P->ext_tab == NULL)
+        return 0;
+    s = *set = &P->ext_tab[(corr & (EXT_SETS - 1)) * EXT_WAYS];
+    for (unsigned i = 0; i < EXT_WAYS && n < 2; i++)
+        if (s[i].corr == corr)
+            w[n++] = i;
+    if (n == 2 && P->tab_clock - s[w[1]].when > P->tab_clock - s[w[0]].when) {
+        unsigned x = w[0];
+        w[0] = w[1];
+        w[1] = x;
+    }
+    return n;
+}
+
 static char *ext_args(char *p, const struct tproc *P, uint32_t corr)
 {
-    const struct extent *e;
+    struct extent *set = NULL;
+    unsigned ways[2];
+    int n;
 
     if (corr == 0 || P->ext_tab == NULL)
         return p;
-    e = P->ext_tab[corr & (EXT_SLOTS - 1)];
-    for (int w = 0; w < 2; w++) {
+    n = ext_get(P, corr, &set, ways);
+
+    for (int w = 0; w < n; w++) {
+        const struct extent *e = &set[ways[w]];
         const char *kn;
-        if (e[w].corr != corr)
-            break;
         p = w ? LIT(p, ",\"external id 2\":") : LIT(p, ",\"External id\":"); /* Kineto's key */
-        p = u64d(p, e[w].id);
+        p = u64d(p, e->id);
         p = w ? LIT(p, ",\"external kind 2\":") : LIT(p, ",\"external kind\":");
-        kn = cuptimon__external_kind_name(e[w].kind);
+        kn = cuptimon__external_kind_name(e->kind);
         if (kn != NULL) {
             *p++ = '"';
             memcpy(p, kn, strlen(kn));
             p += strlen(kn);
             *p++ = '"';
         } else {
-            p = u64d(p, e[w].kind);
+            p = u64d(p, e->kind);
         }
         /* A user annotation (cuptimon_push_annotation: kind CUSTOM1) has
          * its name in the producer's string table. */
         size_t nlen;
         const char *nm;
-        if (e[w].kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1 && P->names &&
-            (nm = cuptimon__strtab_get(P->names, CUPTIMON_ANNOTATION_KEY(e[w].id), &nlen))) {
+        if (e->kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1 && P->names &&
+            (nm = cuptimon__strtab_get(P->names, CUPTIMON_ANNOTATION_KEY(e->id), &nlen))) {
             p = LIT(p, ",\"annotation\":");
             p += cuptimon__json_escape(p, nm, nlen > LABEL_MAX ? LABEL_MAX : nlen);
         }
@@ -1083,28 +1126,99 @@ static char *ext_args(char *p, const struct tproc *P, uint32_t corr)
     return p;
 }
 
+/* Keeps an external correlation: in its correlation's way of that kind,
+ * else in a free way of the set or the one written longest ago.  A third
+ * kind for one correlation replaces its second. */
 static void ext_put(struct tproc *P, const struct cuptimon_ev *ev)
 {
-    struct extent *e;
+    uint32_t corr = ev->correlation_id;
+    struct extent *s, *v = NULL;
+    unsigned have[2];
 
-    if (ev->correlation_id == 0)
+    if (corr == 0)
         return;
     if (P->ext_tab == NULL) {
         P->ext_tab = calloc(EXT_SLOTS, sizeof(*P->ext_tab));
         if (P->ext_tab == NULL)
             return; /* the annotation is lost, nothing else */
     }
-    e = P->ext_tab[ev->correlation_id & (EXT_SLOTS - 1)];
-    if (e[0].corr != ev->correlation_id || e[0].kind == ev->u.ext.external_kind) {
-        e[0].corr = ev->correlation_id;
-        e[0].kind = ev->u.ext.external_kind;
-        e[0].id = ev->u.ext.external_id;
-        e[1].corr = 0;
-    } else {
-        e[1].corr = ev->correlation_id;
-        e[1].kind = ev->u.ext.external_kind;
-        e[1].id = ev->u.ext.external_id;
+    s = &P->ext_tab[(corr & (EXT_SETS - 1)) * EXT_WAYS];
+    for (unsigned w = 0; w < EXT_WAYS && v == NULL; w++)
+        if (s[w].corr == corr && s[w].kind == ev->u.ext.external_kind)
+            v = &s[w];
+    if (v != NULL) {
+        v->id = ev->u.ext.external_id;
+        return;
     }
+    if (ext_get(P, corr, &s, have) == 2) {
+        v = &s[have[1]];
+    } else {
+        v = &s[0];
+        for (unsigned w = 0; w < EXT_WAYS; w++) {
+            if (s[w].corr == 0) {
+                v = &s[w];
+                break;
+            }
+            if (P->tab_clock - s[w].when > P->tab_clock - v->when)
+                v = &s[w];
+        }
+    }
+    v->corr = corr;
+    v->kind = ev->u.ext.external_kind;
+    v->id = ev->u.ext.external_id;
+    v->when = P->tab_clock++;
+}
+
+/* Corr's set in a flow table, and its home way there: one counter keeps
+ * every entry in its home way, where the table was direct-mapped before,
+ * so that a lookup or a write usually looks at one entry. */
+static inline struct flowent *flow_set(struct flowent *tab, uint32_t corr, unsigned *home)
+{
+    *home = (corr / FLOW_SETS) & (FLOW_WAYS - 1);
+    return &tab[(corr & (FLOW_SETS - 1)) * FLOW_WAYS];
+}
+
+/* The entry of corr in a flow table, or NULL. */
+static inline struct flowent *flow_find(struct flowent *tab, uint32_t corr)
+{
+    unsigned h;
+    struct flowent *s = flow_set(tab, corr, &h);
+    if (s[h].corr == corr)
+        return &s[h];
+    for (unsigned w = 0; w < FLOW_WAYS; w++)
+        if (s[w].corr == corr)
+            return &s[w];
+    return NULL;
+}
+
+/* The entry to write corr into: its own; else its home way when that is
+ * free or holds an entry older than a table's worth of writes (one
+ * counter's entry of FLOW_SLOTS ids before); else a free way of the set
+ * or the one written longest ago. */
+static inline struct flowent *flow_take(struct tproc *P, struct flowent *tab, uint32_t corr)
+{
+    unsigned h;
+    struct flowent *s = flow_set(tab, corr, &h), *v = &s[h];
+    if (v->corr != corr && v->corr != 0 && P->tab_clock - v->when < FLOW_SLOTS) {
+        struct flowent *free_way = NULL, *oldest = v;
+        v = NULL;
+        for (unsigned w = 0; w < FLOW_WAYS; w++) {
+            if (s[w].corr == corr) {
+                v = &s[w];
+                break;
+            }
+            if (s[w].corr == 0) {
+                if (free_way == NULL)
+                    free_way = &s[w];
+            } else if (P->tab_clock - s[w].when > P->tab_clock - oldest->when) {
+                oldest = &s[w];
+            }
+        }
+        if (v == NULL)
+            v = free_way != NULL ? free_way : oldest;
+    }
+    v->when = P->tab_clock++;
+    return v;
 }
 
 static void flow_pair(struct cuptimon_trace *t, struct tproc *P, uint32_t corr,
@@ -1145,34 +1259,36 @@ static void flow_gpu(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, u
 
     if (corr == 0 || P->api_tab == NULL || (t->o.no_flows && !pend))
         return;
-    a = &P->api_tab[corr & (FLOW_SLOTS - 1)];
-    if (a->corr == corr) {
+    a = flow_find(P->api_tab, corr);
+    if (a != NULL) {
         if (!t->o.no_flows)
             flow_pair(t, P, corr, a, tid, ts);
         return;
     }
-    g = &P->gpu_tab[corr & (FLOW_SLOTS - 1)];
+    g = flow_take(P, P->gpu_tab, corr);
     g->corr = corr;
     g->tid = tid;
     g->ts = ts;
     g->dur = dur;
-    g->pend = (uint32_t)pend;
+    g->pend = (uint16_t)pend;
 }
 
 static void flow_api(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, uint32_t tid,
-                     int64_t ts)
+                     int64_t ts, int rt)
 {
     struct flowent *a, *g;
 
     if (corr == 0 || P->api_tab == NULL)
         return;
-    /* Kept without flows too: ua_gpu finds a launch's thread and time here. */
-    a = &P->api_tab[corr & (FLOW_SLOTS - 1)];
+    /* Kept without flows too: ua_gpu finds a launch's thread and time here,
+     * and w_api whether a runtime call of this correlation was written. */
+    a = flow_take(P, P->api_tab, corr);
     a->corr = corr;
     a->tid = tid;
     a->ts = ts;
-    g = &P->gpu_tab[corr & (FLOW_SLOTS - 1)];
-    if (g->corr == corr) {
+    a->rt = (uint16_t)rt;
+    g = flow_find(P->gpu_tab, corr);
+    if (g != NULL) {
         if (!t->o.no_flows)
             flow_pair(t, P, corr, a, g->tid, g->ts);
         if (g->pend)
@@ -1226,8 +1342,8 @@ static uint64_t ua_of(const struct tproc *P, uint32_t corr)
     const struct extent *e;
     if (corr == 0 || P->ext_tab == NULL)
         return 0;
-    e = P->ext_tab[corr & (EXT_SLOTS - 1)];
-    for (int w = 0; w < 2; w++)
+    e = &P->ext_tab[(corr & (EXT_SETS - 1)) * EXT_WAYS];
+    for (unsigned w = 0; w < EXT_WAYS; w++)
         if (e[w].corr == corr && e[w].kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1)
             return e[w].id;
     return 0;
@@ -1404,8 +1520,8 @@ static int ua_gpu(struct cuptimon_trace *t, struct tproc *P, uint32_t corr, uint
     }
     if (corr == 0 || P->api_tab == NULL)
         return 1;
-    a = &P->api_tab[corr & (FLOW_SLOTS - 1)];
-    if (a->corr != corr)
+    a = flow_find(P->api_tab, corr);
+    if (a == NULL)
         return 0;
     if ((id = xr_find(t, P, a->tid, a->ts)) != 0)
         ua_widen(P, id, tid, ts, dur, 1);
@@ -1796,7 +1912,7 @@ static void api_write(struct cuptimon_trace *t, struct tproc *P, const struct cu
     p = ext_args(p, P, ev->correlation_id);
     p = LIT(p, "}}");
     commit(t, p);
-    flow_api(t, P, ev->correlation_id, tid, ts);
+    flow_api(t, P, ev->correlation_id, tid, ts, rt);
 }
 
 /* The driver calls Kineto shows: those that launch GPU work (cbids of
@@ -1840,12 +1956,17 @@ static void drv_release(struct cuptimon_trace *t, struct tproc *P, int all, uint
 /* A runtime or driver call, in Kineto's way: a driver call that is not a
  * launch is left out, and a driver launch inside a runtime call (CUPTI
  * records both with one correlation id where the runtime's own driver
- * calls are traced; the nested one ends first, so it comes first) is left
- * out for the runtime call, so that each launch is one event. */
+ * calls are traced) is left out for the runtime call, so that each launch
+ * is one event.  The nested call ends first, so it usually comes first
+ * and is held until its thread's next API call shows whether a runtime
+ * call of its correlation follows; one that comes after its runtime call
+ * (records of one thread are not promised in any order) finds that call
+ * in the flow table. */
 static void w_api(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
                   int64_t ts, int64_t dur)
 {
     uint32_t tid = ev->u.api.thread_id;
+    const struct flowent *rt;
     if (ev->type == CUPTIMON_EV_RUNTIME) {
         drv_release(t, P, 0, tid, ev->correlation_id);
         api_write(t, P, ev, ts, dur);
@@ -1853,6 +1974,11 @@ static void w_api(struct cuptimon_trace *t, struct tproc *P, const struct cuptim
     }
     if (!driver_launch(ev->u.api.cbid)) {
         t->st.driver_hidden++;
+        return;
+    }
+    if (ev->correlation_id != 0 && P->api_tab != NULL &&
+        (rt = flow_find(P->api_tab, ev->correlation_id)) != NULL && rt->rt) {
+        t->st.driver_nested++;
         return;
     }
     drv_release(t, P, 0, tid, 0);

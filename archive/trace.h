@@ -9,7 +9,7 @@
  *
  * Events are written as they come through a fixed output buffer, never
  * kept: a trace of any size takes bounded memory (per process a few small
- * bounded tables: tracks seen, names resolved, and the direct-mapped
+ * bounded tables: tracks seen, names resolved, and the set-associative
  * correlation tables behind the flow arrows and annotations).  JSON is
  * written by hand here -- json-c's object model allocates per event and
  * this is the one place that runs at millions of events per second.
@@ -38,7 +38,8 @@
  * memset by correlation id; the id is (process index << 32) | correlation
  * id, i.e. the correlation id scoped per process.  A pair is written when
  * both ends have been seen, so no arrow dangles; ends further apart than
- * the correlation tables hold (16384 ids) lose their arrow.
+ * the correlation tables hold (16384 ids of one counter; ids numbered
+ * apart share the table's ways) lose their arrow.
  *
  * External correlation records (annotations) are not events: their kind
  * and id go into the args of the API call and GPU work they correlate to.

@@ -1,12 +1,13 @@
 # cuptimond, and its internal library: the configuration file, archive
-# retention, the log, and the live aggregates.  They are a library only so
-# that their unit suites link them without main(); nothing outside the
-# daemon and its tests uses it.
+# retention, the log, the live aggregates and the set of ids a trace window
+# keeps.  They are a library only so that their unit suites link them
+# without main(); nothing outside the daemon and its tests uses it.
 noinst_LTLIBRARIES += daemon/libcuptimond-core.la
 daemon_libcuptimond_core_la_SOURCES = \
 	daemon/conf.c daemon/conf.h \
 	daemon/retention.c daemon/retention.h \
 	daemon/log.c daemon/log.h \
+	daemon/idset.c daemon/idset.h \
 	daemon/aggregate.c daemon/aggregate.h daemon/aggregate-int.h \
 	daemon/aggregate-query.c daemon/aggregate-prom.c
 # The configuration's default path is SYSCONFDIR/cuptimon/cuptimond.conf.

@@ -1,18 +1,16 @@
 /* Writes a trace window from the archive, filtered as window-write.h says.
- * Two passes per session: the first finds the correlation ids of the API
- * calls that start inside the window, the second writes what the filter
- * keeps.  Memory: the trace writer's bounded tables, plus per session a
- * set of the ids NOT retained among the window's chunks, not a set of the
- * retained ones.  A process numbers its API calls in the order they start
- * (CUPTI's correlation ids come from one counter per process), so the ids
- * of the calls inside the window form one range [kmin, kmax], less the
- * calls of that range that started outside it: those of the window's
- * chunks from before its start (its prepare and start flush, a bounded
- * stretch) and other threads' calls straddling an edge.  A set of every
- * retained id grew with the window: 64 MiB for one process of a 60 s
- * window at 50 k launches/s.  A GPU record whose id lies in the range but
- * whose API record is in no chunk (CUPTI dropped it) is now kept, where
- * the set left it out: its launch was inside the window either way. */
+ * Two passes per session: the first collects the correlation ids of the
+ * API calls that start inside the window, the second writes what the
+ * filter keeps.  The ids are kept as a set (daemon/idset.h), never a
+ * range: CUPTI promises a unique id per call, not one counter in start
+ * order, and a range let in work launched outside the window wherever the
+ * numbering was not one ordered counter (kernels, copies and memsets
+ * numbered apart, ids out of order, a counter wrapping at 2^32).  The set
+ * is paged, so its memory follows the ids it holds (a 60 s window of one
+ * process at 50 k launches/s: well under a MiB), and only one session's
+ * set is held at a time.  Memory: the trace writer's bounded tables plus
+ * that set (and, for a process that joined during the window, the set of
+ * its API calls outside it). */
 #include "config.h"
 
 #include <errno.h>
@@ -33,60 +31,9 @@
 #include "archive/stats.h"
 #include "archive/summary.h"
 #include "archive/trace.h"
+#include "idset.h"
 #include "log.h"
 #include "window-write.h"
-
-/* ---- a set of correlation ids -------------------------------------------- */
-
-struct idset {
-    uint32_t *v; /* 0 = empty slot (correlation id 0 is never stored) */
-    size_t cap, len;
-};
-
-static int idset_add(struct idset *s, uint32_t id)
-{
-    if (id == 0)
-        return 0;
-    if ((s->len + 1) * 2 > s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 1024;
-        uint32_t *nv = calloc(ncap, sizeof *nv);
-        if (!nv)
-            return -ENOMEM;
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->v[i])
-                continue;
-            size_t j = (s->v[i] * 2654435761u) & (ncap - 1);
-            while (nv[j])
-                j = (j + 1) & (ncap - 1);
-            nv[j] = s->v[i];
-        }
-        free(s->v);
-        s->v = nv;
-        s->cap = ncap;
-    }
-    size_t j = (id * 2654435761u) & (s->cap - 1);
-    while (s->v[j]) {
-        if (s->v[j] == id)
-            return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->v[j] = id;
-    s->len++;
-    return 0;
-}
-
-static int idset_has(const struct idset *s, uint32_t id)
-{
-    if (id == 0 || s->cap == 0)
-        return 0;
-    size_t j = (id * 2654435761u) & (s->cap - 1);
-    while (s->v[j]) {
-        if (s->v[j] == id)
-            return 1;
-        j = (j + 1) & (s->cap - 1);
-    }
-    return 0;
-}
 
 /* ---- one session ------------------------------------------------------------ */
 
@@ -94,11 +41,10 @@ struct wsession {
     const struct cuptimon_window_source *src;
     struct cuptimon_archive_session as; /* meta.json and strings, read on the first pass */
     struct cuptimon_decode_stats dec;
-    int loaded;             /* as was read (on the first pass) */
-    uint32_t kmin, kmax;    /* the range of in-window API calls' ids ... */
-    uint64_t api_in_window; /* ... and how many API records lie in it */
-    struct idset out;       /* ids of the window's API records outside it */
-    uint32_t min_api_corr;  /* the lowest correlation id of any API record seen */
+    int loaded;                /* as was read (on the first pass) */
+    struct cuptimon_idset in;  /* ids of the API calls that start inside the window */
+    struct cuptimon_idset out; /* ... and outside it (a process that joined only) */
+    uint64_t api_in_window;    /* API records inside the window */
     uint64_t events, kernels, dropped, chunks;
 };
 
@@ -186,41 +132,32 @@ static int collect(struct wsession *s, const struct cuptimon_ev *ev,
     const struct pass *p = ud;
     if (!is_api(ev))
         return 0;
-    if (ev->correlation_id && (!s->min_api_corr || ev->correlation_id < s->min_api_corr))
-        s->min_api_corr = ev->correlation_id;
     uint64_t t = cuptimon__clock_map(clk, ev->start);
     if (!(t >= p->w->start_ns && t <= p->w->end_ns))
-        return idset_add(&s->out, ev->correlation_id);
-    if (ev->correlation_id) {
-        if (!s->api_in_window || ev->correlation_id < s->kmin)
-            s->kmin = ev->correlation_id;
-        if (!s->api_in_window || ev->correlation_id > s->kmax)
-            s->kmax = ev->correlation_id;
-        s->api_in_window++;
-    }
-    return 0;
+        return s->src->joined ? cuptimon__idset_add(&s->out, ev->correlation_id) : 0;
+    s->api_in_window++;
+    return cuptimon__idset_add(&s->in, ev->correlation_id);
 }
 
-/* 1 when id is an API call's that started inside the window. */
-static int retained(const struct wsession *s, uint32_t id)
-{
-    return id != 0 && s->api_in_window && id >= s->kmin && id <= s->kmax && !idset_has(&s->out, id);
-}
-
-static int keep(const struct wsession *s, const struct cuptimon_ev *ev,
-                const struct cuptimon_clock *clk, const struct cuptimon_window_spec *w)
+static int keep(struct wsession *s, const struct cuptimon_ev *ev, const struct cuptimon_clock *clk,
+                const struct cuptimon_window_spec *w)
 {
     uint64_t t = cuptimon__clock_map(clk, ev->start);
     if (is_api(ev))
         return t >= w->start_ns && t <= w->end_ns;
     if (is_gpu(ev)) {
         int inside = t >= w->start_ns && t <= w->end_ns;
-        return retained(s, ev->correlation_id) || (ev->correlation_id == 0 && inside) ||
-               (s->src->joined && inside &&
-                (!s->min_api_corr || ev->correlation_id < s->min_api_corr));
+        if (cuptimon__idset_has(&s->in, ev->correlation_id))
+            return 1; /* whatever its own times: launched inside */
+        if (ev->correlation_id == 0)
+            return inside;
+        /* A process that joined launched its first work before the
+         * window's API kinds reached it: work with no API record at all
+         * is kept when it starts inside (more than PyTorch keeps). */
+        return s->src->joined && inside && !cuptimon__idset_has(&s->out, ev->correlation_id);
     }
     if (ev->type == CUPTIMON_EV_EXTERNAL_CORRELATION)
-        return retained(s, ev->correlation_id);
+        return cuptimon__idset_has(&s->in, ev->correlation_id);
     return ev->start == 0 || (t >= w->start_ns && t <= w->end_ns);
 }
 
@@ -336,7 +273,10 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
             goto out;
         /* Pass 1: the API calls inside the window. */
         if ((rc = each_event(s, collect, &p, &scratch, &e)) < 0) {
-            /* A session whose archive cannot be read is reported, not fatal. */
+            /* A session whose archive cannot be read (or whose ids do not
+             * fit in memory) is reported, not fatal. */
+            log_warn("window", "window %" PRIu64 ": %s left out: %s", w->id, s->src->archive_dir,
+                     e ? e : strerror(-rc));
             free(e);
             continue;
         }
@@ -401,9 +341,14 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         cuptimon__summary_dropped(sum, s->dropped);
         cuptimon__summary_decode_stats(sum, &s->dec);
         truncated |= p.truncated;
-        /* Only one session's set at a time. */
-        free(s->out.v);
-        s->out = (struct idset){0};
+        log_debug("window",
+                  "window %" PRIu64 ": pid %" PRId64 ": %" PRIu64
+                  " API calls inside, ids held in %zu bytes (+%zu outside)",
+                  w->id, s->src->pid, s->api_in_window, cuptimon__idset_bytes(&s->in),
+                  cuptimon__idset_bytes(&s->out));
+        /* Only one session's sets at a time. */
+        cuptimon__idset_clear(&s->in);
+        cuptimon__idset_clear(&s->out);
     }
     json_object *extra = window_extra(w);
     rc = cuptimon__trace_finish(tr, extra);
@@ -453,7 +398,8 @@ out:
     cuptimon__demangler_free(dm);
     for (size_t i = 0; i < w->nsrc; i++) {
         cuptimon__archive_session_clear(&ss[i].as);
-        free(ss[i].out.v);
+        cuptimon__idset_clear(&ss[i].in);
+        cuptimon__idset_clear(&ss[i].out);
     }
     free(ss);
     return rc;

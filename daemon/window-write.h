@@ -5,22 +5,33 @@
  * summary.  Runs on a worker thread of the daemon, after every selected
  * session's final forced flush is written (or timed out: "late").
  *
- * The filter, for each process, with start = the window's start:
- *  - runtime and driver API records are kept when they start at or after
- *    start (and before end); their correlation ids are "retained";
+ * The filter, for each process, with [start, end] = the window's span
+ * (end: spec.end_ns, whatever moment the caller takes for it):
+ *  - runtime and driver API records are kept when they start inside
+ *    [start, end]; their correlation ids are "retained" (a set: CUPTI
+ *    promises unique ids, not one counter in start order, so no range of
+ *    ids stands for them);
  *  - kernels, memcpy and memset are kept when their correlation id was
- *    retained, or when it is 0 and they start at or after start;
+ *    retained, whatever their own times (work launched inside and still
+ *    running at the end belongs to the window), or when it is 0 and they
+ *    start inside;
  *  - external correlation records are kept (as the annotations of the API
  *    calls and GPU work they correlate to) when their correlation id was
  *    retained;
  *  - everything else (overhead, CUDA events, synchronization, markers) is
- *    kept when it has no start time or starts at or after start.
- * A correlation id is scoped per process.
+ *    kept when it has no start time or starts at or after start (and not
+ *    after end).
+ * A correlation id is scoped per process.  This is PyTorch's set: GPU work
+ * whose API record CUPTI dropped is left out (the drop is counted in the
+ * process's dropped records), as is work launched before the window that
+ * starts inside it.
  *
- * A process that joins during the window launches its first kernels before
- * the window's API kinds are on in it, so they have no API record to be
- * correlated with: for such a process, GPU work whose correlation id is
- * below the first API call's is kept when it starts inside the window.
+ * A process that joins during the window launches its first work before
+ * the window's API kinds are on in it, so that work has no API record to
+ * be correlated with: for such a process, GPU work whose correlation id
+ * belongs to no API record of its archive (inside the window or out) is
+ * kept when it starts inside the window.  That is more than PyTorch keeps
+ * (doc/cuptimonctl.1 says so).
  */
 #ifndef CUPTIMON_WINDOW_WRITE_H
 #define CUPTIMON_WINDOW_WRITE_H

@@ -37,6 +37,7 @@ include tests/unit/util.mk
 include tests/unit/decode.mk
 include tests/unit/stats.mk
 include tests/unit/daemon.mk
+include tests/unit/window.mk
 include tests/integration/local.mk
 include tests/fuzz/local.mk
 

@@ -104,6 +104,20 @@ struct extstack {
     size_t n, cap;
 };
 
+/* How correlation ids are numbered and API records written
+ * (FAKECUPTI_CORR_*, FAKECUPTI_DROP_API, FAKECUPTI_API_ORDER): read at the
+ * first launch after load or fakecupti_reset. */
+struct corrnum {
+    int ready;
+    int per_kind;          /* kernels, copies, memsets from counters 0, 1, 2; else all from 0 */
+    uint32_t first[3];     /* each counter's first id */
+    uint64_t block;        /* ids shuffled in blocks of this many (a power of two; 1: in order) */
+    uint64_t drawn[3];     /* ids drawn from each counter */
+    uint64_t drop_api;     /* every Nth launch with API records loses them (0: none) */
+    int order;             /* 0 driver record first, 1 runtime first, 2 alternate */
+    uint64_t api_launches; /* launches with an API record on */
+};
+
 struct tstate {
     int init;
     int in_callback;
@@ -147,7 +161,7 @@ static struct {
     struct devent *devs;
     size_t ndevs, capdevs;
 
-    uint32_t corr;
+    struct corrnum cn;
     uint64_t rng;
     uint32_t pid;
     int log;
@@ -1145,6 +1159,116 @@ static uint32_t mark(int written, uint32_t bit)
 #define PUT_GPU(r)    PUT_GPU_AT(r, 0)
 #define PUT_KERNEL(r) PUT_GPU_AT(r, offsetof(__typeof__(r), completed))
 
+/* A knob's value in [lo, hi], else dflt with a warning. */
+static uint64_t knob(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t dflt)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(s, &end, 0);
+    if (errno || end == s || *s == '-' || *end || v < lo || v > hi) {
+        fprintf(stderr, "fakecupti: %s=%s: not a number in [%llu, %llu]; using %llu\n", name, s,
+                (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)dflt);
+        return dflt;
+    }
+    return v;
+}
+
+static void corr_config_locked(void)
+{
+    struct corrnum *c = &g.cn;
+    const char *s;
+
+    memset(c, 0, sizeof *c);
+    c->ready = 1;
+    c->first[0] = c->first[1] = c->first[2] = 1;
+    c->block = 1;
+    if ((s = getenv("FAKECUPTI_CORR_START")) && *s)
+        c->first[0] = (uint32_t)knob("FAKECUPTI_CORR_START", s, 1, UINT32_MAX, 1);
+    if ((s = getenv("FAKECUPTI_CORR_RANGES")) && *s) {
+        const char *p = s;
+        uint32_t f[3];
+        int ok = 1;
+
+        for (int i = 0; i < 3 && ok; i++) {
+            char *end;
+            unsigned long long v;
+
+            errno = 0;
+            v = strtoull(p, &end, 0);
+            ok = !errno && end != p && *p != '-' && v >= 1 && v <= UINT32_MAX &&
+                 *end == (i < 2 ? ',' : '\0');
+            f[i] = (uint32_t)v;
+            p = end + 1;
+        }
+        if (ok) {
+            c->per_kind = 1;
+            memcpy(c->first, f, sizeof f);
+        } else {
+            fprintf(stderr,
+                    "fakecupti: FAKECUPTI_CORR_RANGES=%s: want the first ids of kernels, copies "
+                    "and memsets, K,C,S, each in [1, 4294967295]; ignored\n",
+                    s);
+        }
+    }
+    if ((s = getenv("FAKECUPTI_CORR_SHUFFLE")) && *s) {
+        c->block = knob("FAKECUPTI_CORR_SHUFFLE", s, 1, 1u << 20, 1);
+        if (c->block & (c->block - 1)) {
+            fprintf(stderr, "fakecupti: FAKECUPTI_CORR_SHUFFLE=%s: not a power of two; ignored\n",
+                    s);
+            c->block = 1;
+        }
+    }
+    if ((s = getenv("FAKECUPTI_DROP_API")) && *s)
+        c->drop_api = knob("FAKECUPTI_DROP_API", s, 0, UINT32_MAX, 0);
+    if ((s = getenv("FAKECUPTI_API_ORDER")) && *s) {
+        if (strcmp(s, "runtime-first") == 0)
+            c->order = 1;
+        else if (strcmp(s, "alternate") == 0)
+            c->order = 2;
+        else if (strcmp(s, "driver-first") != 0)
+            fprintf(stderr,
+                    "fakecupti: FAKECUPTI_API_ORDER=%s: want driver-first, runtime-first or "
+                    "alternate; using driver-first\n",
+                    s);
+    }
+}
+
+/* The next correlation id for a launch of op: never 0 (CUPTI's "none"), so
+ * a counter wraps from 2^32 - 1 to 1. */
+static uint32_t next_corr_locked(enum op op)
+{
+    struct corrnum *c = &g.cn;
+    int k;
+    uint64_t n, low, j;
+
+    if (!c->ready)
+        corr_config_locked();
+    k = c->per_kind ? (op == OP_KERNEL ? 0 : op == OP_MEMCPY ? 1 : 2) : 0;
+    n = c->drawn[k]++;
+    /* In a block, the launches get its ids in bit-reversed order (a
+     * bijection, far from the launches' order). */
+    low = n & (c->block - 1);
+    j = n - low;
+    for (uint64_t b = 1, r = c->block / 2; b < c->block; b <<= 1, r >>= 1)
+        if (low & b)
+            j += r;
+    return (uint32_t)(1 + ((uint64_t)c->first[k] - 1 + j) % UINT32_MAX);
+}
+
+/* An API-side record (external correlation, driver or runtime call):
+ * written, or dropped and counted as CUPTI counts a record it had no
+ * buffer for.  Returns 1 written, 0 dropped. */
+static int put_api_locked(struct tstate *t, const void *rec, size_t sz, int drop)
+{
+    if (drop) {
+        count_drop_locked(NULL, 0);
+        return 0;
+    }
+    return put_locked(t, rec, sz, NULL, 0, NULL);
+}
+
 static uint32_t do_launch(const struct launch *L)
 {
     struct tstate *t = self();
@@ -1152,7 +1276,7 @@ static uint32_t do_launch(const struct launch *L)
     uint32_t gstream = 0, corr = 0, res = 0, gpu_kind = 0;
     uint64_t t0, t1, t2, t3, rt3, dur, start_rt, end_rt;
     int64_t off;
-    int rt_on, drv_on, ext_on;
+    int rt_on, drv_on, ext_on, api_drop = 0, rt_first = 0;
     struct streament *s;
     const char *dq;
 
@@ -1188,8 +1312,12 @@ static uint32_t do_launch(const struct launch *L)
     drv_on = api_on_locked(CUPTI_ACTIVITY_KIND_DRIVER, L->drv_cbid);
     ext_on = (rt_on || drv_on) && g.enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION];
     if (gpu_kind || rt_on || drv_on)
-        corr = ++g.corr;
-    g.st.last_correlation = g.corr;
+        g.st.last_correlation = corr = next_corr_locked(L->op);
+    if (rt_on || drv_on) {
+        g.cn.api_launches++;
+        api_drop = g.cn.drop_api && g.cn.api_launches % g.cn.drop_api == 0;
+        rt_first = g.cn.order == 1 || (g.cn.order == 2 && g.cn.api_launches % 2 == 0);
+    }
 
     /* API call: [t0 runtime [t1 driver t2] t3]; the work starts after t3 */
     t1 = api_ts(t);
@@ -1225,7 +1353,7 @@ static uint32_t do_launch(const struct launch *L)
             r.externalKind = (CUpti_ExternalCorrelationKind)k;
             r.externalId = t->ext[k].ids[t->ext[k].n - 1];
             r.correlationId = corr;
-            res |= mark(put_locked(t, &r, sizeof r, NULL, 0, NULL), FAKECUDA_REC_EXTCORR);
+            res |= mark(put_api_locked(t, &r, sizeof r, api_drop), FAKECUDA_REC_EXTCORR);
         }
     }
 
@@ -1423,33 +1551,25 @@ static uint32_t do_launch(const struct launch *L)
 #undef FILL_MEMSET
     }
 
-    if (drv_on) {
+    /* The nested driver call ends first, so its record usually comes
+     * first; FAKECUPTI_API_ORDER puts the runtime record first. */
+    for (int i = 0; i < 2; i++) {
+        int rt = (i == 0) == rt_first;
         CUpti_ActivityAPI r;
 
+        if (!(rt ? rt_on : drv_on))
+            continue;
         memset(&r, 0, sizeof r);
-        r.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-        r.cbid = L->drv_cbid;
-        r.start = t1;
-        r.end = t2;
+        r.kind = rt ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+        r.cbid = rt ? L->rt_cbid : L->drv_cbid;
+        r.start = rt ? t0 : t1;
+        r.end = rt ? t3 : t2;
         r.processId = g.pid;
         r.threadId = thread_id();
         r.correlationId = corr;
-        r.returnValue = 0; /* CUDA_SUCCESS */
-        res |= mark(put_locked(t, &r, sizeof r, NULL, 0, NULL), FAKECUDA_REC_DRIVER);
-    }
-    if (rt_on) {
-        CUpti_ActivityAPI r;
-
-        memset(&r, 0, sizeof r);
-        r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-        r.cbid = L->rt_cbid;
-        r.start = t0;
-        r.end = t3;
-        r.processId = g.pid;
-        r.threadId = thread_id();
-        r.correlationId = corr;
-        r.returnValue = 0; /* cudaSuccess */
-        res |= mark(put_locked(t, &r, sizeof r, NULL, 0, NULL), FAKECUDA_REC_RUNTIME);
+        r.returnValue = 0; /* cudaSuccess, CUDA_SUCCESS */
+        res |= mark(put_api_locked(t, &r, sizeof r, api_drop),
+                    rt ? FAKECUDA_REC_RUNTIME : FAKECUDA_REC_DRIVER);
     }
     unlock();
 
@@ -1715,7 +1835,7 @@ void fakecupti_reset(void)
     defaults_locked();
     g.enq_seq = g.done_seq = g.inflight_seq = 0;
     atomic_store(&fixed, 0); /* every buffer is back: the next release may differ */
-    g.corr = 0;
+    memset(&g.cn, 0, sizeof g.cn);
     g.rng = 0;
     g.warned_dirty = g.warned_reject = 0;
     memset(&g.st, 0, sizeof g.st);

@@ -49,10 +49,12 @@
  *     delivered once their records are complete;
  *   - record order in the buffer follows the real H200 capture in tests/data: for one
  *     launch, [ExternalCorrelation per kind] [GPU record] [driver API] [runtime API], since
- *     CUPTI reserves the GPU record at launch and writes API records at API exit;
- *   - one correlation id per fake launch (process-wide counter from 1) on all its records.
- *     Real CUPTI gives the runtime and a (directly traced) driver call distinct ids; the
- *     double keeps one id per launch so that tests can join by it;
+ *     CUPTI reserves the GPU record at launch and writes API records at API exit (the
+ *     nested driver call exits first); FAKECUPTI_API_ORDER puts the runtime record first;
+ *   - one correlation id per fake launch on all its records (the nested driver call has
+ *     its runtime call's id), never 0.  By default one process-wide counter from 1 numbers
+ *     the launches in the order they are made; CUPTI promises unique ids only, and the
+ *     FAKECUPTI_CORR_* knobs number as it may: per kind, out of order, wrapping at 2^32;
  *   - ExternalCorrelation records (one per external kind that has an id pushed on the
  *     calling thread, with the innermost id) are emitted only when the kind
  *     EXTERNAL_CORRELATION is enabled AND the launch produces at least one API record: the
@@ -99,6 +101,26 @@
  *                                 streamId) finds it: CUDA >= 6.0 buffers are global.
  *   FAKECUPTI_HW_TRACE=1          cuptiActivityEnableHWTrace(1) succeeds (a Blackwell);
  *                                 default CUPTI_ERROR_NOT_SUPPORTED, like the H200.
+ *
+ * Correlation ids and API records (read at the first launch after load or
+ * fakecupti_reset; a bad value is named on stderr and the default used):
+ *   FAKECUPTI_CORR_START=N        the counter's first id (1..4294967295, default 1).  A
+ *                                 counter wraps from 4294967295 to 1 (0 means "no
+ *                                 correlation" in CUPTI's records and is never handed out).
+ *   FAKECUPTI_CORR_RANGES=K,C,S   kernels, copies and memsets each from their own counter,
+ *                                 starting at K, C and S (each wrapping as above); the API
+ *                                 calls of a launch share its id.  Overrides _START.
+ *   FAKECUPTI_CORR_SHUFFLE=B      out of order: each block of B consecutive ids of a counter
+ *                                 (B a power of two, 2..1048576) goes to its B launches in
+ *                                 bit-reversed order.  1 or unset: in order.
+ *   FAKECUPTI_DROP_API=N          every Nth launch that has API records on loses them (its
+ *                                 runtime, driver and ExternalCorrelation records) while its
+ *                                 GPU record is written, as when CUPTI had no buffer for them
+ *                                 at API exit; they count as dropped (global queue, NULL/0)
+ *                                 and in fakecuda_last_result().  0 or unset: none.
+ *   FAKECUPTI_API_ORDER=O         driver-first (default: the nested driver record, then the
+ *                                 runtime record), runtime-first, or alternate (launches with
+ *                                 API records on take turns, the first driver-first).
  */
 #ifndef CUPTIMON_FAKECUPTI_H
 #define CUPTIMON_FAKECUPTI_H
@@ -209,7 +231,8 @@ void fakecupti_get_stats(struct fakecupti_stats *out);
  * force-flushes every buffer, empty ones included, to the current completion callback,
  * stops the completion thread, forgets callbacks, enabled kinds, attributes, drop counts,
  * the fake GPU's streams, the calling thread's external correlation stacks, statistics,
- * and restarts correlation ids at 1.  Not to be called while other threads launch. */
+ * and the correlation numbering (the FAKECUPTI_CORR_* knobs are read again at the next
+ * launch).  Not to be called while other threads launch. */
 void fakecupti_reset(void);
 
 #ifdef __cplusplus

@@ -40,17 +40,19 @@ static struct {
     uint64_t graph_id;
     const char *report;
     const char *log;
-    uint64_t annotate; /* wrap every N launches in a cuptimon annotation */
-    uint64_t bare;     /* --bare-threads: the last K threads never annotate */
+    const char *launch_log; /* --launch-log */
+    const char *wait_file;  /* --wait-file */
+    const char *stop_file;  /* --stop-file */
+    uint64_t annotate;      /* wrap every N launches in a cuptimon annotation */
+    uint64_t bare;          /* --bare-threads: the last K threads never annotate */
     int (*push)(const char *);
     int (*pop)(void);
     int64_t (*step)(void);
     int steps, nest; /* --steps, --nest */
     const char *range_log;
     uint64_t linger_ms;
-    uint64_t kernel_ns;  /* --kernel-us: every kernel lasts this long (0: the double's 1-5 us) */
-    int no_sync;         /* --no-sync: return from main with the GPU still busy */
-    const char *go_file; /* --go-file: launch only once it exists */
+    uint64_t kernel_ns; /* --kernel-us: every kernel lasts this long (0: the double's 1-5 us) */
+    int no_sync;        /* --no-sync: return from main with the GPU still busy */
     int no_init, quiet;
     /* Kernel names live until the process exits: the shim reads them through the
      * record's name pointer, possibly in its exit-time flush after main returned. */
@@ -78,6 +80,9 @@ struct worker {
     char *log; /* --log lines of this thread (open_memstream) */
     size_t log_len;
     FILE *logf;
+    FILE *llogf; /* --launch-log */
+    char *llog;
+    size_t llog_len;
     FILE *rlogf; /* --range-log */
     char *rlog;
     size_t rlog_len;
@@ -123,13 +128,19 @@ static void usage(FILE *f)
         "                         number, the correlation id of the launch before a pop)\n"
         "      --log FILE         write one line per kernel launch: correlation id and\n"
         "                         CLOCK_REALTIME ns before and after the launch call\n"
+        "      --launch-log FILE  write one line per launch of a kernel, copy or memset:\n"
+        "                         K, C or S, the correlation id, CLOCK_REALTIME ns before\n"
+        "                         and after the call, and fakecuda_last_result() (which of\n"
+        "                         its records were written or dropped)\n"
+        "      --wait-file FILE   start launching only once FILE exists (after cuInit: an\n"
+        "                         injected shim connects meanwhile)\n"
+        "      --stop-file FILE   stop launching once FILE exists (checked every 64 items),\n"
+        "                         then end as after the last of --kernels\n"
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0); SIGUSR1 ends the\n"
         "                         sleep at once (a normal exit)\n"
         "      --kernel-us US     every kernel runs US microseconds (default: 1-5 us)\n"
         "      --no-sync          return from main without waiting for the fake GPU: work\n"
         "                         still runs while the process exits\n"
-        "      --go-file FILE     after start-up (the shim connected), wait until FILE exists\n"
-        "                         (at most 60 s) before the first launch\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
         "  -q, --quiet            no summary line on stdout\n"
         "  -h, --help             this help\n"
@@ -221,6 +232,14 @@ static void note_corr(struct worker *w, uint32_t corr)
         w->last_corr = corr;
 }
 
+/* One --launch-log line for the launch just made. */
+static void log_launch(struct worker *w, char kind, uint32_t corr, uint64_t before)
+{
+    if (w->llogf)
+        fprintf(w->llogf, "%c %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n", kind, corr,
+                before, realtime_ns(), fakecuda_last_result());
+}
+
 static void *run_worker(void *arg)
 {
     struct worker *w = arg;
@@ -228,6 +247,8 @@ static void *run_worker(void *arg)
 
     for (uint64_t i = w->index; i < opt.kernels; i += opt.threads) {
         size_t ni = (size_t)(i % opt.nnames);
+        if (opt.stop_file && (i / opt.threads) % 64 == 0 && access(opt.stop_file, F_OK) == 0)
+            break;
         struct fakecuda_kernel k = {
             .name = opt.names[ni],
             .device = (uint32_t)(i % opt.devices),
@@ -264,10 +285,11 @@ static void *run_worker(void *arg)
                 fprintf(w->rlogf, "push %ld %" PRIu64 " %" PRIu64 " inner\n",
                         (long)syscall(SYS_gettid), t0, realtime_ns());
         }
-        uint64_t before = w->logf ? realtime_ns() : 0;
+        uint64_t before = w->logf || w->llogf ? realtime_ns() : 0;
         corr = fakecuda_launch_kernel_ex(&k);
         if (w->logf)
             fprintf(w->logf, "%" PRIu32 " %" PRIu64 " %" PRIu64 "\n", corr, before, realtime_ns());
+        log_launch(w, 'K', corr, before);
         if (opt.nest && !bare) {
             uint64_t t0 = realtime_ns();
             opt.pop();
@@ -281,12 +303,17 @@ static void *run_worker(void *arg)
             w->by_name[ni]++;
         note_corr(w, corr);
         if (opt.memcpy_every && i % opt.memcpy_every == 0) {
-            note_corr(
-                w, fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, k.device, k.stream));
+            before = w->llogf ? realtime_ns() : 0;
+            corr = fakecuda_memcpy(opt.bytes, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, k.device, k.stream);
+            log_launch(w, 'C', corr, before);
+            note_corr(w, corr);
             w->memcpys++;
         }
         if (opt.memset_every && i % opt.memset_every == 0) {
-            note_corr(w, fakecuda_memset(opt.bytes, 0, k.device, k.stream));
+            before = w->llogf ? realtime_ns() : 0;
+            corr = fakecuda_memset(opt.bytes, 0, k.device, k.stream);
+            log_launch(w, 'S', corr, before);
+            note_corr(w, corr);
             w->memsets++;
         }
     }
@@ -399,6 +426,9 @@ int main(int argc, char **argv)
         {"graph-id", required_argument, NULL, 'g'},
         {"report", required_argument, NULL, 'o'},
         {"log", required_argument, NULL, 'G'},
+        {"launch-log", required_argument, NULL, 'L'},
+        {"wait-file", required_argument, NULL, 'W'},
+        {"stop-file", required_argument, NULL, 'X'},
         {"annotate", required_argument, NULL, 'A'},
         {"bare-threads", required_argument, NULL, 'B'},
         {"steps", no_argument, NULL, 'S'},
@@ -407,7 +437,6 @@ int main(int argc, char **argv)
         {"linger-ms", required_argument, NULL, 'l'},
         {"kernel-us", required_argument, NULL, 'K'},
         {"no-sync", no_argument, NULL, 'Y'},
-        {"go-file", required_argument, NULL, 'F'},
         {"no-init", no_argument, NULL, 'I'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -424,7 +453,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:A:l:IqhSER:K:YF:", longopts,
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:L:W:X:A:l:IqhSER:K:Y", longopts,
                             NULL)) != -1) {
         int bad = 0;
 
@@ -457,6 +486,9 @@ int main(int argc, char **argv)
         case 'g': bad = parse_u64(optarg, UINT32_MAX, &opt.graph_id); break;
         case 'o': opt.report = optarg; break;
         case 'G': opt.log = optarg; break;
+        case 'L': opt.launch_log = optarg; break;
+        case 'W': opt.wait_file = optarg; break;
+        case 'X': opt.stop_file = optarg; break;
         case 'A': bad = parse_u64(optarg, 1000000000, &opt.annotate); break;
         case 'B': bad = parse_u64(optarg, 1024, &opt.bare); break;
         case 'S': opt.steps = 1; break;
@@ -468,7 +500,6 @@ int main(int argc, char **argv)
             opt.kernel_ns = v * 1000;
             break;
         case 'Y': opt.no_sync = 1; break;
-        case 'F': opt.go_file = optarg; break;
         case 'I': opt.no_init = 1; break;
         case 'q': opt.quiet = 1; break;
         case 'h': usage(stdout); return 0;
@@ -528,17 +559,16 @@ int main(int argc, char **argv)
         }
     }
 
-    for (int i = 0; opt.go_file && access(opt.go_file, F_OK) != 0; i++) {
-        if (i == 6000) {
-            fprintf(stderr, PROG ": %s did not appear within 60 s\n", opt.go_file);
-            return 1;
-        }
-        usleep(10000);
-    }
     for (uint32_t t = 0; opt.log && t < opt.threads; t++)
         ws[t].logf = open_memstream(&ws[t].log, &ws[t].log_len);
+    for (uint32_t t = 0; opt.launch_log && t < opt.threads; t++)
+        ws[t].llogf = open_memstream(&ws[t].llog, &ws[t].llog_len);
     for (uint32_t t = 0; t < opt.threads && opt.range_log; t++)
         ws[t].rlogf = open_memstream(&ws[t].rlog, &ws[t].rlog_len);
+    while (opt.wait_file && access(opt.wait_file, F_OK) != 0) {
+        struct timespec ts = {.tv_nsec = 10000000L};
+        nanosleep(&ts, NULL);
+    }
     start_ns = realtime_ns();
     clock_gettime(CLOCK_MONOTONIC, &opt.t0);
     if (opt.threads == 1) {
@@ -569,6 +599,21 @@ int main(int argc, char **argv)
         }
         if (!lf || fclose(lf) != 0) {
             fprintf(stderr, PROG ": cannot write %s: %s\n", opt.log, strerror(errno));
+            return 1;
+        }
+    }
+
+    if (opt.launch_log) {
+        FILE *lf = fopen(opt.launch_log, "w");
+        for (uint32_t t = 0; t < opt.threads; t++) {
+            if (ws[t].llogf)
+                fclose(ws[t].llogf);
+            if (lf && ws[t].llog)
+                fwrite(ws[t].llog, 1, ws[t].llog_len, lf);
+            free(ws[t].llog);
+        }
+        if (!lf || fclose(lf) != 0) {
+            fprintf(stderr, PROG ": cannot write %s: %s\n", opt.launch_log, strerror(errno));
             return 1;
         }
     }

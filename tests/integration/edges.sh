@@ -24,7 +24,7 @@ connected() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 
 # A, B: two streams of 100 ms kernels, one running on each at all times
 # (the double blocks a launch while its stream is more than 2 ms ahead).
 workload --memcpy-every 0 --memset-every 0 --kernels 24 --streams 2 --kernel-us 100000 \
-    --go-file "$T/go-ab" --log "$T/ab.log" --report "$T/ab.json" --linger-ms 300 --quiet &
+    --wait-file "$T/go-ab" --log "$T/ab.log" --report "$T/ab.json" --linger-ms 300 --quiet &
 wab=$!
 wait_for 100 connected 1 || fail "workload A/B did not connect"
 touch "$T/go-ab"
@@ -38,7 +38,7 @@ wait "$wab" || fail "workload A/B failed"
 
 # C: a 1.5 s kernel launched inside a window that ends 0.2 s later, with
 # an end bound of 0.2 s.
-workload --memcpy-every 0 --memset-every 0 --kernels 1 --kernel-us 1500000 --go-file "$T/go-c" \
+workload --memcpy-every 0 --memset-every 0 --kernels 1 --kernel-us 1500000 --wait-file "$T/go-c" \
     --log "$T/c.log" --report "$T/c.json" --quiet &
 wc=$!
 wait_for 100 connected 1 || fail "workload C did not connect"
@@ -58,7 +58,7 @@ grep -q "still held work that ran" "$T/e.err" || fail "E: the shim did not say w
 
 # F: the daemon stops while 0.4 s kernels run, and a new one starts.
 workload --memcpy-every 0 --memset-every 0 --kernels 4 --streams 1 --kernel-us 400000 \
-    --go-file "$T/go-f" --log "$T/f.log" --report "$T/f.json" --linger-ms 1500 --quiet &
+    --wait-file "$T/go-f" --log "$T/f.log" --report "$T/f.json" --linger-ms 1500 --quiet &
 wf=$!
 wait_for 100 connected 1 || fail "workload F did not connect"
 touch "$T/go-f"

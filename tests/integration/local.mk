@@ -3,6 +3,7 @@
 INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/integration/multi-producer.sh tests/integration/versions.sh \
 	tests/integration/no-daemon.sh tests/integration/preload.sh \
 	tests/integration/authz-windows.sh \
+	tests/integration/window-ids.sh \
 	tests/integration/daemon-killed.sh tests/integration/producer-killed.sh \
 	tests/integration/windows.sh tests/integration/coexist.sh tests/integration/authz.sh \
 	tests/integration/service.sh tests/integration/kineto.sh tests/integration/nvtx.sh \

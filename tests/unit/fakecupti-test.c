@@ -244,6 +244,11 @@ static void teardown(void)
     unsetenv("FAKECUPTI_VERSION");
     unsetenv("FAKECUPTI_CUDA");
     unsetenv("FAKECUPTI_HW_TRACE");
+    unsetenv("FAKECUPTI_CORR_START");
+    unsetenv("FAKECUPTI_CORR_RANGES");
+    unsetenv("FAKECUPTI_CORR_SHUFFLE");
+    unsetenv("FAKECUPTI_DROP_API");
+    unsetenv("FAKECUPTI_API_ORDER");
 }
 
 static void enable_all(void)
@@ -1216,6 +1221,209 @@ START_TEST(test_struct_size)
 }
 END_TEST
 
+/* The correlation id of a collected record, 0 for kinds without one. */
+static uint32_t rec_corr(const struct rec *x)
+{
+    switch (x->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return x->u.k.correlationId;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return x->u.m.correlationId;
+    case CUPTI_ACTIVITY_KIND_MEMSET: return x->u.s.correlationId;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: return x->u.a.correlationId;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return x->u.e.correlationId;
+    default: return 0;
+    }
+}
+
+/* Every record of correlation corr, by kind: the kinds' bits. */
+static uint64_t kinds_of(uint32_t corr)
+{
+    uint64_t k = 0;
+    for (size_t i = 0; i < col.n; i++)
+        if (rec_corr(&col.recs[i]) == corr)
+            k |= 1ull << col.recs[i].kind;
+    return k;
+}
+
+/* Kernels, copies and memsets numbered from their own counters; the
+ * memsets' counter wraps at 2^32 to 1, never 0. */
+START_TEST(test_corr_per_kind_ranges)
+{
+    uint32_t k[10], c[10], m[10];
+    struct fakecupti_stats st;
+
+    setenv("FAKECUPTI_CORR_RANGES", "1000,2000000000,4294967290", 1);
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    enable_all();
+    for (int i = 0; i < 10; i++) {
+        k[i] = fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+        c[i] = fakecuda_memcpy(4096, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 0, 1);
+        m[i] = fakecuda_memset(4096, 0, 0, 1);
+    }
+    fakecuda_synchronize(); /* the work has ended: its records complete */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    for (int i = 0; i < 10; i++) {
+        uint32_t want_m = i < 6 ? 4294967290u + (uint32_t)i : (uint32_t)i - 5;
+        ck_assert_uint_eq(k[i], 1000 + (uint32_t)i);
+        ck_assert_uint_eq(c[i], 2000000000u + (uint32_t)i);
+        ck_assert_uint_eq(m[i], want_m);
+        /* each launch's records carry its id */
+        ck_assert_uint_eq(kinds_of(k[i]), 1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL |
+                                              1ull << CUPTI_ACTIVITY_KIND_RUNTIME |
+                                              1ull << CUPTI_ACTIVITY_KIND_DRIVER);
+        ck_assert_uint_eq(kinds_of(c[i]), 1ull << CUPTI_ACTIVITY_KIND_MEMCPY |
+                                              1ull << CUPTI_ACTIVITY_KIND_RUNTIME |
+                                              1ull << CUPTI_ACTIVITY_KIND_DRIVER);
+        ck_assert_uint_eq(kinds_of(m[i]), 1ull << CUPTI_ACTIVITY_KIND_MEMSET |
+                                              1ull << CUPTI_ACTIVITY_KIND_RUNTIME |
+                                              1ull << CUPTI_ACTIVITY_KIND_DRIVER);
+    }
+    ck_assert_uint_eq(kinds_of(0), 0);
+    fakecupti_get_stats(&st);
+    ck_assert_uint_eq(st.last_correlation, 4);
+
+    /* A bad value is refused by name and numbering stays one counter. */
+    fakecupti_reset();
+    setenv("FAKECUPTI_CORR_RANGES", "1000,0,5", 1);
+    ck_assert_uint_eq(fakecuda_launch_kernel(K0, 0, 1, 0, 0), 0); /* nothing enabled */
+    enable_all();
+    ck_assert_uint_eq(fakecuda_launch_kernel(K0, 0, 1, 0, 0), 1);
+    ck_assert_uint_eq(fakecuda_memset(64, 0, 0, 1), 2);
+}
+END_TEST
+
+START_TEST(test_corr_start_wraps)
+{
+    uint32_t want[5] = {4294967294u, 4294967295u, 1, 2, 3};
+
+    setenv("FAKECUPTI_CORR_START", "4294967294", 1);
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    enable_all();
+    for (int i = 0; i < 5; i++)
+        ck_assert_uint_eq(i % 2 ? fakecuda_memcpy(64, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 0, 1)
+                                : fakecuda_launch_kernel(K1, 0, 1, 0, 0),
+                          want[i]);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(col.n, 15);
+    for (int i = 0; i < 5; i++)
+        ck_assert_uint_eq(__builtin_popcountll(kinds_of(want[i])), 3);
+}
+END_TEST
+
+START_TEST(test_corr_shuffled)
+{
+    uint32_t id[64];
+    int seen[65] = {0}, out_of_order = 0;
+
+    setenv("FAKECUPTI_CORR_SHUFFLE", "16", 1);
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    enable_all();
+    for (int i = 0; i < 64; i++) {
+        id[i] = fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+        ck_assert_uint_ge(id[i], 1);
+        ck_assert_uint_le(id[i], 64);
+        /* a permutation inside each block of 16 launches */
+        ck_assert_uint_eq((id[i] - 1) / 16, (uint32_t)i / 16);
+        ck_assert_int_eq(seen[id[i]]++, 0);
+        out_of_order += i > 0 && id[i] < id[i - 1];
+    }
+    ck_assert_int_ge(out_of_order, 16);
+    fakecuda_synchronize(); /* the work has ended: its records complete */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    for (int i = 0; i < 64; i++)
+        ck_assert_uint_eq(__builtin_popcountll(kinds_of(id[i])), 3);
+
+    /* Not a power of two: in order, with a warning. */
+    fakecupti_reset();
+    setenv("FAKECUPTI_CORR_SHUFFLE", "12", 1);
+    enable_all();
+    for (uint32_t i = 1; i <= 20; i++)
+        ck_assert_uint_eq(fakecuda_launch_kernel(K0, 0, 1, 0, 0), i);
+}
+END_TEST
+
+/* Every third launch loses its API records (and its external
+ * correlation, written with them), counted as CUPTI counts a record it
+ * had no buffer for; its GPU record is kept. */
+START_TEST(test_drop_api)
+{
+    struct fakecupti_stats st;
+    size_t n = 0;
+    uint32_t id[9];
+
+    setenv("FAKECUPTI_DROP_API", "3", 1);
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    enable_all();
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), CUPTI_SUCCESS);
+    ck_assert_int_eq(PUSH(CUSTOM0, 77), CUPTI_SUCCESS);
+    for (int i = 0; i < 9; i++) {
+        unsigned api = FAKECUDA_REC_RUNTIME | FAKECUDA_REC_DRIVER | FAKECUDA_REC_EXTCORR;
+        id[i] = fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+        ck_assert_uint_eq(fakecuda_last_result(),
+                          FAKECUDA_REC_GPU | (i % 3 == 2 ? api << FAKECUDA_DROPPED_SHIFT : api));
+    }
+    fakecuda_synchronize(); /* the work has ended: its records complete */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    for (int i = 0; i < 9; i++)
+        ck_assert_uint_eq(kinds_of(id[i]),
+                          i % 3 == 2 ? 1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+                                     : 1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL |
+                                           1ull << CUPTI_ACTIVITY_KIND_RUNTIME |
+                                           1ull << CUPTI_ACTIVITY_KIND_DRIVER |
+                                           1ull << CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    fakecupti_get_stats(&st);
+    ck_assert_uint_eq(st.records_dropped, 9);
+    ck_assert_uint_eq(st.kernels, 9);
+    ck_assert_uint_eq(st.runtime_api, 6);
+    ck_assert_int_eq(cuptiActivityGetNumDroppedRecords(NULL, 0, &n), CUPTI_SUCCESS);
+    ck_assert_uint_eq(n, 9);
+}
+END_TEST
+
+/* Where a launch's runtime record lies against its nested driver record. */
+static int runtime_before_driver(uint32_t corr)
+{
+    int rt = -1, drv = -1;
+    for (size_t i = 0; i < col.n; i++) {
+        if (rec_corr(&col.recs[i]) != corr)
+            continue;
+        if (col.recs[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+            rt = (int)i;
+        if (col.recs[i].kind == CUPTI_ACTIVITY_KIND_DRIVER)
+            drv = (int)i;
+    }
+    ck_assert(rt >= 0 && drv >= 0);
+    return rt < drv;
+}
+
+START_TEST(test_api_order)
+{
+    static const char *const orders[] = {NULL, "driver-first", "runtime-first", "alternate",
+                                         "sideways"};
+    for (size_t o = 0; o < sizeof orders / sizeof orders[0]; o++) {
+        uint32_t id[6];
+        teardown();
+        setup();
+        if (orders[o])
+            setenv("FAKECUPTI_API_ORDER", orders[o], 1);
+        ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+        enable_all();
+        for (int i = 0; i < 6; i++)
+            id[i] = i % 2 ? fakecuda_memset(64, 0, 0, 1) : fakecuda_launch_kernel(K0, 0, 1, 0, 0);
+        fakecuda_synchronize(); /* the work has ended: its records complete */
+        ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+        for (int i = 0; i < 6; i++) {
+            /* alternate: the second launch of each pair has its runtime record first */
+            int want = o == 2 || (o == 3 && i % 2 == 1);
+            ck_assert_msg(runtime_before_driver(id[i]) == want, "%s: launch %d",
+                          orders[o] ? orders[o] : "(unset)", i);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_init_errors)
 {
     /* the once-per-process injection: a library without InitializeInjection */
@@ -1261,6 +1469,11 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(tc, test_release_layouts_and_versions);
     tcase_add_test(tc, test_struct_size);
     tcase_add_test(tc, test_init_errors);
+    tcase_add_test(tc, test_corr_per_kind_ranges);
+    tcase_add_test(tc, test_corr_start_wraps);
+    tcase_add_test(tc, test_corr_shuffled);
+    tcase_add_test(tc, test_drop_api);
+    tcase_add_test(tc, test_api_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,5 +6,6 @@
 echo "SKIP: no CUPTI headers were configured (--with-cuda=DIR): not built or run here:"
 echo "  the libcupti test double (tests/fakecupti) and every test that runs a workload"
 echo "  through it (tests/integration, tests/fault, tests/python), test-decode,"
-echo "  test-trace, test-layouts, test-aggregate, test-cupti-abi and cbid-names.sh"
+echo "  test-trace, test-window, test-layouts, test-aggregate, test-cupti-abi and"
+echo "  cbid-names.sh"
 exit 77

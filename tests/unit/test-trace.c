@@ -2278,6 +2278,126 @@ START_TEST(annotation_by_launch_time)
 }
 END_TEST
 
+/* A runtime launch and the driver launch it made share a correlation id;
+ * CUPTI does not promise which record comes first.  Either way the trace
+ * shows one launch per correlation id (HTA's queue-length summary asserts
+ * on a second one). */
+static void drv_rec(struct recbuf *b, uint32_t corr, uint32_t tid, uint64_t start)
+{
+    CUpti_ActivityAPI a;
+    memset(&a, 0, sizeof(a));
+    a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    a.cbid = 307; /* cuLaunchKernel */
+    a.start = start;
+    a.end = start + 100;
+    a.processId = 455;
+    a.threadId = tid;
+    a.correlationId = corr;
+    add(b, &a, sizeof(a));
+}
+
+static int count_cat(json_object *root, const char *cat, uint32_t corr)
+{
+    json_object *evs = get(root, "traceEvents");
+    int n = 0;
+    for (size_t i = 0; i < json_object_array_length(evs); i++) {
+        json_object *e = json_object_array_get_idx(evs, i);
+        const char *c = gets(e, "cat");
+        if (c && strcmp(c, cat) == 0 && (corr == 0 || arg_int(e, "correlation") == corr))
+            n++;
+    }
+    return n;
+}
+
+START_TEST(nested_driver_launch_either_order)
+{
+    for (int no_flows = 0; no_flows < 2; no_flows++) {
+        struct recbuf b = {.len = 0};
+        struct membuf mb = {0};
+        struct cuptimon_strtab *st;
+        struct cuptimon_trace_stats ts;
+        struct cuptimon_trace_opts o = {.base_ns = BASE, .no_flows = no_flows};
+
+        ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+        /* 40: kernel, runtime, then its driver launch. */
+        kernel_rec(&b, 40, 7, BASE + 9000, BASE + 9500);
+        api_rec(&b, 40, 50, BASE + 1000);
+        drv_rec(&b, 40, 50, BASE + 1100);
+        /* 41: the driver launch first (CUPTI 13.0's order of completion). */
+        drv_rec(&b, 41, 50, BASE + 2100);
+        api_rec(&b, 41, 50, BASE + 2000);
+        kernel_rec(&b, 41, 7, BASE + 9600, BASE + 9700);
+        /* 42: runtime first, and the thread's next call comes between it
+         * and its driver launch. */
+        api_rec(&b, 42, 50, BASE + 3000);
+        api_rec(&b, 44, 50, BASE + 3500);
+        drv_rec(&b, 42, 50, BASE + 3100);
+        kernel_rec(&b, 42, 7, BASE + 9800, BASE + 9900);
+        kernel_rec(&b, 44, 7, BASE + 9950, BASE + 9990);
+        /* 43: a launch straight through the driver: written. */
+        drv_rec(&b, 43, 50, BASE + 4000);
+        kernel_rec(&b, 43, 9, BASE + 10000, BASE + 10100);
+        json_object *root = range_run(&o, st, &b, &mb, &ts);
+
+        for (uint32_t c = 40; c <= 44; c++)
+            ck_assert_msg(count_cat(root, "cuda_runtime", c) + count_cat(root, "cuda_driver", c) ==
+                              1,
+                          "correlation %u: %d runtime and %d driver events", c,
+                          count_cat(root, "cuda_runtime", c), count_cat(root, "cuda_driver", c));
+        ck_assert_int_eq(count_cat(root, "cuda_driver", 43), 1);
+        ck_assert_uint_eq(ts.driver_nested, 3);
+        ck_assert_uint_eq(ts.flows, no_flows ? 0 : 5);
+        json_object_put(root);
+        free(mb.data);
+    }
+}
+END_TEST
+
+/* Correlation ids numbered apart (kernels, copies and memsets from
+ * separate counters) can share their low bits while all are in flight:
+ * each launch keeps its own annotation and flow arrow. */
+START_TEST(correlation_tables_ids_numbered_apart)
+{
+    struct recbuf b = {.len = 0};
+    struct membuf mb = {0};
+    struct cuptimon_strtab *st;
+    struct cuptimon_trace_stats ts;
+    struct cuptimon_trace_opts o = {.base_ns = BASE};
+    const uint32_t corr[4] = {5, 5 + 4096, 5 + 8192, 5 + 16384};
+
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+    for (int i = 0; i < 4; i++) {
+        ext_rec(&b, corr[i], 100 + (uint64_t)i);
+        api_rec(&b, corr[i], 50, BASE + 1000 * (uint64_t)(i + 1));
+    }
+    for (int i = 0; i < 4; i++)
+        kernel_rec(&b, corr[i], 7, BASE + 10000 * (uint64_t)(i + 1),
+                   BASE + 10000 * (uint64_t)(i + 1) + 500);
+    json_object *root = range_run(&o, st, &b, &mb, &ts);
+    json_object *evs = get(root, "traceEvents");
+    int kernels = 0;
+    for (size_t j = 0; j < json_object_array_length(evs); j++) {
+        json_object *e = json_object_array_get_idx(evs, j);
+        const char *c = gets(e, "cat");
+        if (c == NULL || (strcmp(c, "kernel") && strcmp(c, "cuda_runtime")))
+            continue;
+        int64_t cr = arg_int(e, "correlation");
+        int i = 0;
+        while (i < 4 && corr[i] != (uint32_t)cr)
+            i++;
+        ck_assert_int_lt(i, 4);
+        ck_assert_msg(json_object_object_get_ex(get(e, "args"), "External id", NULL) &&
+                          arg_int(e, "External id") == 100 + i,
+                      "%s %" PRId64 ": no or the wrong External id", c, cr);
+        kernels += strcmp(c, "kernel") == 0;
+    }
+    ck_assert_int_eq(kernels, 4);
+    ck_assert_uint_eq(ts.flows, 4);
+    json_object_put(root);
+    free(mb.data);
+}
+END_TEST
+
 /* ---- the parallel gzip writer ------------------------------------------ */
 
 /* Inflates the gzip file at fd (one member, to its end) into a new buffer. */
@@ -2576,6 +2696,8 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, annotation_ranges_window);
     tcase_add_test(t, annotation_ranges_no_window);
     tcase_add_test(t, annotation_by_launch_time);
+    tcase_add_test(t, nested_driver_launch_either_order);
+    tcase_add_test(t, correlation_tables_ids_numbered_apart);
     tcase_add_test(t, pgzip_round_trip);
     tcase_add_test(t, pgzip_write_error);
     tcase_add_test(t, range_text_forms);
