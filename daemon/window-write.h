@@ -3,7 +3,8 @@
  * arrived during the window, filtered with PyTorch's monitor semantics
  * (_filter_trace_window_events), into one Chrome/Perfetto trace plus a
  * summary.  Runs on a worker thread of the daemon, after every selected
- * session's final forced flush is written (or timed out: "late").
+ * session's end fence is passed and written (or timed out: "late", still
+ * running work: "running"; daemon/window.c).
  *
  * The filter, for each process, with [start, end] = the window's span
  * (end: spec.end_ns, whatever moment the caller takes for it):
