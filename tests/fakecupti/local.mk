@@ -11,6 +11,7 @@
 if HAVE_CUPTI_HEADERS
 check_LTLIBRARIES += tests/fakecupti/libcupti-fake.la
 tests_fakecupti_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h \
+	tests/fakecupti/fakecupti-v2.c tests/fakecupti/fakecupti-int.h \
 	tests/fakecupti/cupti-future.h
 tests_fakecupti_libcupti_fake_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS)
 tests_fakecupti_libcupti_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
@@ -34,6 +35,16 @@ tests_unit_fakecupti_test_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_fakecupti_test_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_unit_fakecupti_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
 UNIT_TESTS += tests/unit/fakecupti-test
+
+# The double's CUPTI 13.2+ multi-subscriber API (fakecupti-v2.c).
+check_PROGRAMS += tests/unit/fakecupti-v2-test
+TESTS += tests/unit/fakecupti-v2-test
+tests_unit_fakecupti_v2_test_SOURCES = tests/unit/fakecupti-v2-test.c tests/fakecupti/fakecupti.h
+tests_unit_fakecupti_v2_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_unit_fakecupti_v2_test_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_fakecupti_v2_test_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_unit_fakecupti_v2_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
+UNIT_TESTS += tests/unit/fakecupti-v2-test
 
 # A job that runs its own CUPTI tool mid-run, like torch.profiler (coexistence tests).
 check_PROGRAMS += tests/fakecupti/cuptimon-othertool
