@@ -25,8 +25,9 @@
  */
 static json_object *salvage(const char *text)
 {
-    static const char *const keys[] = {"pid",          "hostname",       "exe", "cupti_version",
-                                       "record_sizes", "record_layouts", "job"};
+    static const char *const keys[] = {
+        "pid",          "hostname",       "exe", "cupti_version",
+        "record_sizes", "record_layouts", "job", "user_defined_records"};
     json_object *o = json_object_new_object();
     json_tokener *tok = json_tokener_new();
 
@@ -101,9 +102,8 @@ int cuptimon__archive_session_meta(struct cuptimon_archive_session *s, const cha
     }
     /* record_layouts: the producer's CUPTI 13.2+ user-defined record
      * layouts, when its shim asked for them (decode.h). */
-    s->layout_rc = cuptimon__layout_init_udr(&s->layout, s->info.cupti_version,
-                                             have_sizes ? s->record_sizes : NULL,
-                                             cuptimon__json_get(s->meta, "record_layouts"));
+    s->layout_rc = cuptimon__layout_init_meta(&s->layout, s->info.cupti_version,
+                                              have_sizes ? s->record_sizes : NULL, s->meta);
     return rc;
 }
 

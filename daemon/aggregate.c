@@ -1184,9 +1184,7 @@ int cuptimon__agg_layout_from_hello(json_object *hello, struct cuptimon_layout *
             have = 1;
         }
     }
-    if (hello == NULL || !json_object_object_get_ex(hello, "record_layouts", &rs))
-        rs = NULL;
-    return cuptimon__layout_init_udr(l, version, have ? sizes : NULL, rs);
+    return cuptimon__layout_init_meta(l, version, have ? sizes : NULL, hello);
 }
 
 static const char *hello_job_str(json_object *job, const char *key)
