@@ -290,12 +290,17 @@ int cuptimon__layout_init_meta(struct cuptimon_layout *l, uint32_t cupti_version
     json_object *rl = NULL, *only = NULL;
     int rc;
 
+    int udr_only = meta != NULL && json_object_is_type(meta, json_type_object) &&
+                   json_object_object_get_ex(meta, "user_defined_records", &only) &&
+                   json_object_is_type(only, json_type_boolean) && json_object_get_boolean(only);
+
     if (meta != NULL && json_object_is_type(meta, json_type_object))
         json_object_object_get_ex(meta, "record_layouts", &rl);
-    rc = cuptimon__layout_init_udr(l, cupti_version, announced, rl);
-    if (meta == NULL || !json_object_is_type(meta, json_type_object) ||
-        !json_object_object_get_ex(meta, "user_defined_records", &only) ||
-        !json_object_is_type(only, json_type_boolean) || !json_object_get_boolean(only))
+    /* Such a producer's record_sizes are for daemons older than it (its
+     * shim announces impossible sizes so that they decode nothing they
+     * cannot read): the descriptions say it all. */
+    rc = cuptimon__layout_init_udr(l, cupti_version, udr_only ? NULL : announced, rl);
+    if (!udr_only)
         return rc;
     /* Every record is one CUPTI laid out as the producer selected: a kind
      * it did not describe has no known size (the table's struct is not

@@ -1398,9 +1398,11 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti_version));
     /* The CUDA release whose record layouts decode this session, or
      * "unknown": then its buffers are archived but not decoded. */
-    json_object_object_add(
-        o, "cupti_release",
-        json_object_new_string(s->layout.release ? s->layout.release->cuda : "unknown"));
+    json_object_object_add(o, "cupti_release",
+                           json_object_new_string(s->layout.release ? s->layout.release->cuda
+                                                  : strcmp(s->path, "v2+udr") == 0
+                                                      ? "unknown (self-described)"
+                                                      : "unknown"));
     /* CUPTI's activity API the shim uses ("v1", or "v2+udr": its own
      * subscriber with user-defined records), the bytes of one kernel
      * record in it, and how often its layouts changed (LAYOUTS). */

@@ -69,6 +69,8 @@ uint32_t fc_v2_ext_locked(uint32_t corr, CUpti_CallbackId rt_cbid, CUpti_Callbac
 void fc_v2_flush_locked(uint32_t flag);
 /* The completion thread's delivery of a subscriber's buffer. */
 void fc_v2_deliver(int sub, uint8_t *base, size_t size, size_t valid, size_t nrec, uint32_t tid);
+/* The first subscriber has its buffer callbacks registered. */
+int fc_v2_callbacks_registered(void);
 /* fakecupti_reset: back to no subscriber and no API mode. */
 void fc_v2_reset(void);
 

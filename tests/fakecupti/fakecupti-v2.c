@@ -446,6 +446,12 @@ static struct sub *primary(void)
     return NULL;
 }
 
+int fc_v2_callbacks_registered(void)
+{
+    const struct sub *p = primary();
+    return p && p->req && p->done;
+}
+
 int fc_api_mode(void)
 {
     return v.mode;

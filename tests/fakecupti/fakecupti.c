@@ -1444,7 +1444,7 @@ void fakecupti_get_stats(struct fakecupti_stats *out)
 {
     lock();
     *out = g.st;
-    out->callbacks_registered = g.req != NULL && g.done != NULL;
+    out->callbacks_registered = (g.req != NULL && g.done != NULL) || fc_v2_callbacks_registered();
     unlock();
 }
 

@@ -2,7 +2,8 @@
 # Every CUPTI a node runs, under one daemon: five jobs whose libcupti (the
 # double, told which release to be) reports CUDA 12.0, 12.8, 13.0, 13.1
 # and 13.4 and writes that release's record layouts (Kernel9 / Memcpy5,
-# Kernel9 / Memcpy6, Kernel10, Kernel11, Kernel13 / Memcpy7 / Memset5).
+# Kernel9 / Memcpy6, Kernel10, Kernel11; 13.4 is on CUPTI's v2 path, with
+# user-defined records described by the shim).
 # One window over all of them and the offline decode of each session must
 # hold every kernel, copy and memset exactly once, with demangled names,
 # and with the same launch configuration, stream, bytes and copy kind in
@@ -96,7 +97,9 @@ PY
 # A CUPTI this build does not know: archived, not decoded, and said so.
 mv "$T/out" "$T/out-known"
 start_daemon --flush-period 0.2
-FAKECUPTI_VERSION=140000 CUPTIMON_LABEL=future workload --kernels 3000 --rate 20000 \
+# (On the global activity API: a 14.0 on CUPTI's v2 path describes its
+# records itself and decodes, which tests/integration/v2.sh shows.)
+CUPTIMON_CUPTI_API=v1 FAKECUPTI_VERSION=140000 CUPTIMON_LABEL=future workload --kernels 3000 --rate 20000 \
     --report "$T/r-future.json" --linger-ms 4000 2>"$T/future.err" &
 fp=$!
 one() { ctl status --json | python3 -c 'import json,sys; sys.exit(0 if any(s["connected"] for s in json.load(sys.stdin)["sessions"]) else 1)'; }
