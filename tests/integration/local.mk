@@ -9,6 +9,6 @@ INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/
 	tests/integration/ranks.sh tests/integration/decode-select.sh tests/integration/window-gz.sh \
 	tests/integration/annotations.sh \
 	tests/integration/decode-range.sh \
-	tests/integration/user-defined.sh
+	tests/integration/user-defined.sh tests/integration/v2.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/integration/kineto-check.py

@@ -106,7 +106,12 @@ static const struct entry entries[] = {
                                     CUPTIMON_CUPTI_MACRO_VALUES(ENTRY)};
 
 #define NAME(ret, name, params) #name,
-static const char *const functions[] = {CUPTIMON_CUPTI_FUNCTIONS(NAME)};
+static const char *const functions[] = {CUPTIMON_CUPTI_FUNCTIONS(NAME)
+                                            CUPTIMON_CUPTI_V2_FUNCTIONS(NAME)};
+/* The first ones are compared with every toolkit's headers, the _v2 ones
+ * with 13.3+ headers only (V2_CHECKED). */
+#define BASE_FUNCTIONS                                                                             \
+    (sizeof((const char *const[]){CUPTIMON_CUPTI_FUNCTIONS(NAME)}) / sizeof(char *))
 
 START_TEST(values_match)
 {
@@ -126,23 +131,21 @@ START_TEST(entry_points_declared)
     /* Every prototype above compiled against CUPTI's; list them, and check
      * that the shim's dlsym names are among them (a name it resolves but
      * the list lacks would be called through an unchecked type). */
-    static const char *const resolved[] = {"cuptiGetVersion",
-                                           "cuptiGetResultString",
-                                           "cuptiActivityRegisterCallbacks",
-                                           "cuptiActivityEnable",
-                                           "cuptiActivityDisable",
-                                           "cuptiActivityFlushAll",
-                                           "cuptiActivityGetNextRecord",
-                                           "cuptiActivityGetNumDroppedRecords",
-                                           "cuptiActivitySetAttribute",
-                                           "cuptiGetTimestamp",
-                                           "cuptiActivityPushExternalCorrelationId",
-                                           "cuptiActivityPopExternalCorrelationId",
-                                           "cuptiActivityEnableRuntimeApi",
-                                           "cuptiActivityEnableDriverApi",
-                                           "cuptiSetThreadIdType",
-                                           "cuptiActivityRegisterTimestampCallback",
-                                           "cuptiFinalize"};
+    static const char *const resolved[] = {
+        "cuptiGetVersion", "cuptiGetResultString", "cuptiActivityRegisterCallbacks",
+        "cuptiActivityEnable", "cuptiActivityDisable", "cuptiActivityFlushAll",
+        "cuptiActivityGetNextRecord", "cuptiActivityGetNumDroppedRecords",
+        "cuptiActivitySetAttribute", "cuptiGetTimestamp", "cuptiActivityPushExternalCorrelationId",
+        "cuptiActivityPopExternalCorrelationId", "cuptiActivityEnableRuntimeApi",
+        "cuptiActivityEnableDriverApi", "cuptiSetThreadIdType",
+        "cuptiActivityRegisterTimestampCallback", "cuptiFinalize",
+        /* the v2 path (client-lib/v2.c) */
+        "cuptiSubscribe_v2", "cuptiUnsubscribe", "cuptiActivitySetAttribute_v2",
+        "cuptiActivityGetAttribute_v2", "cuptiActivityRegisterCallbacks_v2",
+        "cuptiActivityEnable_v2", "cuptiActivityDisable_v2", "cuptiActivityGetNextRecord_v2",
+        "cuptiActivityGetNumDroppedRecords_v2", "cuptiGetTimestamp_v2",
+        "cuptiActivityPushExternalCorrelationId_v2", "cuptiActivityPopExternalCorrelationId_v2",
+        "cuptiActivityEnableRuntimeApi_v2", "cuptiActivityEnableDriverApi_v2"};
     for (size_t i = 0; i < sizeof resolved / sizeof resolved[0]; i++) {
         int found = 0;
         for (size_t j = 0; j < sizeof functions / sizeof functions[0]; j++)
@@ -150,7 +153,10 @@ START_TEST(entry_points_declared)
         ck_assert_msg(found, "%s is not in CUPTIMON_CUPTI_FUNCTIONS", resolved[i]);
     }
     for (size_t j = 0; j < sizeof functions / sizeof functions[0]; j++)
-        printf("  prototype checked: %s\n", functions[j]);
+        printf("  prototype %s: %s\n",
+               j < BASE_FUNCTIONS || V2_CHECKED ? "checked"
+                                                : "declared, not checked (headers < 13.3)",
+               functions[j]);
 }
 END_TEST
 
