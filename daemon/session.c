@@ -793,7 +793,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  "(%s): records of that kind are archived but counted as undecodable, never "
                  "misread",
                  s->id, (int)s->peer.pid, s->layout.udr_error);
-    if (s->layout.release == NULL && s->layout.user_defined == 0)
+    if (s->layout.release == NULL && s->layout.user_defined == 0 && !s->layout.user_defined_only)
         log_warn("session",
                  "session %" PRIu64 " (pid %d): CUPTI API version %u is not one this build "
                  "decodes (it decodes %s): its buffers are archived as they come but not "
