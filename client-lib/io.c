@@ -806,6 +806,8 @@ static void *io_main(void *arg)
         long long to_hook = hook_checked + 1000 - mono_ms();
         if (s->hook && to_hook < timeout)
             timeout = to_hook < 0 ? 0 : (int)to_hook;
+        if (s->v2 && cuptimon__v2_tick_in(mono_ms()) < timeout)
+            timeout = (int)cuptimon__v2_tick_in(mono_ms()); /* HES flushes */
         int r = poll(p, io->fd >= 0 ? 2 : 1, timeout);
         if (r < 0)
             continue;

@@ -235,6 +235,7 @@ void cuptimon__v2_hello(struct shim *s, struct json_object *o, uint64_t gen);
 int cuptimon__v2_frame_layouts(struct shim *s, struct cuptimon_buf *out, uint64_t gen,
                                uint64_t seq);
 void cuptimon__v2_tick(struct shim *s, long long now_ms);
+long long cuptimon__v2_tick_in(long long now_ms); /* ms until the next tick is due */
 int cuptimon__v2_hes(void);
 
 /* shim.c */

@@ -762,6 +762,14 @@ void cuptimon__v2_tick(struct shim *s, long long now_ms)
     s->cupti.FlushAll(0);
 }
 
+long long cuptimon__v2_tick_in(long long now_ms)
+{
+    if (!v2.hes)
+        return 1000;
+    long long left = v2.hes_flushed_ms + v2.hes_flush_ms - now_ms;
+    return left < 0 ? 0 : left;
+}
+
 int cuptimon__v2_hes(void)
 {
     return v2.hes;

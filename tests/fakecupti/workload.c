@@ -341,6 +341,7 @@ static int write_report(const char *path, const struct worker *tot, uint64_t sta
     fprintf(f, "  \"buffers_requested\": %" PRIu64 ",\n", st.buffers_requested);
     fprintf(f, "  \"requests_declined\": %" PRIu64 ",\n", st.requests_declined);
     fprintf(f, "  \"buffers_completed\": %" PRIu64 ",\n", st.buffers_completed);
+    fprintf(f, "  \"flushes\": %" PRIu64 ",\n", st.flushes);
     fprintf(f, "  \"dirty_buffers\": %" PRIu64 ",\n", st.dirty_buffers);
     fprintf(f, "  \"callbacks_registered\": %s,\n", st.callbacks_registered ? "true" : "false");
     fprintf(f, "  \"by_name\": {");

@@ -9,6 +9,7 @@ INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/
 	tests/integration/ranks.sh tests/integration/decode-select.sh tests/integration/window-gz.sh \
 	tests/integration/annotations.sh \
 	tests/integration/decode-range.sh \
-	tests/integration/user-defined.sh tests/integration/v2.sh
+	tests/integration/user-defined.sh tests/integration/v2.sh \
+	tests/integration/v2-old-daemon.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/integration/kineto-check.py

@@ -183,4 +183,34 @@ grep -q "cuptiActivityRegisterCallbacks failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS
 CUPTIMON_CUPTI_API=v1 FAKECUPTI_VERSION=130300 CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
     --kernels 50 --report "$T/f-v1.json" 2>"$T/f-v1.err" >/dev/null || fail "v1: the workload failed"
 grep -q "v2 path" "$T/f-v1.err" && { cat "$T/f-v1.err"; fail "CUPTIMON_CUPTI_API=v1 was not silent"; }
+
+# ---- opt-ins: HES (13.4+, Blackwell, not MIG) and its flush cadence -------
+hes() { # NAME WANT_LINE ENV...: WANT_LINE "" means: no HES line, HES on
+    local name=$1 want=$2
+    shift 2
+    env "$@" CUPTIMON_HW_TRACE=1 CUPTIMON_DEBUG=1 CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
+        --kernels 70 --rate 100 --report "$T/h-$name.json" 2>"$T/h-$name.err" >/dev/null ||
+        fail "hes $name: the workload failed"
+    if [ -n "$want" ]; then
+        grep -q "$want" "$T/h-$name.err" || { cat "$T/h-$name.err"; fail "hes $name: not said: $want"; }
+    else
+        grep -q 'subscribed as "cuptimon" with user-defined records, HES' "$T/h-$name.err" ||
+            { cat "$T/h-$name.err"; fail "hes $name: HES not on"; }
+    fi
+}
+hes 13.3 "HES is not turned on with CUPTI 130300: 13.4 fixed a host heap corruption" \
+    FAKECUPTI_VERSION=130300
+hes hopper "CUPTI refused HES (CUPTI_ERROR_NOT_SUPPORTED)" FAKECUPTI_VERSION=130400
+hes mig "CUPTI refused HES (CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED)" FAKECUPTI_VERSION=130400 \
+    FAKECUPTI_HW_TRACE=mig
+hes v1 "apply on CUPTI's v2 path only" FAKECUPTI_VERSION=130001
+hes blackwell "" FAKECUPTI_VERSION=130400 FAKECUPTI_HW_TRACE=1
+# With HES, plain flushes every 100 ms (0.7 s of launches) without a daemon (the 128 MB
+# hardware buffer must not fill); without it, only the exit's.
+python3 - "$T/h-blackwell.json" "$T/h-hopper.json" <<'PY'
+import json, sys
+on, off = (json.load(open(p))["flushes"] for p in sys.argv[1:])
+assert on >= 4 and off <= 2, (on, off)
+print(f"hes: {on} flushes in 0.7 s of launches with HES, {off} without")
+PY
 echo "ok"
