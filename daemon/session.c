@@ -1410,6 +1410,14 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "record_bytes_per_kernel",
                            json_object_new_int64((int64_t)s->kernel_record_bytes));
     json_object_object_add(o, "layout_changes", json_object_new_int64((int64_t)s->layout_gens));
+    /* Why a shim that could have used the v2 path did not, and its v2
+     * opt-ins (the hello says). */
+    static const char *const from_hello[] = {"activity_api_note", "kernel_latency", "hes"};
+    for (size_t i = 0; s->hello && i < sizeof from_hello / sizeof from_hello[0]; i++) {
+        json_object *v;
+        if (json_object_object_get_ex(s->hello, from_hello[i], &v))
+            json_object_object_add(o, from_hello[i], json_object_get(v));
+    }
     json_object_object_add(o, "buffers_received",
                            json_object_new_int64((int64_t)s->buffers_received));
     /* Buffers that lay over pages punched out of the pool: the producer

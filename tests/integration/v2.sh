@@ -63,6 +63,9 @@ for v in ("v130300", "v130400", "v130500", "v140000"):
     assert after[v]["layout_changes"] >= 1, (v, after[v]["layout_changes"])
 assert st["v130400"]["record_bytes_per_kernel"] == st["v130300"]["record_bytes_per_kernel"] + 16
 assert st["v140000"]["cupti_release"] == "unknown (self-described)", st["v140000"]
+assert st["v130400"]["kernel_latency"] is True and st["v130300"]["kernel_latency"] is False
+# Why 13.0 is on v1 (said in status only, not on the job's stderr).
+assert st["v130001"]["activity_api_note"] == "CUPTI 130001 predates multiple subscribers (13.3)"
 assert "v2+udr" in txt and "CUPTI version unknown" not in txt, txt
 print("status: v1 216 bytes a kernel, v2+udr %d (%d with latency)" %
       (st["v130300"]["record_bytes_per_kernel"], st["v130400"]["record_bytes_per_kernel"]))
@@ -172,6 +175,12 @@ fallback no-v2-symbols "$top_builddir/tests/fakecupti/nov2/.libs/libcupti-fake.s
 # The nov2 library really was the one in the process: it has no _v2 symbol.
 nm -D "$top_builddir/tests/fakecupti/nov2/.libs/libcupti-fake.so" | grep -q " T cupti.*_v2$" &&
     fail "the nov2 double exports _v2 entry points"
+# An error after cuptimon subscribed: it unsubscribes, and the global API
+# is then refused too (v1 and v2 never mix in a process): said, not traced.
+fallback udr-error "the user-defined records attribute failed (CUPTI_ERROR_UNKNOWN)" 0 \
+    FAKECUPTI_VERSION=130300 FAKECUPTI_V2_FAIL=udr --
+grep -q "cuptiActivityRegisterCallbacks failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; not tracing" \
+    "$T/f-udr-error.err" || { cat "$T/f-udr-error.err"; fail "udr error: not said that cuptimon cannot trace"; }
 # A first subscriber that allows no other: CUPTI refuses cuptimon's
 # subscriber, and, v1 and v2 not mixing, its global registration too.  The
 # job's own subscriber is traced (the double's statistics are its).
