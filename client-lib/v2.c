@@ -97,7 +97,6 @@ static struct {
     /* under s->qlock */
     struct v2_gen cur;
     struct v2_gen ring[V2_RING];
-    struct v2_walk walk;
     uint64_t *slot_gen; /* the generation each READY/SENT slot was completed under */
     /* the intern table: pointers whose string was queued; filled by
      * concurrent completion callbacks with compare-and-swap */
@@ -199,32 +198,6 @@ static CUptiResult CUPTIAPI w_next_record(uint8_t *buf, size_t valid, CUpti_Acti
 
 /* ---- layouts ------------------------------------------------------------ */
 
-static void walk_tables_locked(void)
-{
-    for (unsigned k = 0; k < CUPTIMON_LAYOUT_KINDS; k++) {
-        v2.walk.size[k] = 0;
-        v2.walk.name[k] = v2.walk.domain[k] = V2_NONE;
-    }
-    for (unsigned i = 0; i < v2.cur.nkinds; i++) {
-        const struct v2_kind *k = &v2.cur.k[i];
-        if (k->kind >= CUPTIMON_LAYOUT_KINDS)
-            continue;
-        v2.walk.size[k->kind] = (uint16_t)k->size;
-        for (unsigned j = 0; j < k->n; j++) {
-            const struct v2_field *f = &k->f[j];
-            int kernel = k->kind == CUPTI_ACTIVITY_KIND_KERNEL ||
-                         k->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-            int marker = k->kind == CUPTI_ACTIVITY_KIND_MARKER;
-            if (f->size != 8 || f->off + 8u > k->size)
-                continue;
-            if ((kernel && f->id == KERNEL_FIELD_NAME) || (marker && f->id == MARKER_FIELD_NAME))
-                v2.walk.name[k->kind] = f->off;
-            if (marker && f->id == MARKER_FIELD_DOMAIN)
-                v2.walk.domain[k->kind] = f->off;
-        }
-    }
-}
-
 /* Reads CUPTI's layout of one kind into out: 0, or -1 when it cannot be
  * kept (then the kind's records are neither walked nor described).  A
  * record must start with its 4-byte KIND at offset 0 (so that a buffer
@@ -265,34 +238,67 @@ static int same_kind(const struct v2_kind *a, const struct v2_kind *b)
     return a->size == b->size && a->n == b->n && memcmp(a->f, b->f, a->n * sizeof a->f[0]) == 0;
 }
 
-/* Merges the layouts CUPTI reported with a buffer into the current ones
- * (qlock held).  A change starts a new generation, kept in the ring for
- * the IO thread.  Costs one comparison per reported kind when nothing
- * changed (every buffer). */
-static void note_layouts_locked(struct shim *s, const CUpti_BufferCallbackCompleteInfo *info)
+/* The layouts CUPTI reported with one buffer, read without a lock (the
+ * completion info is the callback's own). */
+struct v2_report {
+    unsigned n;
+    struct v2_kind k[V2_KINDS];
+};
+
+static void read_report(const CUpti_BufferCallbackCompleteInfo *info, struct v2_report *r,
+                        struct v2_walk *w)
 {
-    struct v2_kind k;
-    int changed = 0;
+    r->n = 0;
+    for (unsigned k = 0; k < CUPTIMON_LAYOUT_KINDS; k++) {
+        w->size[k] = 0;
+        w->name[k] = w->domain[k] = V2_NONE;
+    }
     if (info == NULL || info->structSize < sizeof *info || info->ppRecordLayouts == NULL)
         return;
     for (size_t kind = 1; kind < info->numRecordLayouts && kind < CUPTIMON_LAYOUT_KINDS; kind++) {
         const CUpti_ActivityRecordLayout *l = info->ppRecordLayouts[kind];
-        unsigned i;
         if (l == NULL)
             continue;
-        if (read_layout((uint32_t)kind, l, &k) < 0) {
+        if (r->n == V2_KINDS || read_layout((uint32_t)kind, l, &r->k[r->n]) < 0) {
             atomic_fetch_add(&v2.bad_layouts, 1);
             continue;
         }
-        for (i = 0; i < v2.cur.nkinds && v2.cur.k[i].kind != kind; i++)
+        const struct v2_kind *k = &r->k[r->n++];
+        w->size[kind] = (uint16_t)k->size;
+        int kernel =
+            kind == CUPTI_ACTIVITY_KIND_KERNEL || kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        int marker = kind == CUPTI_ACTIVITY_KIND_MARKER;
+        for (unsigned j = 0; j < k->n; j++) {
+            const struct v2_field *f = &k->f[j];
+            if (f->size != 8 || f->off + 8u > k->size)
+                continue;
+            if ((kernel && f->id == KERNEL_FIELD_NAME) || (marker && f->id == MARKER_FIELD_NAME))
+                w->name[kind] = f->off;
+            if (marker && f->id == MARKER_FIELD_DOMAIN)
+                w->domain[kind] = f->off;
+        }
+    }
+}
+
+/* Merges a buffer's layouts into the current ones (qlock held, the one
+ * hold the callback takes to queue the buffer).  A change starts a new
+ * generation, kept in the ring for the IO thread.  Costs one comparison
+ * per reported kind when nothing changed (every buffer). */
+static void merge_locked(const struct v2_report *r)
+{
+    int changed = 0;
+    for (unsigned j = 0; j < r->n; j++) {
+        const struct v2_kind *k = &r->k[j];
+        unsigned i;
+        for (i = 0; i < v2.cur.nkinds && v2.cur.k[i].kind != k->kind; i++)
             ;
-        if (i < v2.cur.nkinds && same_kind(&v2.cur.k[i], &k))
+        if (i < v2.cur.nkinds && same_kind(&v2.cur.k[i], k))
             continue;
         if (i == V2_KINDS) {
             atomic_fetch_add(&v2.bad_layouts, 1);
             continue;
         }
-        v2.cur.k[i] = k;
+        v2.cur.k[i] = *k;
         if (i == v2.cur.nkinds)
             v2.cur.nkinds++;
         changed = 1;
@@ -301,8 +307,6 @@ static void note_layouts_locked(struct shim *s, const CUpti_BufferCallbackComple
         return;
     v2.cur.gen++;
     v2.ring[v2.cur.gen % V2_RING] = v2.cur;
-    walk_tables_locked();
-    (void)s;
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -405,6 +409,7 @@ static void CUPTIAPI v2_completed(uint8_t *buffer, size_t size, size_t valid,
     struct shim *s = &cuptimon__shim;
     struct timespec t_in, t_out, rt;
     struct v2_walk w;
+    struct v2_report report;
     size_t dropped = 0;
     uint64_t ts = 0, gen;
     (void)size;
@@ -418,12 +423,9 @@ static void CUPTIAPI v2_completed(uint8_t *buffer, size_t size, size_t valid,
     }
     if (valid > s->slot_size)
         valid = s->slot_size;
-    pthread_mutex_lock(&s->qlock);
-    note_layouts_locked(s, info);
-    gen = v2.cur.gen;
-    w = v2.walk;
-    pthread_mutex_unlock(&s->qlock);
-    /* The names, now, while their memory is CUPTI's to keep. */
+    /* This buffer's layouts, and by them its names, now, while their
+     * memory is CUPTI's to keep; no lock for that. */
+    read_report(info, &report, &w);
     uint64_t n = walk_buffer(s, buffer, valid, &w);
     if (v2.f.cuptiActivityGetNumDroppedRecords_v2(v2.sub, NULL, 0, &dropped) != CUPTI_SUCCESS)
         dropped = 0;
@@ -431,6 +433,8 @@ static void CUPTIAPI v2_completed(uint8_t *buffer, size_t size, size_t valid,
     clock_gettime(CLOCK_REALTIME, &rt);
 
     pthread_mutex_lock(&s->qlock);
+    merge_locked(&report);
+    gen = v2.cur.gen;
     s->slot_used[idx] = valid;
     v2.slot_gen[idx] = gen;
     uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
@@ -631,8 +635,6 @@ int cuptimon__v2_start(struct shim *s)
         v2.sub = NULL;
         return fall_back(s, 1, "out of memory");
     }
-    walk_tables_locked();
-
     /* shim.c and io.c call CUPTI through these from now on. */
     c->Enable = w_enable;
     c->Disable = w_disable;
