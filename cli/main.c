@@ -112,7 +112,10 @@ static int cmd_status(int argc, char **argv)
             json = 1;
         else if (opt == 'h') {
             printf("Usage: cuptimonctl status [--json]\n"
-                   "Show the daemon and its sessions; --json prints the daemon's whole answer.\n");
+                   "Show the daemon and its sessions; --json prints the daemon's whole answer.\n"
+                   "PATH is the CUPTI API a session's shim uses (v1: the global activity API;\n"
+                   "v2+udr: its own CUPTI 13.3+ subscriber with user-defined records), B/K the\n"
+                   "bytes of one of its kernel records.\n");
             return 0;
         } else
             return 2;
