@@ -59,7 +59,7 @@ struct io {
      * generation the connection described last; a daemon that does not
      * take LAYOUTS is left (once its buffers are back) for a new hello
      * describing the next generation. */
-    int layouts;
+    int layouts, acked; /* acked: the HELLO_ACK came (says whether it takes LAYOUTS) */
     uint64_t sent_gen;
     int renew, renew_logged;
 };
@@ -265,6 +265,7 @@ static int try_connect(struct io *io)
     io->sent_pos = 0;
     io->sent_gen = gen;
     io->layouts = 0;
+    io->acked = 0;
     /* The hello carried the losses of earlier connections. */
     atomic_store(&s->unreported_buffers, 0);
     atomic_store(&s->unreported_records, 0);
@@ -360,8 +361,10 @@ static void collect(struct io *io)
         struct cuptimon_buffer_ready m = s->ring[s->ring_head].msg;
         uint64_t gen = s->v2 ? cuptimon__v2_slot_gen_locked(m.slot) : 0;
         if (s->v2 && gen != io->sent_gen && !io->layouts) {
-            /* A daemon older than LAYOUTS: a new hello must describe it. */
-            io->renew = 1;
+            /* Whether the daemon takes LAYOUTS is in its HELLO_ACK: wait
+             * for it.  One older than LAYOUTS: a new hello must describe
+             * the new layouts. */
+            io->renew = io->acked;
             frame_strings_locked(io);
             pthread_mutex_unlock(&s->qlock);
             return;
@@ -722,6 +725,7 @@ static void dispatch_input(struct io *io)
             io->busy_backoff_ms = 0;
             io->ranges = ack_says(body, h.length, "ranges");
             io->layouts = ack_says(body, h.length, "layouts");
+            io->acked = 1;
             break;
         case CUPTIMON_MSG_CONFIG: break;
         case CUPTIMON_MSG_REPLY_ERROR: on_error(io, body, h.length); return;

@@ -33,13 +33,16 @@ while time.time() < deadline:
             conns[c] = {"buf": b"", "hello": False}
             continue
         st = conns[s]
-        if not st["hello"]:
-            data, anc, _, _ = s.recvmsg(1 << 20, socket.CMSG_SPACE(4 * 4))
-            for lvl, typ, d in anc:
-                for i in range(0, len(d) - len(d) % 4, 4):
-                    os.close(struct.unpack("i", d[i:i + 4])[0])
-        else:
-            data = s.recv(1 << 20)
+        try:
+            if not st["hello"]:
+                data, anc, _, _ = s.recvmsg(1 << 20, socket.CMSG_SPACE(4 * 4))
+                for lvl, typ, d in anc:
+                    for i in range(0, len(d) - len(d) % 4, 4):
+                        os.close(struct.unpack("i", d[i:i + 4])[0])
+            else:
+                data = s.recv(1 << 20)
+        except OSError:
+            data = b""  # the shim left (a reset, when it left unread messages)
         if not data:
             del conns[s]
             s.close()
@@ -52,20 +55,23 @@ while time.time() < deadline:
             body = st["buf"][HDR.size:HDR.size + n]
             st["buf"] = st["buf"][HDR.size + n:]
             types.append(typ)
-            if typ == 0x0101:
-                st["hello"] = True
-                hellos.append(json.loads(body))
-                # The ACK of a daemon before issue 28: no "layouts".
-                send(s, 0x0102, json.dumps({"session": len(hellos), "ranges": False}).encode())
-            elif typ == 0x0201:
-                slot, = struct.unpack_from("<I", body, 0)
-                seq, = struct.unpack_from("<Q", body, 48)
-                send(s, 0x0202, struct.pack("<IIQ", slot, 0, seq))
-                released += 1
-                if not sent_enable and released >= 2:
-                    # A window's kind: the records' layouts change.
-                    send(s, 0x0302, json.dumps({"kinds": [5]}).encode())
-                    sent_enable = True
+            try:
+                if typ == 0x0101:
+                    st["hello"] = True
+                    hellos.append(json.loads(body))
+                    # The ACK of a daemon before issue 28: no "layouts".
+                    send(s, 0x0102, json.dumps({"session": len(hellos), "ranges": False}).encode())
+                elif typ == 0x0201:
+                    slot, = struct.unpack_from("<I", body, 0)
+                    seq, = struct.unpack_from("<Q", body, 48)
+                    send(s, 0x0202, struct.pack("<IIQ", slot, 0, seq))
+                    released += 1
+                    if not sent_enable and released >= 2:
+                        # A window's kind: the records' layouts change.
+                        send(s, 0x0302, json.dumps({"kinds": [5]}).encode())
+                        sent_enable = True
+            except OSError:
+                pass  # gone meanwhile: the next read says so
     # Flush now and then, as a daemon does.
     for c in list(conns):
         try:
