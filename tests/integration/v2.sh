@@ -36,6 +36,7 @@ five() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s
 wait_for 100 five || { ctl status; fail "the 5 workloads did not all connect"; }
 ctl status --json > "$T/status.json"
 ctl status > "$T/status.txt"
+ctl metrics > "$T/metrics.txt" || fail "metrics failed"
 ctl begin-window --json > "$T/begin.json" || fail "begin-window failed"
 sleep 1.5
 ctl end-window --json > "$T/end.json" || fail "end-window failed"
@@ -47,7 +48,7 @@ kill -USR1 $pids
 for p in $pids; do wait "$p" || fail "a workload exited with status $?"; done
 stop_daemon
 
-python3 - "$T/status.json" "$T/status-after.json" "$T/status.txt" <<'PY'
+python3 - "$T/status.json" "$T/status-after.json" "$T/status.txt" "$T/metrics.txt" <<'PY'
 import json, sys
 st = {s["label"]: s for s in json.load(open(sys.argv[1]))["sessions"]}
 after = {s["label"]: s for s in json.load(open(sys.argv[2]))["sessions"]}
@@ -67,6 +68,13 @@ assert st["v130400"]["kernel_latency"] is True and st["v130300"]["kernel_latency
 # Why 13.0 is on v1 (said in status only, not on the job's stderr).
 assert st["v130001"]["activity_api_note"] == "CUPTI 130001 predates multiple subscribers (13.3)"
 assert "v2+udr" in txt and "CUPTI version unknown" not in txt, txt
+# The metrics say the same per process.
+import re
+met = open(sys.argv[4]).read()
+for v, want in (("v130001", "v1"), ("v130300", "v2+udr")):
+    assert re.search(r'cuptimon_session_info\{[^}]*label="%s",path="%s"\} 1' % (v, re.escape(want)), met), (v, met[:3000])
+    assert re.search(r'cuptimon_record_bytes_per_kernel\{[^}]*label="%s"\} %d' %
+                     (v, st[v]["record_bytes_per_kernel"]), met), v
 print("status: v1 216 bytes a kernel, v2+udr %d (%d with latency)" %
       (st["v130300"]["record_bytes_per_kernel"], st["v130400"]["record_bytes_per_kernel"]))
 PY
