@@ -344,6 +344,10 @@ static void intern_name(struct shim *s, uint64_t p)
         if (cur == p)
             return; /* another callback claimed it for this very pointer */
     }
+    /* A callback on another thread that meets this pointer now may queue
+     * its buffer before the string below is appended: the archive and
+     * windows read the whole string table, so only the live aggregates
+     * can miss the name for that one buffer. */
     const char *name = (const char *)(uintptr_t)p;
     size_t len = strnlen(name, CUPTIMON_STRING_MAX_LEN);
     pthread_mutex_lock(&s->qlock);
