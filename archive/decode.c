@@ -122,6 +122,24 @@ static int64_t udr_int(json_object *o, const char *key, int64_t lo, int64_t hi)
     return n < lo || n > hi ? -1 : n;
 }
 
+/* The widths a described field may have.  CUPTI reports each field's
+ * width with its layout, and the sources disagree on some of them (64-bit
+ * correlation, context and stream ids in the 13.3 header's comments,
+ * 32-bit ones measured by PyTorch), so the decoder reads a field at the
+ * width described: any of 1, 2, 4 or 8 bytes (a narrower unsigned value
+ * is zero-extended, a wider one keeps its low bits, as the table's own
+ * reads do).  Pointers (kernel and marker names) must be 8 bytes, and the
+ * 12-byte objectId keeps its width. */
+static int udr_width_ok(unsigned type, unsigned f, unsigned table_width, int64_t width)
+{
+    if (table_width == 12)
+        return width == 12;
+    if ((type == CUPTIMON_REC_KERNEL && f == CUPTIMON_FK_name) ||
+        (type == CUPTIMON_REC_MARKER && (f == CUPTIMON_FMK_name || f == CUPTIMON_FMK_domain)))
+        return width == 8;
+    return width == 1 || width == 2 || width == 4 || width == 8;
+}
+
 /* Builds l->own[k] from one kind's description; 0, or -1 after udr_fail. */
 static int udr_kind(struct cuptimon_layout *l, uint32_t k, const char *kname, json_object *d,
                     uint32_t size)
@@ -172,9 +190,13 @@ static int udr_kind(struct cuptimon_layout *l, uint32_t k, const char *kname, js
             udr_fail(l, "kind %u (%s): field %s is described twice", k, kname, names[f]);
             return -1;
         }
-        if ((unsigned)width != want) {
-            udr_fail(l, "kind %u (%s): field %s is %lld bytes wide, the decoder reads it as %u", k,
-                     kname, names[f], (long long)width, want);
+        if (!udr_width_ok(type, f, want, width)) {
+            udr_fail(l, "kind %u (%s): field %s is %lld bytes wide; the decoder reads %s", k, kname,
+                     names[f], (long long)width,
+                     want == 12                                   ? "it as 12 bytes"
+                     : want == 8 && strcmp(names[f], "name") == 0 ? "a name pointer as 8 bytes"
+                     : strcmp(names[f], "domain") == 0            ? "a name pointer as 8 bytes"
+                                                                  : "1, 2, 4 or 8 bytes");
             return -1;
         }
         if (off < 4 || (uint64_t)off + (uint64_t)width > size) {
@@ -403,6 +425,42 @@ int cuptimon__record_size_parse(const char *str, size_t n, uint32_t *size, const
     return -1;
 }
 
+int cuptimon__layout_init_meta(struct cuptimon_layout *l, uint32_t cupti_version,
+                               const uint32_t *announced, json_object *meta)
+{
+    json_object *rl = NULL, *only = NULL;
+    int rc;
+
+    int udr_only = meta != NULL && json_object_is_type(meta, json_type_object) &&
+                   json_object_object_get_ex(meta, "user_defined_records", &only) &&
+                   json_object_is_type(only, json_type_boolean) && json_object_get_boolean(only);
+
+    if (meta != NULL && json_object_is_type(meta, json_type_object))
+        json_object_object_get_ex(meta, "record_layouts", &rl);
+    /* Such a producer's record_sizes are for daemons older than it (its
+     * shim announces impossible sizes so that they decode nothing they
+     * cannot read): the descriptions say it all. */
+    rc = cuptimon__layout_init_udr(l, cupti_version, udr_only ? NULL : announced, rl);
+    if (!udr_only)
+        return rc;
+    /* Every record is one CUPTI laid out as the producer selected: a kind
+     * it did not describe has no known size (the table's struct is not
+     * what CUPTI wrote), so the walk stops there rather than misread. */
+    l->user_defined_only = 1;
+    for (unsigned k = 1; k < CUPTIMON_KIND_SLOTS; k++) {
+        if (l->described[k])
+            continue;
+        l->state[k] = CUPTIMON_KIND_UNKNOWN;
+        l->size[k] = 0;
+        l->table_size[k] = 0;
+        l->rec[k] = NULL;
+    }
+    /* Its records need no table: a CUPTI this build does not know is fine. */
+    if (rc == -EPROTONOSUPPORT)
+        rc = 0;
+    return rc;
+}
+
 int cuptimon__layout_table(uint32_t cupti_version, uint32_t sizes[CUPTIMON_KIND_SLOTS])
 {
     const struct cuptimon_cupti_release *r = cuptimon__cupti_release(cupti_version);
@@ -582,6 +640,20 @@ static void rd_objid(const struct cuptimon_rec_layout *L, const uint8_t *r, unsi
     o->c = cuptimon__rec_word(L, r, f, 2);
 }
 
+/* A user-defined record has processId and threadId where the predefined
+ * one has objectKind and objectId: the same thing, as a thread object
+ * (CUPTI_ACTIVITY_OBJECT_THREAD, 2; PROCESS, 1, without a thread). */
+static void udr_object(const struct cuptimon_rec_layout *L, const uint8_t *r, unsigned objid,
+                       unsigned pid, unsigned tid, uint32_t *kind, struct cuptimon_objid *o)
+{
+    if (L->f[objid].width != 0 || (L->f[pid].width == 0 && L->f[tid].width == 0))
+        return;
+    *kind = L->f[tid].width ? 2u : 1u;
+    o->a = (uint32_t)cuptimon__rec_get(L, r, pid);
+    o->b = (uint32_t)cuptimon__rec_get(L, r, tid);
+    o->c = 0;
+}
+
 /* The brief decode of a kernel (cuptimon__walk_begin_brief); the full one
  * goes on from it. */
 static void dec_kernel_brief(const struct cuptimon_rec_layout *L, const uint8_t *r,
@@ -742,6 +814,8 @@ static void dec_overhead(const struct cuptimon_rec_layout *L, const uint8_t *r,
     ev->u.overhead.overhead_kind = (uint32_t)G(FOVH, overheadKind);
     ev->u.overhead.object_kind = (uint32_t)G(FOVH, objectKind);
     rd_objid(L, r, CUPTIMON_FOVH_objectId, &ev->u.overhead.object_id);
+    udr_object(L, r, CUPTIMON_FOVH_objectId, CUPTIMON_FOVH_processId, CUPTIMON_FOVH_threadId,
+               &ev->u.overhead.object_kind, &ev->u.overhead.object_id);
 }
 
 static void dec_cuda_event(const struct cuptimon_rec_layout *L, const uint8_t *r,
@@ -780,6 +854,8 @@ static void dec_marker(const struct cuptimon_rec_layout *L, const uint8_t *r,
     ev->u.marker.id = (uint32_t)G(FMK, id);
     ev->u.marker.object_kind = (uint32_t)G(FMK, objectKind);
     rd_objid(L, r, CUPTIMON_FMK_objectId, &ev->u.marker.object_id);
+    udr_object(L, r, CUPTIMON_FMK_objectId, CUPTIMON_FMK_processId, CUPTIMON_FMK_threadId,
+               &ev->u.marker.object_kind, &ev->u.marker.object_id);
     ev->u.marker.name_ptr = G(FMK, name);
     ev->u.marker.domain_ptr = G(FMK, domain);
 }

@@ -212,8 +212,9 @@ struct cuptimon_layout {
     /* CUPTI 13.2+ user-defined records (cuptimon__layout_init_udr): kinds
      * whose layout the producer described decode through own[] (rec[k]
      * points into this struct, so a layout is never copied by value). */
-    unsigned user_defined;                        /* kinds decoded through a described layout */
-    char udr_error[256];                          /* the first problem found in it, "" when none */
+    unsigned user_defined; /* kinds decoded through a described layout */
+    int user_defined_only; /* every record is user-defined: undescribed kinds unknown */
+    char udr_error[256];   /* the first problem found in it, "" when none */
     unsigned char described[CUPTIMON_KIND_SLOTS]; /* the producer described kind k */
     struct cuptimon_rec_layout own[CUPTIMON_KIND_SLOTS];
 };
@@ -240,8 +241,9 @@ int cuptimon__layout_init(struct cuptimon_layout *l, uint32_t cupti_version,
  * producer input: {"<kind>": {"size": N, "fields": [{"field": "gridX",
  * "offset": O, "size": S}, ...]}, ...}, field names being CUPTI's member
  * names (layouts.h); a name this build does not know is ignored; every
- * field must lie after the 4-byte kind, inside the record, at the width
- * the decoder reads, once, overlapping no other.  A kind with any problem
+ * field must lie after the 4-byte kind, inside the record, once,
+ * overlapping no other, 1, 2, 4 or 8 bytes wide (the decoder reads it at
+ * that width; a name pointer must be 8 bytes, objectId 12).  A kind with any problem
  * is CUPTIMON_KIND_BAD_LAYOUT (walked over by its size when that is sane,
  * counted, never decoded) and the first problem, naming the kind and the
  * field, is in l->udr_error.  record_layouts NULL: exactly
@@ -299,6 +301,18 @@ unsigned cuptimon__layout_sizes_json(struct json_object *o, uint32_t sizes[CUPTI
  * 8..CUPTIMON_RECORD_MAX, HOW "stride" or "struct_size".  Returns 0 with
  * *size and *how (a static string) set, or -1. */
 int cuptimon__record_size_parse(const char *str, size_t n, uint32_t *size, const char **how);
+
+/*
+ * The layouts of a producer as its hello or meta.json describes them:
+ * cuptimon__layout_init_udr with its "record_layouts", and, when it says
+ * "user_defined_records": true (a shim on CUPTI's v2 path, where every
+ * kind is a user-defined record), no table layout for any kind it did not
+ * describe: such a kind's size is unknown (the walk stops at it).
+ * Returns as cuptimon__layout_init_udr does, but 0 for an unknown version
+ * when it says "user_defined_records" (it needs no table).
+ */
+int cuptimon__layout_init_meta(struct cuptimon_layout *l, uint32_t cupti_version,
+                               const uint32_t *announced, struct json_object *meta);
 
 /* The record sizes of the release that cupti_version belongs to, for a
  * hello or a meta file: fills sizes[CUPTIMON_KIND_SLOTS] (0 for kinds not

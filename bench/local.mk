@@ -15,6 +15,16 @@ check_PROGRAMS += bench/replay-producer
 bench_replay_producer_SOURCES = bench/replay-producer.c
 bench_replay_producer_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS)
 bench_replay_producer_LDADD = $(ARCHIVE_LIBS)
+# User-defined records (CUPTI 13.3+'s v2 path) against the fixed ones: archived
+# bytes and daemon CPU per record, side by side (BENCH_UDR_ARGS='--seconds 5').
+check_PROGRAMS += bench/bench-udr
+bench_bench_udr_SOURCES = bench/bench-udr.c client-lib/v2-fields.c
+bench_bench_udr_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(JSONC_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
+bench_bench_udr_LDADD = $(ARCHIVE_LIBS)
+BENCH_UDR_ARGS =
+bench-udr: bench/bench-udr$(EXEEXT)
+	./bench/bench-udr$(EXEEXT) $(BENCH_UDR_ARGS)
+
 EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/window-scale.sh \
 	bench/plot-node.sh bench/load-zst.h bench/gzip-threads.sh
 
@@ -39,5 +49,5 @@ bench-window: all $(check_PROGRAMS)
 bench-gzip: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/gzip-threads.sh $(BENCH_GZIP_ARGS)
 
-bench: bench-archive bench-decode bench-handoff bench-node bench-window bench-gzip
-.PHONY: bench bench-archive bench-handoff bench-node bench-window bench-gzip
+bench: bench-archive bench-decode bench-udr bench-handoff bench-node bench-window bench-gzip
+.PHONY: bench bench-archive bench-udr bench-handoff bench-node bench-window bench-gzip

@@ -608,6 +608,12 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 "cuptimonctl decode: %s: reading strings: %s (names may be "
                 "missing)\n",
                 s->dir, strerror(-rc));
+    if (s->as.gens_error[0] != '\0')
+        fprintf(stderr,
+                "cuptimonctl decode: %s: the producer's user-defined record layouts: %s; the "
+                "records of a kind whose description is refused are counted as undecodable, "
+                "never misread\n",
+                s->dir, s->as.gens_error);
     tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
     sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
     if (tproc < 0 || sproc < 0) {
@@ -626,7 +632,10 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
         progress_reader(pg, &base, cuptimon__archive_stats(r));
         pg->records += ch.hdr.records;
         progress_show(pg, 0);
-        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
+        /* The layouts this chunk was written with (they may change
+         * during a session on CUPTI's v2 path). */
+        cuptimon__walk_begin(&w, cuptimon__archive_session_layout(&s->as, ch.hdr.index), ch.data,
+                             (size_t)ch.hdr.raw_size, &s->dec);
         rc = 0;
         while (cuptimon__walk_next(&w, &ev)) {
             if (skip_before && (ev.start != 0 || ev.end != 0)) {

@@ -117,7 +117,10 @@ static int cmd_status(int argc, char **argv)
             json = 1;
         else if (opt == 'h') {
             printf("Usage: cuptimonctl status [--json]\n"
-                   "Show the daemon and its sessions; --json prints the daemon's whole answer.\n");
+                   "Show the daemon and its sessions; --json prints the daemon's whole answer.\n"
+                   "PATH is the CUPTI API a session's shim uses (v1: the global activity API;\n"
+                   "v2+udr: its own CUPTI 13.3+ subscriber with user-defined records), B/K the\n"
+                   "bytes of one of its kernel records.\n");
             return 0;
         } else
             return 2;
@@ -154,9 +157,9 @@ static int cmd_status(int argc, char **argv)
         json_object_put(st);
         return 0;
     }
-    printf("\n%-7s %-8s %-6s %-18s %-7s %8s %10s %9s %8s %6s %10s\n", "SESSION", "PID", "UID",
-           "LABEL/RANK/JOB", "CUPTI", "BUFFERS", "ARCHIVED", "RECORDS", "DROPPED", "LOST",
-           "LAST FLUSH");
+    printf("\n%-7s %-8s %-6s %-18s %-7s %-6s %4s %8s %10s %9s %8s %6s %10s\n", "SESSION", "PID",
+           "UID", "LABEL/RANK/JOB", "CUPTI", "PATH", "B/K", "BUFFERS", "ARCHIVED", "RECORDS",
+           "DROPPED", "LOST", "LAST FLUSH");
     int64_t now = (int64_t)time(NULL) * 1000000000;
     for (size_t i = 0; i < n; i++) {
         json_object *s = json_object_array_get_idx(ss, i), *job = NULL;
@@ -182,10 +185,14 @@ static int cmd_status(int argc, char **argv)
             snprintf(fl, sizeof fl, "%s ago", d);
         }
         int connected = cuptimon__json_bool(s, "connected", 0);
-        printf("%-7" PRId64 " %-8" PRId64 " %-6" PRId64 " %-18.18s %-7" PRId64 " %8" PRId64
-               " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s%s\n",
+        /* PATH: CUPTI's activity API (v1, or v2+udr: its own subscriber
+         * with user-defined records); B/K: bytes per kernel record. */
+        printf("%-7" PRId64 " %-8" PRId64 " %-6" PRId64 " %-18.18s %-7" PRId64 " %-6.6s %4" PRId64
+               " %8" PRId64 " %10s %9" PRId64 " %8" PRId64 " %6" PRId64 " %10s%s%s\n",
                cuptimon__json_int(s, "session", 0), cuptimon__json_int(s, "pid", 0),
                cuptimon__json_int(s, "uid", 0), ident, cuptimon__json_int(s, "cupti_version", 0),
+               cuptimon__json_str(s, "path", "v1"),
+               cuptimon__json_int(s, "record_bytes_per_kernel", 0),
                cuptimon__json_int(s, "buffers_received", 0), bytes,
                cuptimon__json_int(s, "records", 0), cuptimon__json_int(s, "dropped_records", 0),
                cuptimon__json_int(s, "lost_buffers", 0), fl,

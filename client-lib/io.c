@@ -59,6 +59,13 @@ struct io {
      * flush generation it began at (the buffers CUPTI got before it). */
     uint32_t fence;
     uint64_t fence_gen;
+    /* CUPTI's v2 path (v2.c): the daemon takes LAYOUTS; the layout
+     * generation the connection described last; a daemon that does not
+     * take LAYOUTS is left (once its buffers are back) for a new hello
+     * describing the next generation. */
+    int layouts, acked; /* acked: the HELLO_ACK came (says whether it takes LAYOUTS) */
+    uint64_t sent_gen;
+    int renew, renew_logged;
 };
 
 static struct io io_state;
@@ -94,7 +101,7 @@ static void add_env(json_object *o, const char *key, const char *env)
         json_object_object_add(o, key, json_object_new_string(v));
 }
 
-static char *hello_json(struct shim *s)
+static char *hello_json(struct shim *s, uint64_t gen)
 {
     json_object *o = json_object_new_object(), *job = json_object_new_object();
     json_object *sizes = json_object_new_object(), *kinds = json_object_new_array();
@@ -123,9 +130,16 @@ static char *hello_json(struct shim *s)
      * (record_sizes_measured, the per-session check; those measured later
      * follow in the string table, CUPTIMON_RECORD_SIZE_KEY).  The daemon
      * decodes only kinds whose size agrees with its own table for that
-     * version. */
+     * version.  On CUPTI's v2 path the records are user-defined: their
+     * layouts, not the release's sizes (v2.c). */
+    if (s->v2)
+        cuptimon__v2_hello(s, o, gen);
+    else
+        json_object_object_add(o, "activity_api", json_object_new_string("v1"));
+    if (!s->v2 && s->v1_reason[0])
+        json_object_object_add(o, "activity_api_note", json_object_new_string(s->v1_reason));
     json_object *measured = json_object_new_object(), *by = json_object_new_object();
-    for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS; k++) {
+    for (unsigned k = 1; k < CUPTIMON_LAYOUT_KINDS && !s->v2; k++) {
         char key[12];
         snprintf(key, sizeof key, "%u", k);
         if (s->rec_size[k] != 0) {
@@ -140,11 +154,18 @@ static char *hello_json(struct shim *s)
                                    json_object_new_int64(s->cupti.release->kinds[k]->size));
         }
     }
-    if (s->cupti.release != NULL)
-        json_object_object_add(o, "cupti_release", json_object_new_string(s->cupti.release->cuda));
-    json_object_object_add(o, "record_sizes", sizes);
-    json_object_object_add(o, "record_sizes_measured", measured);
-    json_object_object_add(o, "record_sizes_by", by);
+    if (s->v2) {
+        json_object_put(sizes); /* v2.c announced its own */
+        json_object_put(measured);
+        json_object_put(by);
+    } else {
+        if (s->cupti.release != NULL)
+            json_object_object_add(o, "cupti_release",
+                                   json_object_new_string(s->cupti.release->cuda));
+        json_object_object_add(o, "record_sizes", sizes);
+        json_object_object_add(o, "record_sizes_measured", measured);
+        json_object_object_add(o, "record_sizes_by", by);
+    }
     for (int i = 0; i < s->nkinds; i++)
         json_object_array_add(kinds, json_object_new_int64(s->kinds[i]));
     json_object_object_add(o, "kinds", kinds);
@@ -234,9 +255,20 @@ static int try_connect(struct io *io)
         atomic_store(&s->connect_tried, 1); /* after its outcome: drain reads both */
         return -1;
     }
-    /* CUPTI 13.2+ says its record sizes itself: into this hello. */
-    cuptimon__measure_struct_sizes(s);
-    char *hello = hello_json(s);
+    /* CUPTI 13.2+ says its record sizes itself: into this hello (v1: on
+     * the v2 path the layouts CUPTI reports say it). */
+    if (!s->v2)
+        cuptimon__measure_struct_sizes(s);
+    /* The layouts of the first buffer it will send (v2 path). */
+    uint64_t gen = 0;
+    if (s->v2) {
+        pthread_mutex_lock(&s->qlock);
+        gen = s->ring_len ? cuptimon__v2_slot_gen_locked(s->ring[s->ring_head].msg.slot) : 0;
+        pthread_mutex_unlock(&s->qlock);
+        if (gen == 0)
+            gen = cuptimon__v2_current_gen(s);
+    }
+    char *hello = hello_json(s, gen);
     struct cuptimon_buf b = {0};
     int rc = hello ? cuptimon__frame_append(&b, CUPTIMON_MSG_HELLO, hello, strlen(hello)) : -ENOMEM;
     free(hello);
@@ -257,6 +289,9 @@ static int try_connect(struct io *io)
     io->fd = fd;
     io->backoff_ms = BACKOFF_MIN_MS;
     io->sent_pos = 0;
+    io->sent_gen = gen;
+    io->layouts = 0;
+    io->acked = 0;
     /* The hello carried the losses of earlier connections. */
     atomic_store(&s->unreported_buffers, 0);
     atomic_store(&s->unreported_records, 0);
@@ -299,6 +334,36 @@ static void frame_strings_locked(struct io *io)
     }
 }
 
+/* A buffer whose layouts are no longer known (more layout changes than the
+ * shim keeps before the IO thread could send them): it cannot be
+ * described, so it is not sent; its slot goes back, counted as lost. */
+static void drop_undescribed(struct io *io, uint32_t slot)
+{
+    struct shim *s = io->s;
+    static int logged;
+    memset(s->pool + (size_t)slot * s->slot_size, 0, s->slot_used[slot]);
+    s->slot_used[slot] = 0;
+    atomic_fetch_add(&s->buffers_lost, 1);
+    cuptimon__slot_free(s, slot);
+    pthread_mutex_lock(&s->qlock);
+    atomic_fetch_sub(&s->in_flight, 1);
+    signal_drained_locked(s);
+    pthread_mutex_unlock(&s->qlock);
+    if (!logged++)
+        cuptimon__log("CUPTI changed its record layouts more often than the shim keeps them "
+                      "before they reach the daemon; a buffer whose layouts were lost is not "
+                      "sent (counted as lost)");
+}
+
+/* Whether a BUFFER_READY is out that the daemon has not released. */
+static int buffers_out(struct shim *s)
+{
+    for (uint32_t i = 0; i < s->nslots; i++)
+        if (atomic_load(&s->slot_state[i]) == SLOT_SENT)
+            return 1;
+    return 0;
+}
+
 /* Moves what the completion callback queued into the output buffer.  Each
  * buffer is walked here, off CUPTI's thread and outside our lock (its names
  * interned), and its new strings are framed before it, so that every name
@@ -320,12 +385,32 @@ static void collect(struct io *io)
             return;
         }
         struct cuptimon_buffer_ready m = s->ring[s->ring_head].msg;
+        uint64_t gen = s->v2 ? cuptimon__v2_slot_gen_locked(m.slot) : 0;
+        if (s->v2 && gen != io->sent_gen && !io->layouts) {
+            /* Whether the daemon takes LAYOUTS is in its HELLO_ACK: wait
+             * for it.  One older than LAYOUTS: a new hello must describe
+             * the new layouts. */
+            io->renew = io->acked;
+            frame_strings_locked(io);
+            pthread_mutex_unlock(&s->qlock);
+            return;
+        }
         atomic_store(&s->slot_state[m.slot], SLOT_SENT);
         s->ring_head = (s->ring_head + 1) % s->nslots;
         s->ring_len--;
         pthread_mutex_unlock(&s->qlock);
 
-        m.records = cuptimon__walk_slot(s, m.slot, m.valid_size);
+        if (s->v2 && gen != io->sent_gen) {
+            /* The buffer's layouts before it (cuptimon-proto.h, LAYOUTS). */
+            if (cuptimon__v2_frame_layouts(s, &io->out, gen, m.seq) < 0) {
+                drop_undescribed(io, m.slot);
+                continue;
+            }
+            io->sent_gen = gen;
+        }
+        /* v2: counted (and its names interned) in the completion callback. */
+        if (!s->v2)
+            m.records = cuptimon__walk_slot(s, m.slot, m.valid_size);
         /* CUDA work was done, so cuInit has returned: the driver answers. */
         if (m.records > 0 && !io->devices_reported)
             report_devices(io);
@@ -656,10 +741,10 @@ static void read_input(struct io *io)
         disconnect(io, gone); /* nothing if a message closed it already */
 }
 
-static int ack_says_ranges(const uint8_t *body, size_t len)
+static int ack_says(const uint8_t *body, size_t len, const char *what)
 {
     json_object *o = parse_body(body, len), *v;
-    int yes = o && json_object_object_get_ex(o, "ranges", &v) &&
+    int yes = o && json_object_object_get_ex(o, what, &v) &&
               json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
     json_object_put(o);
     return yes;
@@ -687,7 +772,9 @@ static void dispatch_input(struct io *io)
             break;
         case CUPTIMON_MSG_HELLO_ACK:
             io->busy_backoff_ms = 0;
-            io->ranges = ack_says_ranges(body, h.length);
+            io->ranges = ack_says(body, h.length, "ranges");
+            io->layouts = ack_says(body, h.length, "layouts");
+            io->acked = 1;
             break;
         case CUPTIMON_MSG_CONFIG: break;
         case CUPTIMON_MSG_REPLY_ERROR: on_error(io, body, h.length); return;
@@ -740,6 +827,20 @@ static void *io_main(void *arg)
             hook_checked = now;
             cuptimon__mux_hook(s, 0);
         }
+        if (s->v2)
+            cuptimon__v2_tick(s, now);
+        /* A daemon that takes no LAYOUTS, once it has given back every
+         * buffer: a new hello describes the new layouts. */
+        if (io->renew && io->fd >= 0 && !buffers_out(s)) {
+            if (!io->renew_logged++)
+                cuptimon__log("the daemon is older than this shim and does not take record "
+                              "layout changes: reconnecting with a new hello at each change "
+                              "(a new session each time)");
+            disconnect(io, "record layouts changed");
+            io->next_attempt = now;
+        }
+        if (io->fd < 0)
+            io->renew = 0;
         if (io->fd < 0 && now >= io->next_attempt)
             try_connect(io);
         if (io->fd >= 0) {
@@ -761,6 +862,8 @@ static void *io_main(void *arg)
         long long to_hook = hook_checked + 1000 - mono_ms();
         if (s->hook && to_hook < timeout)
             timeout = to_hook < 0 ? 0 : (int)to_hook;
+        if (s->v2 && cuptimon__v2_tick_in(mono_ms()) < timeout)
+            timeout = (int)cuptimon__v2_tick_in(mono_ms()); /* HES flushes */
         int r = poll(p, io->fd >= 0 ? 2 : 1, timeout);
         if (r < 0)
             continue;

@@ -5,6 +5,7 @@ lib_LTLIBRARIES += client-lib/libcuptimon.la
 pkginclude_HEADERS += client-lib/cuptimon.h
 noinst_HEADERS += client-lib/shim.h
 client_lib_libcuptimon_la_SOURCES = client-lib/shim.c client-lib/io.c client-lib/lost.c client-lib/mux.c \
+	client-lib/v2.c client-lib/v2-fields.c client-lib/v2-fields.h \
 	client-lib/hook.c client-lib/ranges.c
 client_lib_libcuptimon_la_CFLAGS = $(AM_CFLAGS) $(VIS_CFLAGS) $(JSONC_CFLAGS)
 client_lib_libcuptimon_la_LIBADD = proto/libcuptimon-proto.la $(SHIM_JSONC_LIBS) -ldl

@@ -68,9 +68,12 @@ static struct {
     int clk_n;
 } tool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Sharing through mux.c: the shim runs on the global activity API.  On
+ * CUPTI's v2 path (v2.c) each tool has its own subscriber, or is refused
+ * by CUPTI itself: calls pass through. */
 static int active(void)
 {
-    return cuptimon_init() == 0;
+    return cuptimon_init() == 0 && !cuptimon__shim.v2;
 }
 
 /* The real libcupti's function: the shim's handle when it runs, else the
@@ -336,7 +339,16 @@ static CUptiResult CUPTIAPI mux_register(CUpti_BuffersCallbackRequestFunc req,
         CUptiResult (*f)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
             (CUptiResult(*)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))
                 real("cuptiActivityRegisterCallbacks");
-        return f ? f(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
+        CUptiResult rc = f ? f(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
+        static int told;
+        if (rc != CUPTI_SUCCESS && cuptimon__shim.v2 && !told++)
+            cuptimon__log("another tool's cuptiActivityRegisterCallbacks got CUPTI error %d: CUPTI "
+                          "does not let its global activity API and subscribers mix, and "
+                          "cuptimon is a subscriber in this process (CUPTI %u).  Use a tool "
+                          "that subscribes itself (CUPTI 13.3+), or run the job with "
+                          "CUPTIMON_CUPTI_API=v1",
+                          (int)rc, cuptimon__shim.cupti.version);
+        return rc;
     }
     if (!req || !done)
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -557,7 +569,7 @@ void cuptimon__mux_hook(struct shim *s, int force)
         {"cuptiFinalize", (void *)mux_finalize},
     };
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    if (!s->hook)
+    if (!s->hook || s->v2) /* v2: nothing to route (active()) */
         return;
     pthread_mutex_lock(&lock);
     if (force || cuptimon__hook_generation() != s->hook_adds) {

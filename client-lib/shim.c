@@ -549,7 +549,7 @@ uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid)
     return n;
 }
 
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
     struct shim *s = &cuptimon__shim;
     int idx = forked_child ? -1 : slot_pop(s);
@@ -686,7 +686,7 @@ int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
      * it is not enabled at all.  (Under a version the table does not know
      * at all, nothing decodes now; the raw buffers are kept for a newer
      * cuptimonctl, so kinds are enabled as asked.) */
-    if (on && s->cupti.release != NULL &&
+    if (on && !s->v2 && s->cupti.release != NULL &&
         (kind >= CUPTIMON_LAYOUT_KINDS || s->cupti.release->kinds[kind] == NULL)) {
         cuptimon__log("activity kind %u is not enabled: its record layout in CUPTI %u "
                       "(CUDA %s) is not one this build knows",
@@ -742,6 +742,9 @@ static void cupti_attributes(struct shim *s)
 int cuptimon__check_taken(struct shim *s, uint64_t gen)
 {
     uint32_t lost = 0;
+    /* A subscriber's callbacks are its own (v2.c): nobody can take them. */
+    if (s->v2)
+        return 0;
     for (uint32_t i = 0; i < s->nslots; i++) {
         uint64_t g = atomic_load(&s->slot_gen[i]);
         /* Claimed with a compare-and-swap: counted once, however many
@@ -863,7 +866,7 @@ void cuptimon__retake(struct shim *s, const char *why)
      * shim's callbacks replace its own. */
     s->cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     cupti_attributes(s);
-    CUptiResult cr = s->cupti.RegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult cr = s->cupti.RegisterCallbacks(cuptimon__buffer_requested, buffer_completed);
     if (cr != CUPTI_SUCCESS) {
         cuptimon__log("cannot take CUPTI back (%s): cuptiActivityRegisterCallbacks: %s", why,
                       cupti_err(s, cr));
@@ -942,12 +945,22 @@ static int start(void)
                       (unsigned long long)s->slot_size, strerror(-rc));
         return rc;
     }
-    cupti_attributes(s);
     cuptimon__ranges_init();
-    CUptiResult cr = s->cupti.RegisterCallbacks(buffer_requested, buffer_completed);
-    if (cr != CUPTI_SUCCESS) {
-        cuptimon__log("cuptiActivityRegisterCallbacks failed: %s; not tracing", cupti_err(s, cr));
-        return -EBUSY;
+    /* CUPTI 13.3+: its own subscriber beside any other (v2.c); else, or
+     * when that is not possible, the global activity API. */
+    if (cuptimon__v2_start(s) == 0) {
+        atomic_store(&tid_system, s->v2_tid_system);
+    } else {
+        cupti_attributes(s);
+        CUptiResult cr = s->cupti.RegisterCallbacks(cuptimon__buffer_requested, buffer_completed);
+        if (cr != CUPTI_SUCCESS) {
+            cuptimon__log("cuptiActivityRegisterCallbacks failed: %s; not tracing",
+                          cupti_err(s, cr));
+            return -EBUSY;
+        }
+        if (getenv("CUPTIMON_KERNEL_LATENCY") || getenv("CUPTIMON_HW_TRACE"))
+            cuptimon__log("CUPTIMON_KERNEL_LATENCY and CUPTIMON_HW_TRACE apply on CUPTI's v2 "
+                          "path only (CUPTI 13.3 and later); ignored");
     }
     for (int i = 0; i < s->nkinds; i++)
         cuptimon__enable_kind(s, s->kinds[i], 1);
@@ -962,7 +975,8 @@ static int start(void)
     /* Other libraries' CUPTI activity calls now come to mux.c, injected as
      * well as preloaded, so that a tool started later shares CUPTI. */
     cuptimon__mux_hook(s, 1);
-    if (s->cupti.release == NULL)
+    /* On the v2 path the records describe themselves (their layouts). */
+    if (s->cupti.release == NULL && !s->v2)
         cuptimon__log("CUPTI API version %u (%s) is not one this build knows (it knows %s): "
                       "buffers are still handed to the daemon and archived, but kernel and "
                       "marker names are not kept and the records are not decoded; a newer "

@@ -90,6 +90,11 @@ struct shim {
     int exit_timeout_ms; /* the exit hand-off's bound (CUPTIMON_EXIT_TIMEOUT_MS) */
 
     struct shim_cupti cupti;
+    /* CUPTI's v2 path (v2.c): 1 when the shim is its own subscriber with
+     * user-defined records; else why not (for the hello and status). */
+    int v2;
+    int v2_tid_system; /* the subscriber's records carry system thread ids */
+    char v1_reason[200];
 
     /* the pool */
     int pool_fd;
@@ -233,6 +238,23 @@ int cuptimon__hook_scan(const struct cuptimon_hook *targets, size_t n, void *sel
                         unsigned long long *adds);
 unsigned long long cuptimon__hook_generation(void);
 
+/* v2.c: CUPTI 13.3+'s own subscriber with user-defined records.  start:
+ * 0 and s->v2 set (the CUPTI calls of shim_cupti go to the subscriber), or
+ * -1 with s->v1_reason said (use the global API).  The layouts of a
+ * slot's buffer are generation slot_gen; hello/frame_layouts describe a
+ * generation (-ENOENT: no longer kept).  tick: the IO thread's periodic
+ * work (HES flushes, one-time warnings). */
+int cuptimon__v2_start(struct shim *s);
+uint64_t cuptimon__v2_slot_gen_locked(uint32_t slot); /* qlock held */
+uint64_t cuptimon__v2_current_gen(struct shim *s);
+struct json_object;
+void cuptimon__v2_hello(struct shim *s, struct json_object *o, uint64_t gen);
+int cuptimon__v2_frame_layouts(struct shim *s, struct cuptimon_buf *out, uint64_t gen,
+                               uint64_t seq);
+void cuptimon__v2_tick(struct shim *s, long long now_ms);
+long long cuptimon__v2_tick_in(long long now_ms); /* ms until the next tick is due */
+int cuptimon__v2_hes(void);
+
 /* shim.c */
 enum {
     SHIM_SIZE_BY_NONE = 0,
@@ -242,6 +264,8 @@ enum {
 /* IO thread, before a hello: asks a 13.2+ libcupti for its record sizes. */
 void cuptimon__measure_struct_sizes(struct shim *s);
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
+/* The buffer request callback (both paths: the v2 one adds an argument). */
+void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
 /* IO thread: walks a completed slot, interns its names; returns records. */
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);

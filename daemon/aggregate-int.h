@@ -78,6 +78,8 @@ struct asess {
     int64_t pid;
     uint32_t uid;
     char job[128], rank[32], label[128], exe[256];
+    char path[16]; /* CUPTI's activity API: "v1", "v2+udr" */
+    uint32_t record_bytes_per_kernel;
     uint64_t dropped, lost;
     /* the rest: under mu */
     struct kent **k;

@@ -347,6 +347,28 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
         sb_printf(&b, "} %" PRIu64 "\n", s->handoff.count);
         pthread_mutex_unlock(&s->mu);
     }
+    sb_family(&b, "cuptimon_session_info", "gauge",
+              "1 per process, labelled with the CUPTI activity API cuptimon uses in it: path "
+              "\"v1\" (the global API) or \"v2+udr\" (its own subscriber, user-defined "
+              "records).");
+    for (size_t i = 0; i < a->nsess; i++) {
+        if (!shown_to(a->sess[i], uid))
+            continue;
+        sb_printf(&b, "cuptimon_session_info{");
+        sb_ident(&b, a->sess[i]);
+        sb_printf(&b, ",path=\"");
+        sb_label(&b, a->sess[i]->path[0] ? a->sess[i]->path : "v1", sizeof(a->sess[i]->path));
+        sb_printf(&b, "\"} 1\n");
+    }
+    sb_family(&b, "cuptimon_record_bytes_per_kernel", "gauge",
+              "Bytes of one kernel activity record in the process's buffers (and archive).");
+    for (size_t i = 0; i < a->nsess; i++) {
+        if (!shown_to(a->sess[i], uid) || a->sess[i]->record_bytes_per_kernel == 0)
+            continue;
+        sb_printf(&b, "cuptimon_record_bytes_per_kernel{");
+        sb_ident(&b, a->sess[i]);
+        sb_printf(&b, "} %" PRIu32 "\n", a->sess[i]->record_bytes_per_kernel);
+    }
     sb_family(&b, "cuptimon_sessions", "gauge", "Processes whose activity is aggregated now.");
     sb_printf(&b, "cuptimon_sessions %zu\n", live);
 

@@ -433,6 +433,18 @@ int cuptimon__agg_session(struct cuptimon_agg *a, uint64_t session,
     return rc;
 }
 
+void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const char *path,
+                                uint32_t record_bytes_per_kernel)
+{
+    pthread_mutex_lock(&a->mu);
+    struct asess *s = sess_find(a, session);
+    if (s != NULL) {
+        cuptimon__agg_copy_str(s->path, sizeof(s->path), path);
+        s->record_bytes_per_kernel = record_bytes_per_kernel;
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
 void cuptimon__agg_forget(struct cuptimon_agg *a, uint64_t session)
 {
     pthread_mutex_lock(&a->mu);
@@ -1184,9 +1196,7 @@ int cuptimon__agg_layout_from_hello(json_object *hello, struct cuptimon_layout *
             have = 1;
         }
     }
-    if (hello == NULL || !json_object_object_get_ex(hello, "record_layouts", &rs))
-        rs = NULL;
-    return cuptimon__layout_init_udr(l, version, have ? sizes : NULL, rs);
+    return cuptimon__layout_init_meta(l, version, have ? sizes : NULL, hello);
 }
 
 static const char *hello_job_str(json_object *job, const char *key)

@@ -132,6 +132,12 @@ void cuptimon__agg_ident_from_hello(struct json_object *hello, struct cuptimon_a
 int cuptimon__agg_session(struct cuptimon_agg *a, uint64_t session,
                           const struct cuptimon_agg_ident *id, uint64_t dropped, uint64_t lost);
 
+/* The CUPTI activity API a session uses ("v1", "v2+udr") and the bytes of
+ * its kernel records, for the metrics; call it at the hello and when its
+ * layouts change.  An unknown session is ignored. */
+void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const char *path,
+                                uint32_t record_bytes_per_kernel);
+
 /*
  * Adds one buffer of session's records (len bytes at buf, walked with the
  * layout l; names, which may be NULL, resolves kernel names and is only

@@ -58,6 +58,7 @@ void conn_close(struct conn *c);
 /* A queued piece of archive work for a session, done on a worker thread. */
 struct aw_item {
     int is_strings;
+    int is_layouts; /* a STRINGS body holding one CUPTIMON_LAYOUTS_KEY entry (LAYOUTS) */
     struct cuptimon_buffer_ready ready; /* chunk: which slot */
     uint8_t *strings;                   /* strings: a copy of the STRINGS body */
     size_t strings_len;
@@ -142,6 +143,13 @@ struct session {
     unsigned size_changes;    /* a kind measured again, otherwise (logged: the first 10) */
     uint64_t mismatch_logged; /* bit k: kind k's mismatch was logged */
     char *work_meta;
+    /* CUPTI's v2 path (issue 28): "v1" or "v2+udr", from the hello; the
+     * kernel record's size in bytes as the producer's layouts give it (the
+     * latest LAYOUTS), for status; layout generations archived so far. */
+    char path[16];
+    uint32_t kernel_record_bytes;
+    uint32_t layout_gens;
+    int layouts_logged;
 
     struct session *next;
 };

@@ -159,6 +159,28 @@ static const uint8_t *read_slot(struct session *s, const struct cuptimon_buffer_
  * more into the aggregates right after it was written. */
 static void agg_item(struct session *s, const struct aw_item *it, const uint8_t *data)
 {
+    if (it->is_layouts) {
+        /* The buffers after it are laid out as it says (on_layouts checked
+         * it; this is the worker's copy, in order with the chunks). */
+        struct cuptimon_strings_iter iter;
+        uint64_t ptr;
+        const char *str;
+        size_t n;
+        if (cuptimon__strings_iter_init(&iter, it->strings, it->strings_len) < 0 ||
+            cuptimon__strings_next(&iter, &ptr, &str, &n) != 1)
+            return;
+        json_object *m = json_object_new_object(), *rl = json_tokener_parse(str);
+        if (m == NULL || rl == NULL) {
+            json_object_put(m);
+            json_object_put(rl);
+            return;
+        }
+        json_object_object_add(m, "record_layouts", rl);
+        json_object_object_add(m, "user_defined_records", json_object_new_boolean(1));
+        (void)cuptimon__layout_init_meta(&s->layout, s->cupti_version, NULL, m);
+        json_object_put(m);
+        return;
+    }
     if (it->is_strings) {
         struct cuptimon_strings_iter iter;
         uint64_t ptr;
@@ -534,6 +556,13 @@ static int take_pool(struct session *s, int fd, char *why, size_t whylen)
     return 0;
 }
 
+/* The record sizes of a kernel as layouts l give them, for status. */
+static uint32_t kernel_bytes(const struct cuptimon_layout *l)
+{
+    return l->size[CUPTIMON_KIND_CONCURRENT_KERNEL] ? l->size[CUPTIMON_KIND_CONCURRENT_KERNEL]
+                                                    : l->size[CUPTIMON_KIND_KERNEL];
+}
+
 static char *meta_json(struct session *s)
 {
     json_object *m = json_object_new_object();
@@ -551,6 +580,9 @@ static char *meta_json(struct session *s)
     json_object_object_add(m, "session_id", json_object_new_int64((int64_t)s->id));
     json_object_object_add(m, "daemon_version", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(m, "timebase", json_object_new_string("cupti"));
+    json_object_object_add(m, "path", json_object_new_string(s->path[0] ? s->path : "v1"));
+    json_object_object_add(m, "record_bytes_per_kernel",
+                           json_object_new_int64((int64_t)s->kernel_record_bytes));
     json_object_object_add(m, "connected_unix_ns", json_object_new_int64(s->connected_unix_ns));
     if (s->disconnected_unix_ns) {
         json_object_object_add(m, "disconnected_unix_ns",
@@ -700,6 +732,18 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  d->archive_root, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                  tm.tm_min, tm.tm_sec, (int)s->peer.pid, s->id) >= (int)sizeof s->archive_dir)
         s->archive_dir[0] = '\0'; /* cannot happen: the root is bounded at startup */
+    cuptimon__agg_layout_from_hello(o, &s->layout);
+    /* Which of CUPTI's activity APIs the shim uses, and the bytes of its
+     * kernel records, for status. */
+    {
+        json_object *v;
+        int v2 = json_object_object_get_ex(o, "activity_api", &v) &&
+                 json_object_is_type(v, json_type_string) &&
+                 strcmp(json_object_get_string(v), "v2") == 0;
+        snprintf(s->path, sizeof s->path, "%s",
+                 v2 ? (s->layout.user_defined_only ? "v2+udr" : "v2") : "v1");
+        s->kernel_record_bytes = kernel_bytes(&s->layout);
+    }
     char *meta = meta_json(s), *err = NULL;
     /* Retention never touches a live session's newest segment. */
     cuptimon__live_set_add(&d->live, s->archive_dir + strlen(d->archive_root) + 1);
@@ -732,14 +776,15 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     }
     /* The layout is usable whatever the version: unknown kinds are only
      * counted.  The table is NULL only without memory (pointers shown). */
-    cuptimon__agg_layout_from_hello(o, &s->layout);
     session_layout_hello(s); /* the per-session check of the table */
     if (d->agg) {
         struct cuptimon_agg_ident id = {.pid = s->peer.pid, .uid = s->peer.uid, .exe = s->exe};
         cuptimon__agg_ident_from_hello(o, &id);
         if (cuptimon__strtab_new(NULL, &s->names) < 0)
             s->names = NULL;
-        if (cuptimon__agg_session(d->agg, s->id, &id, 0, s->shim_lost) == -ENOSPC)
+        int arc2 = cuptimon__agg_session(d->agg, s->id, &id, 0, s->shim_lost);
+        cuptimon__agg_session_path(d->agg, s->id, s->path, s->kernel_record_bytes);
+        if (arc2 == -ENOSPC)
             log_warn("aggregate",
                      "session %" PRIu64 " (pid %d) is not aggregated: too many "
                      "sessions (it is archived as usual)",
@@ -750,7 +795,8 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     json_object_object_add(ack, "session", json_object_new_int64((int64_t)s->id));
     json_object_object_add(ack, "daemon_version", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(ack, "archive", json_object_new_string(s->archive_dir));
-    json_object_object_add(ack, "ranges", json_object_new_boolean(1)); /* send RANGES */
+    json_object_object_add(ack, "ranges", json_object_new_boolean(1));  /* send RANGES */
+    json_object_object_add(ack, "layouts", json_object_new_boolean(1)); /* send LAYOUTS */
     conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
     json_object_put(ack);
     /* The producer may be gone already (a job that exits right after
@@ -768,7 +814,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  "(%s): records of that kind are archived but counted as undecodable, never "
                  "misread",
                  s->id, (int)s->peer.pid, s->layout.udr_error);
-    if (s->layout.release == NULL && s->layout.user_defined == 0)
+    if (s->layout.release == NULL && s->layout.user_defined == 0 && !s->layout.user_defined_only)
         log_warn("session",
                  "session %" PRIu64 " (pid %d): CUPTI API version %u is not one this build "
                  "decodes (it decodes %s): its buffers are archived as they come but not "
@@ -922,11 +968,21 @@ static void on_strings(struct session *s, const uint8_t *body, size_t len)
         char why[200];
         count++;
         rc = 0;
+        /* Layout generations come only from LAYOUTS (checked and bounded). */
+        if (CUPTIMON_RANGE_KEY_CLASS(ptr) == CUPTIMON_LAYOUTS_KEY_CLASS) {
+            rc = -EPERM;
+            break;
+        }
         /* A record size the producer measured (session-layout.c): applied
          * before the buffers that follow this batch are walked. */
         if (CUPTIMON_RECORD_SIZE_KIND(ptr) >= 0 &&
             session_layout_string(s, ptr, str, n, why, sizeof why) < 0)
             protocol_error(s, why);
+    }
+    if (rc == -EPERM) {
+        protocol_error(s, "STRINGS batch holds a layouts key, which only LAYOUTS may set "
+                          "(ignored whole)");
+        return;
     }
     if (rc < 0) {
         protocol_error(s, "STRINGS batch is malformed (ignored whole)");
@@ -939,6 +995,88 @@ static void on_strings(struct session *s, const uint8_t *body, size_t len)
     s->strings_received += count;
     if (enqueue(s, &it) < 0)
         free(it.strings);
+}
+
+/* LAYOUTS (cuptimon-proto.h): the record layouts of the buffers from a
+ * sequence number on.  Checked as a hello's are, archived in strings.bin
+ * in order with the chunks (CUPTIMON_LAYOUTS_KEY), and used by the live
+ * aggregates from those buffers on.  Past CUPTIMON_LAYOUT_GENERATIONS_MAX,
+ * one more entry that describes nothing makes every later chunk of the
+ * session undecodable rather than misread, and the rest are ignored. */
+static void on_layouts(struct session *s, const uint8_t *body, size_t len)
+{
+    json_tokener *tok = json_tokener_new();
+    json_object *o = tok ? json_tokener_parse_ex(tok, (const char *)body, (int)len) : NULL, *rl;
+    int complete = tok && json_tokener_get_error(tok) == json_tokener_success &&
+                   json_tokener_get_parse_end(tok) == len;
+    struct cuptimon_buf b = {0};
+    char why[200];
+    json_tokener_free(tok);
+    int64_t seq = cuptimon__json_integer(o, "seq", -1);
+    if (!o || !complete || !json_object_is_type(o, json_type_object) || seq < 0 ||
+        (uint64_t)seq >= CUPTIMON_LAYOUTS_SEQ_MAX ||
+        !json_object_object_get_ex(o, "record_layouts", &rl) ||
+        !json_object_is_type(rl, json_type_object)) {
+        protocol_error(s, "LAYOUTS is not {\"seq\": N, \"record_layouts\": {...}} (ignored)");
+        goto out;
+    }
+    if ((uint64_t)seq < s->seq_next) {
+        snprintf(why, sizeof why,
+                 "LAYOUTS for buffer %" PRId64 ", but buffer %" PRIu64 " came already (ignored)",
+                 seq, s->seq_next - 1);
+        protocol_error(s, why);
+        goto out;
+    }
+    if (s->layout_gens > CUPTIMON_LAYOUT_GENERATIONS_MAX) {
+        protocol_error(s, "LAYOUTS past the most a session may have (ignored)");
+        goto out;
+    }
+    const char *text = s->layout_gens == CUPTIMON_LAYOUT_GENERATIONS_MAX
+                           ? "{}"
+                           : json_object_to_json_string_ext(rl, JSON_C_TO_STRING_PLAIN);
+    size_t tlen = strlen(text);
+    if (tlen > CUPTIMON_STRING_MAX_LEN) {
+        protocol_error(s, "LAYOUTS describes more than a string entry holds (ignored)");
+        goto out;
+    }
+    if (s->layout_gens == CUPTIMON_LAYOUT_GENERATIONS_MAX) {
+        log_warn("session",
+                 "session %" PRIu64 " (pid %d): its record layouts changed more than %u times; "
+                 "its buffers from %" PRId64 " on are archived but not decoded",
+                 s->id, (int)s->peer.pid, CUPTIMON_LAYOUT_GENERATIONS_MAX, seq);
+    } else {
+        /* Checked here too, for status and the log; the decoder checks the
+         * archived copy again. */
+        struct cuptimon_layout *l = malloc(sizeof(*l));
+        json_object *m = json_object_new_object();
+        if (l && m) {
+            json_object_object_add(m, "record_layouts", json_object_get(rl));
+            json_object_object_add(m, "user_defined_records", json_object_new_boolean(1));
+            (void)cuptimon__layout_init_meta(l, s->cupti_version, NULL, m);
+            s->kernel_record_bytes = kernel_bytes(l);
+            if (s->d->agg)
+                cuptimon__agg_session_path(s->d->agg, s->id, s->path, s->kernel_record_bytes);
+            if (l->udr_error[0] != '\0' && !s->layouts_logged++)
+                log_warn("session",
+                         "session %" PRIu64 " (pid %d): its record layouts from buffer %" PRId64
+                         " on are refused in part (%s): records of that kind are archived but "
+                         "counted as undecodable, never misread",
+                         s->id, (int)s->peer.pid, seq, l->udr_error);
+        }
+        free(l);
+        json_object_put(m);
+    }
+    if (cuptimon__strings_begin(&b) < 0 ||
+        cuptimon__strings_add(&b, CUPTIMON_LAYOUTS_KEY((uint64_t)seq), text, tlen) < 0) {
+        cuptimon__buf_free(&b);
+        goto out;
+    }
+    struct aw_item it = {.is_strings = 1, .is_layouts = 1, .strings = b.data, .strings_len = b.len};
+    s->layout_gens++;
+    if (enqueue(s, &it) < 0)
+        cuptimon__buf_free(&b);
+out:
+    json_object_put(o);
 }
 
 /* A RANGES batch becomes string-table entries (CUPTIMON_RANGE_BEGIN_KEY /
@@ -1088,6 +1226,7 @@ static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8
     case CUPTIMON_MSG_BUFFER_READY: on_buffer_ready(s, body, h->length); break;
     case CUPTIMON_MSG_STRINGS: on_strings(s, body, h->length); break;
     case CUPTIMON_MSG_RANGES: on_ranges(s, body, h->length); break;
+    case CUPTIMON_MSG_LAYOUTS: on_layouts(s, body, h->length); break;
     case CUPTIMON_MSG_FLUSH_DONE: on_flush_done(s, body, h->length); break;
     case CUPTIMON_MSG_BYE: on_bye(s, body, h->length); break;
     default: {
@@ -1298,9 +1437,26 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "cupti_version", json_object_new_int64(s->cupti_version));
     /* The CUDA release whose record layouts decode this session, or
      * "unknown": then its buffers are archived but not decoded. */
-    json_object_object_add(
-        o, "cupti_release",
-        json_object_new_string(s->layout.release ? s->layout.release->cuda : "unknown"));
+    json_object_object_add(o, "cupti_release",
+                           json_object_new_string(s->layout.release ? s->layout.release->cuda
+                                                  : strcmp(s->path, "v2+udr") == 0
+                                                      ? "unknown (self-described)"
+                                                      : "unknown"));
+    /* CUPTI's activity API the shim uses ("v1", or "v2+udr": its own
+     * subscriber with user-defined records), the bytes of one kernel
+     * record in it, and how often its layouts changed (LAYOUTS). */
+    json_object_object_add(o, "path", json_object_new_string(s->path[0] ? s->path : "v1"));
+    json_object_object_add(o, "record_bytes_per_kernel",
+                           json_object_new_int64((int64_t)s->kernel_record_bytes));
+    json_object_object_add(o, "layout_changes", json_object_new_int64((int64_t)s->layout_gens));
+    /* Why a shim that could have used the v2 path did not, and its v2
+     * opt-ins (the hello says). */
+    static const char *const from_hello[] = {"activity_api_note", "kernel_latency", "hes"};
+    for (size_t i = 0; s->hello && i < sizeof from_hello / sizeof from_hello[0]; i++) {
+        json_object *v;
+        if (json_object_object_get_ex(s->hello, from_hello[i], &v))
+            json_object_object_add(o, from_hello[i], json_object_get(v));
+    }
     json_object_object_add(o, "buffers_received",
                            json_object_new_int64((int64_t)s->buffers_received));
     /* Buffers that lay over pages punched out of the pool: the producer

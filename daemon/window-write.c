@@ -103,7 +103,8 @@ static int each_event(struct wsession *s,
             s->chunks++;
             s->dropped += ch.hdr.dropped;
         }
-        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, st);
+        cuptimon__walk_begin(&w, cuptimon__archive_session_layout(&s->as, ch.hdr.index), ch.data,
+                             (size_t)ch.hdr.raw_size, st);
         while (cuptimon__walk_next(&w, &ev))
             if ((rc = fn(s, &ev, &clk, ud)) < 0)
                 break;

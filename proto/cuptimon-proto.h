@@ -50,6 +50,9 @@ enum cuptimon_msg_type {
     CUPTIMON_MSG_FLUSH_DONE = 0x0204,     /* struct cuptimon_flush_done */
     CUPTIMON_MSG_RANGES = 0x0205,         /* annotation push/pop times, see below; sent only
                                            * to a daemon whose HELLO_ACK has "ranges": true */
+    CUPTIMON_MSG_LAYOUTS = 0x0206,        /* JSON, the record layouts of the buffers from
+                                           * a sequence number on, see below; sent only to a
+                                           * daemon whose HELLO_ACK has "layouts": true */
 
     /* commands, daemon -> producer */
     CUPTIMON_MSG_FLUSH = 0x0301,   /* struct cuptimon_flush */
@@ -184,9 +187,32 @@ struct cuptimon_flush_done {
 #define CUPTIMON_RANGE_BEGIN_KEY(id)  (0xe000000000000000ull | (uint64_t)(id))
 #define CUPTIMON_RANGE_END_KEY(id)    (0xf000000000000000ull | (uint64_t)(id))
 #define CUPTIMON_RANGE_KEY_CLASS(key) ((uint64_t)(key)&0xf000000000000000ull)
-#define CUPTIMON_STRINGS_HDR_SIZE     8u
-#define CUPTIMON_STRING_ENTRY_HDR     12u
-#define CUPTIMON_STRING_MAX_LEN       65535u
+/*
+ * User-defined record layouts that change during a session (CUPTI 13.3+'s
+ * v2 path, issue 28).  A shim that asks CUPTI for user-defined records
+ * describes them in its hello ("record_layouts", archive/decode.h) and,
+ * when CUPTI reports other layouts for a later buffer (a window enabled a
+ * kind, or CUPTI changed one), sends LAYOUTS before that buffer's
+ * BUFFER_READY:
+ *   {"seq": N, "record_layouts": {...}}
+ * meaning: the buffers with sequence numbers from N on (until the next
+ * LAYOUTS) hold records laid out as record_layouts says (every kind, not
+ * only the changed ones).  N is below 2^60 and not below a sequence number
+ * the daemon has seen.  The daemon archives it in strings.bin under the
+ * key CUPTIMON_LAYOUTS_KEY(N), the text being the record_layouts object,
+ * so that decode and windows read each chunk (whose index is its buffer's
+ * sequence number) with the layouts it was written with; it refuses these
+ * keys in STRINGS.  An archive keeps at most CUPTIMON_LAYOUT_GENERATIONS_MAX
+ * of them; a session that changes layouts more often has its later
+ * chunks counted as undecodable, never misread.
+ */
+#define CUPTIMON_LAYOUTS_KEY_CLASS      0xd000000000000000ull
+#define CUPTIMON_LAYOUTS_KEY(seq)       (CUPTIMON_LAYOUTS_KEY_CLASS | (uint64_t)(seq))
+#define CUPTIMON_LAYOUTS_SEQ_MAX        (1ull << 60)
+#define CUPTIMON_LAYOUT_GENERATIONS_MAX 256u
+#define CUPTIMON_STRINGS_HDR_SIZE       8u
+#define CUPTIMON_STRING_ENTRY_HDR       12u
+#define CUPTIMON_STRING_MAX_LEN         65535u
 
 /*
  * RANGES body: the pushes and pops of user annotations (cuptimon_push_annotation,

@@ -107,9 +107,12 @@ enum cuptimon_rec_type {
 #define CUPTIMON_API_FIELDS(X)                                                                  \
     X(cbid) X(start) X(end) X(processId) X(threadId) X(correlationId) X(returnValue)
 #define CUPTIMON_EXT_FIELDS(X) X(externalKind) X(externalId) X(correlationId)
-/* objectId is CUpti_ActivityObjectKindId: 12 bytes, read as three words. */
+/* objectId is CUpti_ActivityObjectKindId: 12 bytes, read as three words.
+ * processId and threadId are in user-defined records only (CUPTI 13.2+
+ * offers them instead of objectKind/objectId): no table struct has them. */
 #define CUPTIMON_OVERHEAD_FIELDS(X)                                                             \
-    X(overheadKind) X(objectKind) X(objectId) X(start) X(end) X(correlationId)
+    X(overheadKind) X(objectKind) X(objectId) X(start) X(end) X(correlationId) X(processId)     \
+    X(threadId)
 #define CUPTIMON_CUDA_EVENT_FIELDS(X)                                                           \
     X(correlationId) X(contextId) X(streamId) X(eventId) X(deviceId) X(deviceTimestamp)         \
     X(cudaEventSyncId)
@@ -117,7 +120,8 @@ enum cuptimon_rec_type {
     X(type) X(start) X(end) X(correlationId) X(contextId) X(streamId) X(cudaEventId)            \
     X(cudaEventSyncId) X(returnValue)
 #define CUPTIMON_MARKER_FIELDS(X)                                                               \
-    X(flags) X(timestamp) X(id) X(objectKind) X(objectId) X(name) X(domain)
+    X(flags) X(timestamp) X(id) X(objectKind) X(objectId) X(name) X(domain) X(processId)        \
+    X(threadId)
 #define CUPTIMON_MARKER_DATA_FIELDS(X)                                                          \
     X(flags) X(id) X(payloadKind) X(payload) X(color) X(category) X(cuptiDomainId)
 
@@ -220,8 +224,9 @@ const char *const *cuptimon__rec_field_names(unsigned type, unsigned *n);
 
 /* The width in bytes that every struct version in the table gives field i
  * of a record type (1, 2, 4, 8, or 12 for objectId), or 0 when no version
- * has it.  A user-defined layout (CUPTI 13.2+) must give the same width:
- * the decoder reads each field at exactly this width. */
+ * has it (a field of user-defined records only).  A user-defined layout
+ * (CUPTI 13.2+) gives each field's width itself: the decoder reads it at
+ * that width (see cuptimon__layout_init_udr). */
 unsigned cuptimon__rec_field_width(unsigned type, unsigned field);
 
 /* The record at rec (already known to be l->size bytes long) read at field

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include "fakecupti.h"
+#include "fakecupti-int.h"
 #include "cupti-future.h"
 
 #include <cupti.h>
@@ -53,6 +54,8 @@ _Static_assert(sizeof(CUpti_ActivityExternalCorrelation) == 24,
 struct fbuf {
     uint8_t *base;
     size_t size, valid, max_records, nrec;
+    int sub;      /* a _v2 subscriber's buffer (its index + 1: fakecupti-v2.c), 0 the v1 client's */
+    uint32_t tid; /* the thread that filled it (a _v2 subscriber's completion info) */
 };
 
 struct qnode {
@@ -486,6 +489,12 @@ static void deliver(struct qnode *n)
     env_int("FAKECUPTI_COMPLETE_DELAY_US", 0, &delay);
     if (delay > 0)
         sleep_ns((uint64_t)delay * 1000ull);
+    if (n->b.sub) {
+        t->in_callback++;
+        fc_v2_deliver(n->b.sub, n->b.base, n->b.size, n->b.valid, n->b.nrec, n->b.tid);
+        t->in_callback--;
+        return;
+    }
     lock();
     cb = g.done;
     unlock();
@@ -509,7 +518,7 @@ static void deliver_one_locked(void)
         g.qtail = NULL;
     g.st.buffers_pending--;
     g.inflight_seq = n->seq;
-    had_cb = g.done != NULL;
+    had_cb = g.done != NULL || n->b.sub; /* a subscriber's buffer: counted by fakecupti-v2.c */
     unlock();
     deliver(n);
     lock();
@@ -979,6 +988,8 @@ static int put_locked(struct tstate *t, const void *rec, size_t sz, CUcontext dc
     struct fbuf *b;
     uint32_t kind;
 
+    if (fc_api_mode() == 2)
+        return fc_v2_put_locked(rec, sz); /* the subscribers' buffers */
     if (!g.req || (si = slot_locked(t)) == (size_t)-1) {
         count_drop_locked(dctx, dstream);
         return 0;
@@ -1088,6 +1099,8 @@ static int api_on_locked(CUpti_ActivityKind kind, CUpti_CallbackId cbid)
 {
     uint8_t ovr = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g.rt_ovr[cbid] : g.drv_ovr[cbid];
 
+    if (fc_api_mode() == 2)
+        return fc_v2_api_on_locked(kind, cbid);
     return ovr == 1 || (ovr == 0 && g.enabled[kind]);
 }
 
@@ -1356,6 +1369,8 @@ static uint32_t do_launch(const struct launch *L)
             res |= mark(put_api_locked(t, &r, sizeof r, api_drop), FAKECUDA_REC_EXTCORR);
         }
     }
+    if (ext_on && fc_api_mode() == 2) /* each subscriber's own stacks */
+        res |= fc_v2_ext_locked(corr, L->rt_cbid, L->drv_cbid);
 
     if (gpu_kind && L->op == OP_KERNEL) {
         const struct fakecuda_kernel *k = L->k;
@@ -1780,7 +1795,7 @@ void fakecupti_get_stats(struct fakecupti_stats *out)
 {
     lock();
     *out = g.st;
-    out->callbacks_registered = g.req != NULL && g.done != NULL;
+    out->callbacks_registered = (g.req != NULL && g.done != NULL) || fc_v2_callbacks_registered();
     unlock();
 }
 
@@ -1798,6 +1813,7 @@ void fakecupti_reset(void)
 {
     struct tstate *t = self();
 
+    fc_v2_reset();
     lock();
     if (g.done) {
         flush_locked(1, 1);
@@ -1996,6 +2012,9 @@ cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferReques
 {
     if (!funcBufferRequested || !funcBufferCompleted)
         return CUPTI_ERROR_INVALID_PARAMETER;
+    CUptiResult gate = fc_v1_gate(1); /* v1 and v2 do not mix */
+    if (gate != CUPTI_SUCCESS)
+        return gate;
     lock();
     if (g.req && (g.req != funcBufferRequested || g.done != funcBufferCompleted))
         fc_log(1, "buffer callbacks replaced: buffers out now complete to the new pair");
@@ -2012,6 +2031,9 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, uint8_t on)
 {
     if ((int)kind <= CUPTI_ACTIVITY_KIND_INVALID || (int)kind >= CUPTI_ACTIVITY_KIND_COUNT)
         return CUPTI_ERROR_INVALID_KIND;
+    CUptiResult gate = fc_v1_gate(1);
+    if (gate != CUPTI_SUCCESS)
+        return gate;
     lock();
     g.enabled[kind] = on;
     /* the kind overrides earlier per-API settings */
@@ -2058,12 +2080,13 @@ static CUptiResult flush_all(uint32_t flag)
         return CUPTI_ERROR_INVALID_OPERATION;
     }
     lock();
-    if (!g.req || !g.done) {
+    if ((!g.req || !g.done) && fc_api_mode() != 2) {
         unlock();
         return CUPTI_ERROR_INVALID_OPERATION;
     }
     g.st.flushes++;
     fc_log(1, "cuptiActivityFlushAll(%u)", flag);
+    fc_v2_flush_locked(flag); /* multi-subscriber mode: every subscriber, same flag */
     flush_locked((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0, 0);
     unlock();
     return CUPTI_SUCCESS;
@@ -2169,6 +2192,8 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32
     if (!dropped)
         return CUPTI_ERROR_INVALID_PARAMETER;
     *dropped = 0;
+    if (fc_v1_gate(0) != CUPTI_SUCCESS)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
     lock();
     for (size_t i = 0; i < g.ndrops; i++)
         if (g.drops[i].ctx == context && g.drops[i].stream == streamId) {
@@ -2238,6 +2263,8 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
 {
     if (!timestamp)
         return CUPTI_ERROR_INVALID_PARAMETER;
+    if (fc_v1_gate(0) != CUPTI_SUCCESS)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
     *timestamp = cupti_now();
     return CUPTI_SUCCESS;
 }
@@ -2247,6 +2274,8 @@ cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp
 {
     if (!funcTimestamp)
         return CUPTI_ERROR_INVALID_PARAMETER;
+    if (fc_v1_gate(0) != CUPTI_SUCCESS)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
     atomic_store(&g_ts_cb, funcTimestamp);
     fc_log(1, "timestamp callback %p registered", (void *)(uintptr_t)funcTimestamp);
     return CUPTI_SUCCESS;
@@ -2260,6 +2289,8 @@ CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrel
 
     if ((int)kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || (int)kind >= FC_EXT_KINDS)
         return CUPTI_ERROR_INVALID_PARAMETER;
+    if (fc_v1_gate(0) != CUPTI_SUCCESS)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
     s = &t->ext[kind];
     if (s->n == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 16;
@@ -2282,6 +2313,8 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
 
     if ((int)kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || (int)kind >= FC_EXT_KINDS)
         return CUPTI_ERROR_INVALID_PARAMETER;
+    if (fc_v1_gate(0) != CUPTI_SUCCESS)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
     s = &t->ext[kind];
     if (!s->n)
         return CUPTI_ERROR_QUEUE_EMPTY;
@@ -2295,6 +2328,8 @@ static CUptiResult set_api(uint8_t *ovr, size_t n, CUpti_CallbackId cbid, uint8_
 {
     if (cbid == 0 || cbid >= n) /* 0 is the INVALID cbid of both domains */
         return CUPTI_ERROR_INVALID_PARAMETER;
+    if (fc_v1_gate(0) != CUPTI_SUCCESS)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
     lock();
     ovr[cbid] = enable ? 1 : 2;
     unlock();
@@ -2370,4 +2405,67 @@ CUptiResult CUPTIAPI cuptiFinalize(void)
         g.drops[i].n = 0;
     unlock();
     return CUPTI_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- for fakecupti-v2.c */
+
+void fc_lock(void)
+{
+    lock();
+}
+
+void fc_unlock(void)
+{
+    unlock();
+}
+
+uint64_t fc_now(void)
+{
+    return cupti_now();
+}
+
+uint32_t fc_api_version(void)
+{
+    return fc_version();
+}
+
+size_t fc_record_size(uint32_t kind)
+{
+    return record_size(kind);
+}
+
+void fc_enabled_set_locked(uint32_t kind, int on)
+{
+    if (kind < CUPTI_ACTIVITY_KIND_COUNT)
+        g.enabled[kind] = (uint8_t)(on != 0);
+}
+
+void fc_v2_enqueue_locked(uint8_t *base, size_t size, size_t valid, size_t nrec, int sub,
+                          uint32_t tid)
+{
+    struct fbuf b = {
+        .base = base, .size = size, .valid = valid, .nrec = nrec, .sub = sub, .tid = tid};
+
+    /* The v2 side decided what is complete (fc_v2_flush_locked): as it is. */
+    enqueue_locked(&b, 0, 1);
+}
+
+/* Waits for every buffer queued to go that may go now (a held one, whose
+ * records still run, stays queued). */
+void fc_wait_all_locked(void)
+{
+    uint64_t ticket = g.done_seq;
+    for (struct qnode *n = g.qhead; n && n->ready; n = n->next)
+        ticket = n->seq;
+    wait_done_locked(ticket);
+}
+
+void fc_in_callback(int delta)
+{
+    self()->in_callback += delta;
+}
+
+struct fakecupti_stats *fc_stats_locked(void)
+{
+    return &g.st;
 }

@@ -121,6 +121,51 @@
  *   FAKECUPTI_API_ORDER=O         driver-first (default: the nested driver record, then the
  *                                 runtime record), runtime-first, or alternate (launches with
  *                                 API records on take turns, the first driver-first).
+ *                                 default CUPTI_ERROR_NOT_SUPPORTED, like the H200.  Also
+ *                                 the _v2 attribute ENABLE_HES; =mig: it answers
+ *                                 CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED.
+ *
+ * CUPTI 13.2+ multiple subscribers and user-defined records (fakecupti-v2.c; the _v2 entry
+ * points answer CUPTI_ERROR_NOT_SUPPORTED below the version that brought them: 13.2 for
+ * subscribe, attributes, callbacks and enable/disable, 13.3 for the rest), as documented in
+ * shared/reference/cupti-v2.md:
+ *   - cuptiSubscribe_v2: the first subscriber decides whether others may join
+ *     (allowMultipleSubscribers; attribute MULTIPLE_SUBSCRIBER_STATE 2 unset / 0 / 1); one
+ *     that may not gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED and the first one's
+ *     name in oldSubscriberName ("CUPTI for NAME").  At most 8 subscribers.
+ *   - v1 and v2 do not mix, and the process does not go back: after a subscriber existed,
+ *     cuptiActivityRegisterCallbacks/Enable/Disable answer MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+ *     and cuptiGetTimestamp, Push/PopExternalCorrelationId, GetNumDroppedRecords,
+ *     EnableRuntimeApi/DriverApi and RegisterTimestampCallback NOT_COMPATIBLE; after the
+ *     global activity API was used, cuptiSubscribe_v2 answers MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
+ *   - Per subscriber: callbacks, buffers (per launching thread), enabled kinds, field
+ *     selections, attributes (USER_DEFINED_RECORDS, only before its first enable;
+ *     KERNEL_LATENCY_TIMESTAMPS: queued/submitted before start; ZEROED_OUT_ACTIVITY_BUFFER;
+ *     THREAD_ID_TYPE), dropped counts, external correlation stacks, per-cbid API filters
+ *     (EnableRuntimeApi_v2/DriverApi_v2: NOT_COMPATIBLE under user-defined records before
+ *     13.4; 13.4's pKindOptions allow/deny lists).  The fake GPU writes a record once per
+ *     subscriber that enabled its kind.
+ *   - User-defined records: KIND at offset 0, then the selected fields in selection order
+ *     (FAKECUPTI_UDR_ORDER=id: id order) at natural alignment, rounded up to 8 bytes; widths
+ *     as the headers' comments document them (64-bit kernel context, stream and correlation
+ *     ids, API thread and correlation ids; FAKECUPTI_UDR_WIDTHS=struct: the predefined
+ *     struct's widths, as PyTorch measured on one build).  KIND must come first in a
+ *     selection, ids must be known and unique; CDP_KERNEL, PREEMPTION, MODULE,
+ *     DEVICE_ATTRIBUTE, FUNCTION and MEMORY refuse (NOT_SUPPORTED).
+ *   - The completion callback gets CUpti_BufferCallbackCompleteInfo with ppRecordLayouts
+ *     indexed by kind (60 entries; one for each kind the subscriber enabled; none before
+ *     13.3).  They are valid only during the callback: afterwards their memory is
+ *     inaccessible, and so is the kernel NAME a user-defined record points to (a copy CUPTI
+ *     owns, one per name): a client that keeps either pointer faults.
+ *   - cuptiActivityFlushAll flushes every subscriber: flag 0 only buffers whose GPU records
+ *     have all ended, FORCED all of them, with a record still running handed over with end
+ *     (and a start still to come) 0.  cuptiUnsubscribe completes the subscriber's buffers.
+ *   - Statistics and fakecuda_last_result() describe the first live subscriber (normally
+ *     the shim); fakecupti_get_subscriber_stats() any one by name.
+ *   Not modelled: the TIMESTAMP_CALLBACK attribute (NOT_SUPPORTED), graph-level trace,
+ *   fork() while subscribed, a selection changed without the flush CUPTI requires.
+ *   FAKECUPTI_V2_FAIL=subscribe|udr  cuptiSubscribe_v2 / the USER_DEFINED_RECORDS attribute
+ *                                 answer CUPTI_ERROR_UNKNOWN (a v2 error, for fallback tests).
  */
 #ifndef CUPTIMON_FAKECUPTI_H
 #define CUPTIMON_FAKECUPTI_H
@@ -226,6 +271,9 @@ struct fakecupti_stats {
     uint64_t records_pending;        /* GPU records written, not yet complete, now */
 };
 void fakecupti_get_stats(struct fakecupti_stats *out);
+/* The statistics of the live _v2 subscriber named name (its subscriberName): 0, or -1 when
+ * there is none. */
+int fakecupti_get_subscriber_stats(const char *name, struct fakecupti_stats *out);
 
 /* Back to the state of a freshly loaded library (for tests that share one process):
  * force-flushes every buffer, empty ones included, to the current completion callback,

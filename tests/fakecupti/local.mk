@@ -11,16 +11,28 @@
 if HAVE_CUPTI_HEADERS
 check_LTLIBRARIES += tests/fakecupti/libcupti-fake.la
 tests_fakecupti_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h \
+	tests/fakecupti/fakecupti-v2.c tests/fakecupti/fakecupti-int.h \
 	tests/fakecupti/cupti-future.h
 tests_fakecupti_libcupti_fake_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS)
 tests_fakecupti_libcupti_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
 tests_fakecupti_libcupti_fake_la_LIBADD = $(PTHREAD_LIBS)
 
+# The same double without CUPTI 13.2+'s _v2 entry points (a libcupti that reports 13.3 and
+# lacks them): tests/integration/v2.sh runs the workload with it first in LD_LIBRARY_PATH
+# (the workload's RUNPATH yields to it) for the shim's fallback.
+check_LTLIBRARIES += tests/fakecupti/nov2/libcupti-fake.la
+tests_fakecupti_nov2_libcupti_fake_la_SOURCES = tests/fakecupti/fakecupti.c tests/fakecupti/fakecupti.h \
+	tests/fakecupti/fakecupti-nov2.c tests/fakecupti/fakecupti-int.h tests/fakecupti/cupti-future.h
+tests_fakecupti_nov2_libcupti_fake_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS)
+tests_fakecupti_nov2_libcupti_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
+tests_fakecupti_nov2_libcupti_fake_la_LIBADD = $(PTHREAD_LIBS)
+
 # The workload links the double, so libcupti-fake.so is already in the process when an
 # injected shim starts (like PyTorch's wheel copy of libcupti).  -no-install: a real
 # binary with an rpath into the build tree, runnable directly and under valgrind.
 check_PROGRAMS += tests/fakecupti/cuptimon-workload
-tests_fakecupti_cuptimon_workload_SOURCES = tests/fakecupti/workload.c tests/fakecupti/fakecupti.h
+tests_fakecupti_cuptimon_workload_SOURCES = tests/fakecupti/workload.c tests/fakecupti/fakecupti.h \
+	tests/fakecupti/v2sub.c tests/fakecupti/v2sub.h
 tests_fakecupti_cuptimon_workload_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS)
 tests_fakecupti_cuptimon_workload_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_fakecupti_cuptimon_workload_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS)
@@ -34,6 +46,16 @@ tests_unit_fakecupti_test_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_fakecupti_test_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_unit_fakecupti_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
 UNIT_TESTS += tests/unit/fakecupti-test
+
+# The double's CUPTI 13.2+ multi-subscriber API (fakecupti-v2.c).
+check_PROGRAMS += tests/unit/fakecupti-v2-test
+TESTS += tests/unit/fakecupti-v2-test
+tests_unit_fakecupti_v2_test_SOURCES = tests/unit/fakecupti-v2-test.c tests/fakecupti/fakecupti.h
+tests_unit_fakecupti_v2_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_unit_fakecupti_v2_test_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_fakecupti_v2_test_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_unit_fakecupti_v2_test_LDADD = tests/fakecupti/libcupti-fake.la $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
+UNIT_TESTS += tests/unit/fakecupti-v2-test
 
 # A job that runs its own CUPTI tool mid-run, like torch.profiler (coexistence tests).
 check_PROGRAMS += tests/fakecupti/cuptimon-othertool

@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include "fakecupti.h"
+#include "v2sub.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -54,6 +55,7 @@ static struct {
     uint64_t kernel_ns; /* --kernel-us: every kernel lasts this long (0: the double's 1-5 us) */
     int no_sync;        /* --no-sync: return from main with the GPU still busy */
     int no_init, quiet;
+    const char *v2sub, *v2first; /* --v2-subscriber, --v2-first-disallow */
     /* Kernel names live until the process exits: the shim reads them through the
      * record's name pointer, possibly in its exit-time flush after main returned. */
     char *names_buf;
@@ -142,6 +144,11 @@ static void usage(FILE *f)
         "      --no-sync          return from main without waiting for the fake GPU: work\n"
         "                         still runs while the process exits\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
+        "      --v2-subscriber NAME  after cuInit, a CUPTI 13.3+ subscriber of its own (as\n"
+        "                         PyTorch's CUPTI monitor) beside the shim's, with user-\n"
+        "                         defined kernel and memcpy records; the report says what\n"
+        "                         it received\n"
+        "      --v2-first-disallow NAME  before cuInit, a subscriber that allows no other\n"
         "  -q, --quiet            no summary line on stdout\n"
         "  -h, --help             this help\n"
         "\n"
@@ -370,6 +377,7 @@ static int write_report(const char *path, const struct worker *tot, uint64_t sta
     fprintf(f, "  \"buffers_requested\": %" PRIu64 ",\n", st.buffers_requested);
     fprintf(f, "  \"requests_declined\": %" PRIu64 ",\n", st.requests_declined);
     fprintf(f, "  \"buffers_completed\": %" PRIu64 ",\n", st.buffers_completed);
+    fprintf(f, "  \"flushes\": %" PRIu64 ",\n", st.flushes);
     fprintf(f, "  \"dirty_buffers\": %" PRIu64 ",\n", st.dirty_buffers);
     fprintf(f, "  \"callbacks_registered\": %s,\n", st.callbacks_registered ? "true" : "false");
     fprintf(f, "  \"by_name\": {");
@@ -388,6 +396,7 @@ static int write_report(const char *path, const struct worker *tot, uint64_t sta
     fprintf(f, "\n  },\n");
     fprintf(f, "  \"first_correlation\": %" PRIu32 ",\n", tot->first_corr);
     fprintf(f, "  \"last_correlation\": %" PRIu32 ",\n", tot->last_corr);
+    cuptimon__v2sub_report(f, tot->first_corr, tot->last_corr);
     fprintf(f, "  \"threads\": %" PRIu32 ",\n", opt.threads);
     fprintf(f, "  \"devices\": %" PRIu32 ",\n", opt.devices);
     fprintf(f, "  \"streams\": %" PRIu32 ",\n", opt.streams);
@@ -438,6 +447,8 @@ int main(int argc, char **argv)
         {"kernel-us", required_argument, NULL, 'K'},
         {"no-sync", no_argument, NULL, 'Y'},
         {"no-init", no_argument, NULL, 'I'},
+        {"v2-subscriber", required_argument, NULL, 'V'},
+        {"v2-first-disallow", required_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -501,6 +512,8 @@ int main(int argc, char **argv)
             break;
         case 'Y': opt.no_sync = 1; break;
         case 'I': opt.no_init = 1; break;
+        case 'V': opt.v2sub = optarg; break;
+        case 'F': opt.v2first = optarg; break;
         case 'q': opt.quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: fprintf(stderr, "Try '" PROG " --help' for more information.\n"); return 2;
@@ -526,7 +539,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (opt.v2first && cuptimon__v2sub_start(opt.v2first, 0) != 0)
+        return 1;
     if (!opt.no_init && fakecuda_init() != 0)
+        return 1;
+    if (opt.v2sub && cuptimon__v2sub_start(opt.v2sub, 1) != 0)
         return 1;
     if (opt.annotate || opt.nest) {
         /* The driver loaded the shim privately (RTLD_LOCAL): find it by its

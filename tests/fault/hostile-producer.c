@@ -1119,11 +1119,11 @@ static const unsigned udr_types[3] = {CUPTIMON_REC_KERNEL, CUPTIMON_REC_MEMCPY,
                                       CUPTIMON_REC_MEMSET};
 
 static json_object *udr_describe(int hostile, unsigned offs[3][CUPTIMON_FIELDS_MAX],
-                                 unsigned size[3])
+                                 unsigned size[3], unsigned shift)
 {
     json_object *rl = json_object_new_object();
     for (int t = 0; t < 3; t++) {
-        unsigned n, off = 4;
+        unsigned n, off = 4 + shift;
         const char *const *names = cuptimon__rec_field_names(udr_types[t], &n);
         json_object *d = json_object_new_object(), *fields = json_object_new_array();
         for (unsigned j = n; j-- > 0;) {
@@ -1244,10 +1244,15 @@ static int udr_wait_release(struct session *s, uint32_t slot, uint64_t seq)
     }
 }
 
-static int udr_run(int hostile)
+/* mode 0: as described; 1: a hostile description; 2: a CUPTI 13.3 v2
+ * shim's session whose layouts change half way (LAYOUTS, issue 28), with
+ * hostile LAYOUTS and a STRINGS batch that forges one around them. */
+static int udr_run(int mode)
 {
-    unsigned offs[3][CUPTIMON_FIELDS_MAX], size[3];
-    json_object *rl = udr_describe(hostile, offs, size), *h = json_object_new_object(), *rs;
+    unsigned offs[3][CUPTIMON_FIELDS_MAX], size[3], offs2[3][CUPTIMON_FIELDS_MAX], size2[3];
+    int hostile = mode == 1;
+    json_object *rl = udr_describe(hostile, offs, size, 0), *h = json_object_new_object(), *rs;
+    json_object *rl2 = udr_describe(0, offs2, size2, 8);
     const uint32_t slots = 4;
     const uint64_t slot_size = 1u << 20;
     long count = opt_count > 0 ? opt_count : 20000;
@@ -1260,14 +1265,21 @@ static int udr_run(int hostile)
     json_object_object_add(h, "uid", json_object_new_int64((int64_t)getuid()));
     json_object_object_add(h, "hostname", json_object_new_string("hostile"));
     json_object_object_add(h, "exe", json_object_new_string("hostile-producer"));
-    json_object_object_add(h, "cupti_version", json_object_new_int(149900));
+    json_object_object_add(h, "cupti_version", json_object_new_int(mode == 2 ? 130300 : 149900));
     rs = json_object_new_object();
     for (int t = 0; t < 3; t++) {
         snprintf(key, sizeof key, "%u", udr_kinds[t]);
-        json_object_object_add(rs, key, json_object_new_int((int)size[t]));
+        json_object_object_add(rs, key, json_object_new_int(mode == 2 ? 1 : (int)size[t]));
     }
     json_object_object_add(h, "record_sizes", rs);
-    json_object_object_add(h, "record_layouts", rl);
+    if (mode == 2) {
+        /* As the shim on CUPTI's v2 path connects: before its first
+         * buffer, so without layouts. */
+        json_object_object_add(h, "activity_api", json_object_new_string("v2"));
+        json_object_object_add(h, "user_defined_records", json_object_new_boolean(1));
+    } else {
+        json_object_object_add(h, "record_layouts", json_object_get(rl));
+    }
     json_object *job = json_object_new_object();
     char label[80];
     snprintf(label, sizeof label, "hostile-%s", case_name);
@@ -1296,13 +1308,54 @@ static int udr_run(int hostile)
         char *body = NULL;
         rc = read_reply(&s.c, &hh, &body, REPLY_MS);
         CHECK(rc == 1 && hh.type == CUPTIMON_MSG_HELLO_ACK, "no HELLO_ACK");
+        json_object *ack = json_tokener_parse(body), *v;
+        if (ack && json_object_object_get_ex(ack, "session", &v))
+            s.id = json_object_get_int64(v);
+        CHECK(mode != 2 || (ack && json_object_object_get_ex(ack, "layouts", &v) &&
+                            json_object_get_boolean(v)),
+              "the HELLO_ACK does not say \"layouts\"");
+        json_object_put(ack);
         free(body);
+    }
+    if (mode == 2) {
+        /* A layout forged through STRINGS, and broken LAYOUTS: refused. */
+        struct cuptimon_buf b = {0};
+        CHECK(cuptimon__strings_begin(&b) == 0 &&
+                  cuptimon__strings_add(&b, CUPTIMON_LAYOUTS_KEY(0), "{}", 2) == 0,
+              "strings");
+        CHECK(send_msg(&s.c, CUPTIMON_MSG_STRINGS, b.data, b.len, NULL, 0) == 0, "send");
+        cuptimon__buf_free(&b);
+        CHECK(send_msg(&s.c, CUPTIMON_MSG_LAYOUTS, "{\"seq\": 0", 9, NULL, 0) == 0, "send");
+        static const char neg[] = "{\"seq\": -1, \"record_layouts\": {}}";
+        CHECK(send_msg(&s.c, CUPTIMON_MSG_LAYOUTS, neg, strlen(neg), NULL, 0) == 0, "send");
+        expect_log("STRINGS batch holds a layouts key, which only LAYOUTS may set");
+        expect_log("LAYOUTS is not {\"seq\": N, \"record_layouts\": {...}} (ignored)");
     }
 
     /* count records over `hold` ms, in 30 buffers at most. */
     long batches = 30, per = (count + batches - 1) / batches;
     for (long b = 0; b < batches && (long)i < count; b++) {
         uint32_t slot = (uint32_t)(seq % slots);
+        if (mode == 2 && (b == 0 || b == batches / 2)) {
+            /* The layouts of the buffers from this one on; half way they
+             * change (another offset and size for every kind). */
+            json_object *l = json_object_new_object();
+            json_object_object_add(l, "seq", json_object_new_int64((int64_t)seq));
+            json_object_object_add(l, "record_layouts", json_object_get(b ? rl2 : rl));
+            const char *lt = json_object_to_json_string(l);
+            CHECK(send_msg(&s.c, CUPTIMON_MSG_LAYOUTS, lt, strlen(lt), NULL, 0) == 0, "send");
+            json_object_put(l);
+            if (b) {
+                memcpy(offs, offs2, sizeof offs);
+                memcpy(size, size2, sizeof size);
+                /* Too late for the buffers already archived: refused. */
+                static const char late[] = "{\"seq\": 0, \"record_layouts\": {}}";
+                CHECK(send_msg(&s.c, CUPTIMON_MSG_LAYOUTS, late, strlen(late), NULL, 0) == 0,
+                      "send");
+                expect_log("LAYOUTS for buffer 0, but buffer %" PRIu64 " came already (ignored)",
+                           seq - 1);
+            }
+        }
         uint8_t *p = s.pool + slot * slot_size;
         uint64_t valid = 0, n = 0, t0 = udr_now_ns();
         for (long k = 0; k < per && (long)i < count; k++, i++, n++) {
@@ -1323,9 +1376,16 @@ static int udr_run(int hostile)
         seq++;
         usleep((useconds_t)(hold * 1000 / batches));
     }
+    if (mode == 2) {
+        if ((rc = check_counter(s.id, "protocol_errors", 4)) ||
+            (rc = check_counter(s.id, "layout_changes", 2)))
+            return rc;
+    }
     const char *bye = "{}";
     send_msg(&s.c, CUPTIMON_MSG_BYE, bye, strlen(bye), NULL, 0);
     close_session(&s);
+    json_object_put(rl);
+    json_object_put(rl2);
     printf("udr-report: {\"pid\":%ld,\"records\":%" PRIu64 ",\"kernels\":%" PRIu64
            ",\"memcpys\":%" PRIu64 ",\"memsets\":%" PRIu64 ",\"sizes\":[%u,%u,%u]}\n",
            (long)getpid(), i, counts[0], counts[1], counts[2], size[0], size[1], size[2]);
@@ -1345,6 +1405,11 @@ static int case_user_defined(void)
 static int case_user_defined_hostile(void)
 {
     return udr_run(1);
+}
+
+static int case_user_defined_layouts(void)
+{
+    return udr_run(2);
 }
 
 /* ---- cases: order and the data path ------------------------------------- */
@@ -1900,6 +1965,8 @@ static const struct {
     {"bad-flood", case_bad_flood, "100k refused BUFFER_READY messages"},
     {"idle-connections", case_idle_connections, "connections that never say hello"},
     {"user-defined", case_user_defined, "records packed as its hello's record_layouts say"},
+    {"user-defined-layouts", case_user_defined_layouts,
+     "a v2 session whose layouts change half way (LAYOUTS), around hostile LAYOUTS"},
     {"user-defined-hostile", case_user_defined_hostile,
      "record_layouts with a field outside its record"},
 };

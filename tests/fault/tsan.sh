@@ -32,9 +32,11 @@ t0=$(now_ms)
 # library by its "libcupti" prefix.
 # shellcheck disable=SC2086
 {
-    $CC_ $FLAGS -shared -o "$B/libcupti-fake.so" "$S/tests/fakecupti/fakecupti.c" &&
+    $CC_ $FLAGS -shared -o "$B/libcupti-fake.so" "$S/tests/fakecupti/fakecupti.c" \
+        "$S/tests/fakecupti/fakecupti-v2.c" &&
     $CC_ $FLAGS -fvisibility=hidden -shared -o "$B/libcuptimon.so" "$S"/client-lib/*.c "$S"/proto/*.c $LIBS_ -ldl &&
     $CC_ $FLAGS -I"$S/tests/fakecupti" -o "$B/workload" "$S/tests/fakecupti/workload.c" \
+        "$S/tests/fakecupti/v2sub.c" \
         -L"$B" -Wl,-rpath,"$B" -lcupti-fake
 } >"$B/build.log" 2>&1 || { cat "$B/build.log"; fail "the TSan build failed"; }
 echo "tsan: built the shim, the double and the workload with -fsanitize=thread in $(($(now_ms) - t0)) ms"
@@ -48,6 +50,12 @@ run_tsan() {
 # gets declined, periodic flushes and releases race the completions.
 CUPTIMON_POOL_SLOTS=4 CUPTIMON_SLOT_SIZE=64K run_tsan --kernels 60000 --threads 4 --streams 4 \
     --quiet --report "$T/t1.json" 2>"$T/tsan1.err" || true
+# 1b: the same on CUPTI 13.3's v2 path (client-lib/v2.c), with a second
+# subscriber in the process: the completion callbacks intern names with a
+# lock-free table and note layouts under qlock, on CUPTI's threads.
+FAKECUPTI_VERSION=130300 CUPTIMON_POOL_SLOTS=4 CUPTIMON_SLOT_SIZE=64K run_tsan --kernels 60000 \
+    --threads 4 --streams 4 --quiet --v2-subscriber other --report "$T/t1b.json" \
+    2>"$T/tsan1b.err" || true
 # 2: the daemon is killed and restarted while two threads launch: the IO
 # thread disconnects, reclaims the slots in flight and reconnects.
 CUPTIMON_POOL_SLOTS=4 CUPTIMON_SLOT_SIZE=64K CUDA_INJECTION64_PATH=$B/libcuptimon.so \
@@ -64,7 +72,7 @@ start_daemon --flush-period 0.1
 wait "$w" || true
 stop_daemon
 races=0
-for f in "$T/tsan1.err" "$T/tsan2.err"; do
+for f in "$T/tsan1.err" "$T/tsan1b.err" "$T/tsan2.err"; do
     n=$(grep -c "WARNING: ThreadSanitizer" "$f" || true)
     races=$((races + n))
     if [ "$n" -gt 0 ]; then
@@ -72,7 +80,7 @@ for f in "$T/tsan1.err" "$T/tsan2.err"; do
         grep -A 30 "WARNING: ThreadSanitizer" "$f" | head -120
     fi
 done
-for r in t1 t2; do
+for r in t1 t1b t2; do
     [ -s "$T/$r.json" ] || { cat "$T/tsan1.err" "$T/tsan2.err" | tail -20; fail "run $r did not finish (no report)"; }
 done
 echo "tsan: run 1 recorded $(report_field "$T/t1.json" kernels_recorded) kernels" \

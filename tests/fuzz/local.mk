@@ -20,7 +20,9 @@ tests_fuzz_gen_corpus_LDADD = $(FUZZ_REPLAY_LIBS)
 
 # The decoder and the archive reader (the daemon's library).
 FUZZ_LIB_LIBS = $(ARCHIVE_LIBS)
-check_PROGRAMS += tests/fuzz/replay-decode tests/fuzz/replay-archive
+check_PROGRAMS += tests/fuzz/replay-decode tests/fuzz/replay-archive tests/fuzz/replay-layouts
+tests_fuzz_replay_layouts_SOURCES = tests/fuzz/fuzz-layouts.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_layouts_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_replay_decode_SOURCES = tests/fuzz/fuzz-decode.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_decode_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_replay_archive_SOURCES = tests/fuzz/fuzz-archive.c tests/fuzz/fuzz-main.c
@@ -36,7 +38,11 @@ if FUZZING
 # from libcuptimon-proto.la, so that they carry libFuzzer's coverage
 # instrumentation (the library itself is built without it).
 noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings tests/fuzz/fuzz-decode \
-	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges
+	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges tests/fuzz/fuzz-layouts
+tests_fuzz_fuzz_layouts_SOURCES = tests/fuzz/fuzz-layouts.c
+tests_fuzz_fuzz_layouts_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_layouts_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_layouts_LDADD = $(FUZZ_LIB_LIBS)
 # The library they exercise carries the coverage instrumentation too
 # (archive/local.mk adds FUZZ_CFLAGS to it).
 tests_fuzz_fuzz_decode_SOURCES = tests/fuzz/fuzz-decode.c
@@ -63,11 +69,12 @@ tests_fuzz_fuzz_ranges_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # replay it with tests/fuzz/fuzz-TARGET FILE, and commit it under
 # tests/fuzz/corpus/TARGET/ once fixed.
 fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
-	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT)
+	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT) \
+	tests/fuzz/fuzz-layouts$(EXEEXT)
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
-	for t in frame strings decode archive ranges; do \
+	for t in frame strings decode archive ranges layouts; do \
 	  mkdir "$$work/$$t"; \
 	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
 	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \

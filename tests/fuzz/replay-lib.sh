@@ -7,4 +7,5 @@ fuzz_b=$top_builddir/tests/fuzz
 corpus=$top_srcdir/tests/fuzz/corpus
 "$fuzz_b/replay-decode" "$corpus/decode"
 "$fuzz_b/replay-archive" "$corpus/archive"
+"$fuzz_b/replay-layouts" "$corpus/layouts"
 echo "replay-lib: ok"

@@ -7,7 +7,8 @@
 #     13.1, 13.2 (with cuptiActivityGetStructSize) and 13.3 under one daemon:
 #     the offline decode holds every kernel (by name), copy and memset
 #     exactly once; status names each release and shows the check confirmed
-#     the table (no mismatch); meta.json keeps the measured sizes;
+#     the table (no mismatch); meta.json keeps the measured sizes (all on
+#     the global activity API: 13.3 on the v2 path is v2.sh's);
 #  2. a deliberately wrong table entry (the test hook
 #     CUPTIMON_TEST_LAYOUT_SIZE: CUDA 13.1's kernel as 216 bytes, the size
 #     NVIDIA's reference pages suggest) in the daemon and cuptimonctl: the
@@ -28,7 +29,7 @@ pids=
 for r in $RELEASES; do
     # The API kinds always on too, so that their records are measured.
     CUPTIMON_ACTIVITIES=kernel,memcpy,memset,runtime,driver \
-        FAKECUPTI_CUDA=$r CUPTIMON_LABEL=cuda$r workload --kernels 6000 --rate 4000 --streams 2 \
+        CUPTIMON_CUPTI_API=v1 FAKECUPTI_CUDA=$r CUPTIMON_LABEL=cuda$r workload --kernels 6000 --rate 4000 --streams 2 \
         --memcpy-every 7 --memset-every 11 --report "$T/r-$r.json" --linger-ms 4000 &
     pids="$pids $!"
 done
@@ -96,7 +97,7 @@ mv "$T/out" "$T/out-releases"
 # wrong entry there would only cost that kind's names: the shim reads a
 # name only from a record of its table's size, and counts the others).
 CUPTIMON_TEST_LAYOUT_SIZE=130100:10:216 start_daemon --flush-period 0.2
-FAKECUPTI_CUDA=13.1 CUPTIMON_LABEL=wrong workload --kernels 6000 --rate 4000 --streams 2 \
+CUPTIMON_CUPTI_API=v1 FAKECUPTI_CUDA=13.1 CUPTIMON_LABEL=wrong workload --kernels 6000 --rate 4000 --streams 2 \
     --memcpy-every 7 --memset-every 11 --report "$T/r-wrong.json" --linger-ms 4000 &
 wp=$!
 shows_mismatch() {

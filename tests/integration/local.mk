@@ -12,6 +12,8 @@ INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/
 	tests/integration/decode-range.sh \
 	tests/integration/user-defined.sh tests/integration/layouts.sh \
 	tests/integration/edges.sh
+	tests/integration/user-defined.sh tests/integration/v2.sh \
+	tests/integration/v2-old-daemon.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/integration/kineto-check.py
 # cuptimonctl stats and the demo's end (issue 29): their own line, so that

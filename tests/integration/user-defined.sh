@@ -12,9 +12,10 @@
 # and field, its kernels counted as undecodable (never misread), its valid
 # kinds still decoded.
 #
-# The producer is tests/fault/hostile-producer (cases user-defined and
-# user-defined-hostile), which speaks the protocol itself: the shim does not
-# ask CUPTI for user-defined records yet (proto/cupti-abi.h says why).
+# The producer is tests/fault/hostile-producer (cases user-defined,
+# user-defined-hostile and user-defined-layouts), which speaks the protocol
+# itself and writes records whose every field the test can recompute
+# (the shim's own v2 path is tests/integration/v2.sh).
 . "$top_srcdir/tests/integration/lib.sh"
 HOSTILE=$top_builddir/tests/fault/hostile-producer
 
@@ -120,4 +121,53 @@ assert und == rep["kernels"] * rep["sizes"][0], f"undecodable {und} bytes, want 
 print(f"hostile description: {rep['kernels']} kernels refused and counted ({und} bytes), "
       f"{cats['gpu_memcpy']} copies and {cats['gpu_memset']} memsets still decoded")
 PY
+
+# Layouts that change half way through a session (LAYOUTS, issue 28): the
+# session of a shim on CUPTI's v2 path, whose hello describes nothing, with
+# a forged layout in STRINGS and broken or late LAYOUTS around the real
+# ones (each refused and logged).  The offline decode holds every record
+# with the fields written, each chunk read with the layouts it was written
+# with, and an archive without LAYOUTS (the first part's) still decodes as
+# before.
+mv "$T/out" "$T/out-bad"
+start_daemon --flush-period 0.2
+"$HOSTILE" --socket "$CUPTIMON_SOCKET" --control-socket "$CUPTIMON_CONTROL_SOCKET" \
+    --count 6000 --hold-ms 600 user-defined-layouts > "$T/gen.out" 2>&1 ||
+    { cat "$T/gen.out"; fail "the changing-layouts producer's own checks failed"; }
+stop_daemon
+sed -n 's/^expect-log: //p' "$T/gen.out" | while IFS= read -r want_log; do
+    grep -qF -- "$want_log" "$T/daemon.log" || { cat "$T/daemon.log"; fail "the daemon did not log: $want_log"; }
+done
+"$CTL" decode "$T/out" -o "$T/gen.json" --summary-out "$T/gen-summary.json" 2>"$T/gen-decode.err" ||
+    { cat "$T/gen-decode.err"; fail "decode of the changing layouts failed"; }
+grep "udr-report:" "$T/gen.out" | sed 's/^udr-report: //' > "$T/gen-rep.json"
+python3 - "$T/gen.json" "$T/gen-summary.json" "$T/gen-rep.json" <<'PY'
+import json, sys, collections
+trace, summary, rep = (json.load(open(p)) for p in sys.argv[1:])
+want = collections.Counter()
+for i in range(rep["records"]):
+    if i % 11 == 10:
+        want[("gpu_memset", 512 * (1 + i % 5), 3, 7 + i % 2)] += 1
+    elif i % 7 == 6:
+        want[("gpu_memcpy", 4096 * (1 + i % 3), 1 + i % 2, 7 + i % 2)] += 1
+    else:
+        want[("kernel", (1 + i % 5, 2, 3), (32 * (1 + i % 4), 1, 1), 16 + i % 8, 256 * (i % 3),
+              7 + i % 2)] += 1
+got = collections.Counter()
+for e in trace["traceEvents"]:
+    if e.get("ph") != "X" or e.get("pid") != rep["pid"]:
+        continue
+    a = e.get("args", {})
+    if e["cat"] == "kernel":
+        got[("kernel", tuple(a["grid"]), tuple(a["block"]), a["registers per thread"],
+             a["dynamic shared memory"], a["stream"])] += 1
+    elif e["cat"] == "gpu_memcpy":
+        got[("gpu_memcpy", a["bytes"], a["copy kind"], a["stream"])] += 1
+    elif e["cat"] == "gpu_memset":
+        got[("gpu_memset", a["bytes"], a["memory kind"], a["stream"])] += 1
+assert got == want, f"missing {list((want - got).items())[:3]}, extra {list((got - want).items())[:3]}"
+assert summary["undecodable"]["bytes"] == 0, summary["undecodable"]
+print(f"changing layouts: {rep['records']} records decoded exactly across the change")
+PY
+"$CTL" decode "$T/out-good" -o /dev/null 2>"$T/old-decode.err" || fail "the first archive no longer decodes"
 echo "ok"

@@ -15,6 +15,7 @@
 
 #include "archive/archive.h"
 #include "archive/session.h"
+#include "archive/strtab.h"
 #include "cuptimon-proto.h"
 #include "tests/unit/testlib.h"
 
@@ -797,6 +798,69 @@ START_TEST(damaged_meta_is_salvaged)
 }
 END_TEST
 
+/* Layouts that change during a session (LAYOUTS, archived as strings.bin
+ * entries under CUPTIMON_LAYOUTS_KEY): each chunk decodes with the
+ * generation that starts at or before its index; meta.json's before the
+ * first; an archive written before them decodes as before. */
+START_TEST(layout_generations_apply_by_chunk_index)
+{
+    char dir[300];
+    struct cuptimon_archive_writer *w;
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_session as;
+    struct cuptimon_buf b = {0};
+    static const char meta[] =
+        "{\"pid\": 7, \"cupti_version\": 130300, \"activity_api\": \"v2\", "
+        "\"user_defined_records\": true, \"record_layouts\": {\"10\": {\"size\": 24, "
+        "\"fields\": [{\"field\": \"start\", \"offset\": 8, \"size\": 8}]}}}";
+    static const char gen5[] = "{\"10\": {\"size\": 32, \"fields\": [{\"field\": \"start\", "
+                               "\"offset\": 16, \"size\": 8}]}, \"1\": {\"size\": 16, \"fields\": "
+                               "[{\"field\": \"bytes\", \"offset\": 8, \"size\": 8}]}}";
+
+    session_dir(dir, sizeof dir, "gens");
+    ck_assert_int_eq(cuptimon__aw_open(dir, meta, 1u << 20, 0, &w, NULL), 0);
+    ck_assert_int_eq(cuptimon__strings_begin(&b), 0);
+    ck_assert_int_eq(cuptimon__strings_add(&b, CUPTIMON_LAYOUTS_KEY(5), gen5, strlen(gen5)), 0);
+    ck_assert_int_eq(cuptimon__strings_add(&b, CUPTIMON_LAYOUTS_KEY(9), "[]", 2), 0);
+    ck_assert_int_eq(cuptimon__strings_add(&b, 0x1234, "kernel", 6), 0);
+    ck_assert_int_eq(cuptimon__aw_strings(w, b.data, b.len), 0);
+    cuptimon__buf_free(&b);
+    cuptimon__aw_close(w);
+
+    memset(&as, 0, sizeof as);
+    ck_assert_int_eq(cuptimon__archive_open(dir, &r, NULL), 0);
+    ck_assert_int_eq(cuptimon__archive_session_meta(&as, cuptimon__archive_meta(r)), 0);
+    ck_assert_int_eq(cuptimon__archive_session_strings(&as, r), 0);
+    ck_assert_uint_eq(as.ngens, 2);
+    /* Before the first generation: meta.json's (24-byte kernels, no
+     * copies); from 5: 32-byte kernels and copies; from 9 (not a JSON
+     * object): nothing decodes. */
+    const struct cuptimon_layout *l0 = cuptimon__archive_session_layout(&as, 4);
+    const struct cuptimon_layout *l5 = cuptimon__archive_session_layout(&as, 5);
+    const struct cuptimon_layout *l8 = cuptimon__archive_session_layout(&as, 8);
+    const struct cuptimon_layout *l9 = cuptimon__archive_session_layout(&as, 1000);
+    ck_assert_ptr_eq(l0, &as.layout);
+    ck_assert_uint_eq(l0->size[10], 24);
+    ck_assert_uint_eq(l0->size[1], 0);
+    ck_assert_uint_eq(l5->size[10], 32);
+    ck_assert_uint_eq(l5->rec[10]->f[CUPTIMON_FK_start].off, 16);
+    ck_assert_uint_eq(l5->size[1], 16);
+    ck_assert_ptr_eq(l8, l5);
+    ck_assert_uint_eq(l9->size[10], 0);
+    ck_assert_uint_eq(l9->user_defined, 0);
+    ck_assert_ptr_nonnull(strstr(as.gens_error, "the layouts from buffer 9 on: not a JSON object"));
+    /* The names are there as before, the layout entries are not names. */
+    size_t len;
+    ck_assert_ptr_nonnull(cuptimon__strtab_get(as.names, 0x1234, &len));
+    ck_assert_ptr_null(cuptimon__strtab_get(as.names, CUPTIMON_LAYOUTS_KEY(5), &len));
+    /* Reading the strings again (another pass) gives the same. */
+    ck_assert_int_eq(cuptimon__archive_session_strings(&as, r), 0);
+    ck_assert_uint_eq(as.ngens, 2);
+    cuptimon__archive_close(r);
+    cuptimon__archive_session_clear(&as);
+}
+END_TEST
+
 struct reports {
     int n[CUPTIMON_DAMAGE_KINDS];
     uint64_t first_off[CUPTIMON_DAMAGE_KINDS];
@@ -890,6 +954,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, damaged_first_string_costs_only_itself);
     tcase_add_test(t, session_without_meta_is_found_and_read);
     tcase_add_test(t, damaged_meta_is_salvaged);
+    tcase_add_test(t, layout_generations_apply_by_chunk_index);
     tcase_add_test(t, damage_is_reported_once_per_kind); /* NEWAPI */
     suite_add_tcase(s, t);
     return s;

@@ -653,6 +653,81 @@ START_TEST(user_defined_layouts_decode_without_a_table)
 }
 END_TEST
 
+/* Widths come from the description (CUPTI's v2 layouts say 64-bit
+ * correlation and stream ids where the structs have 32); a producer that
+ * says "user_defined_records" has no table layout for undescribed kinds;
+ * user-defined overhead records' processId/threadId are a thread object. */
+START_TEST(user_defined_widths_and_only)
+{
+    json_object *meta =
+        json_tokener_parse("{\"user_defined_records\": true, \"record_layouts\": {"
+                           "\"10\": {\"size\": 40, \"fields\": ["
+                           "{\"field\": \"correlationId\", \"offset\": 8, \"size\": 8},"
+                           "{\"field\": \"streamId\", \"offset\": 16, \"size\": 8},"
+                           "{\"field\": \"start\", \"offset\": 24, \"size\": 8},"
+                           "{\"field\": \"registersPerThread\", \"offset\": 4, \"size\": 1},"
+                           "{\"field\": \"cacheConfig\", \"offset\": 5, \"size\": 1},"
+                           "{\"field\": \"end\", \"offset\": 32, \"size\": 8}]},"
+                           "\"17\": {\"size\": 32, \"fields\": ["
+                           "{\"field\": \"overheadKind\", \"offset\": 4, \"size\": 4},"
+                           "{\"field\": \"processId\", \"offset\": 8, \"size\": 4},"
+                           "{\"field\": \"threadId\", \"offset\": 16, \"size\": 8},"
+                           "{\"field\": \"start\", \"offset\": 24, \"size\": 8}]}}}");
+    struct cuptimon_layout l;
+    struct cuptimon_decode_stats st;
+    struct cuptimon_walk w;
+    struct cuptimon_ev ev;
+    uint8_t buf[40 + 32 + 40] = {0};
+    uint32_t kind = CUPTIMON_KIND_CONCURRENT_KERNEL;
+
+    ck_assert_ptr_nonnull(meta);
+    ck_assert_int_eq(cuptimon__layout_init_meta(&l, 130300, NULL, meta), 0);
+    ck_assert_str_eq(l.udr_error, "");
+    ck_assert_int_eq(l.user_defined_only, 1);
+    ck_assert_uint_eq(l.user_defined, 2);
+    /* Undescribed kinds have no size, although 13.3's table knows them. */
+    ck_assert_int_eq(l.state[CUPTIMON_KIND_MEMCPY], CUPTIMON_KIND_UNKNOWN);
+    ck_assert_uint_eq(l.size[CUPTIMON_KIND_MEMCPY], 0);
+    memcpy(buf, &kind, 4);
+    put(buf, 8, 8, 0x123456789ull); /* a correlation id past 32 bits keeps its low bits */
+    put(buf, 16, 8, 7);
+    put(buf, 24, 8, 1000);
+    put(buf, 32, 8, 2000);
+    put(buf, 4, 1, 200);
+    kind = CUPTIMON_KIND_OVERHEAD;
+    memcpy(buf + 40, &kind, 4);
+    put(buf + 40, 4, 4, 1u << 16);
+    put(buf + 40, 8, 4, 4321);
+    put(buf + 40, 16, 8, 98765);
+    put(buf + 40, 24, 8, 5000);
+    kind = CUPTIMON_KIND_MEMCPY; /* undescribed: the walk stops */
+    memcpy(buf + 72, &kind, 4);
+    memset(&st, 0, sizeof st);
+    cuptimon__walk_begin(&w, &l, buf, sizeof buf, &st);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert_uint_eq(ev.correlation_id, 0x23456789u);
+    ck_assert_uint_eq(ev.stream_id, 7);
+    ck_assert_uint_eq(ev.start, 1000);
+    ck_assert_uint_eq(ev.end, 2000);
+    ck_assert_uint_eq(ev.u.kernel.registers_per_thread, 200);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert_uint_eq(ev.type, CUPTIMON_EV_OVERHEAD);
+    ck_assert_uint_eq(ev.u.overhead.object_kind, 2); /* a thread */
+    ck_assert_uint_eq(ev.u.overhead.object_id.a, 4321);
+    ck_assert_uint_eq(ev.u.overhead.object_id.b, 98765);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 0);
+    ck_assert_uint_eq(st.unknown_kind_stops, 1);
+    ck_assert_uint_eq(st.undecodable_bytes, 40);
+
+    /* Without the flag, the table still decodes what is not described. */
+    json_object_object_del(meta, "user_defined_records");
+    ck_assert_int_eq(cuptimon__layout_init_meta(&l, 130300, NULL, meta), 0);
+    ck_assert_int_eq(l.user_defined_only, 0);
+    ck_assert_int_eq(l.state[CUPTIMON_KIND_MEMCPY], CUPTIMON_KIND_DECODED);
+    json_object_put(meta);
+}
+END_TEST
+
 /* Without record_layouts, cuptimon__layout_init_udr is cuptimon__layout_init. */
 START_TEST(no_user_defined_layouts_is_the_table)
 {
@@ -682,8 +757,14 @@ START_TEST(hostile_user_defined_layouts_are_refused)
     } cases[] = {
         {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"start\",\"offset\":60,\"size\":8}]}}",
          "kind 3 (KERNEL): field start at offset 60 (8 bytes) is not inside", 3, 64},
-        {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"gridX\",\"offset\":8,\"size\":8}]}}",
-         "kind 3 (KERNEL): field gridX is 8 bytes wide, the decoder reads it as 4", 3, 64},
+        {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"gridX\",\"offset\":8,\"size\":3}]}}",
+         "kind 3 (KERNEL): field gridX is 3 bytes wide; the decoder reads 1, 2, 4 or 8 bytes", 3,
+         64},
+        {"{\"3\":{\"size\":64,\"fields\":[{\"field\":\"name\",\"offset\":8,\"size\":4}]}}",
+         "kind 3 (KERNEL): field name is 4 bytes wide; the decoder reads a name pointer as 8", 3,
+         64},
+        {"{\"17\":{\"size\":64,\"fields\":[{\"field\":\"objectId\",\"offset\":8,\"size\":8}]}}",
+         "kind 17 (OVERHEAD): field objectId is 8 bytes wide; the decoder reads it as 12", 17, 64},
         {"{\"1\":{\"size\":32,\"fields\":[{\"field\":\"bytes\",\"offset\":8,\"size\":8},"
          "{\"field\":\"bytes\",\"offset\":16,\"size\":8}]}}",
          "kind 1 (MEMCPY): field bytes is described twice", 1, 32},
@@ -753,16 +834,23 @@ START_TEST(hostile_user_defined_layouts_are_refused)
 }
 END_TEST
 
-/* Every field the decoder reads has one width the table agrees on. */
+/* Every field the decoder reads has one width the table agrees on, but
+ * the fields only user-defined records have (overhead and marker
+ * processId/threadId, which CUPTI 13.2+ offers instead of objectId). */
 START_TEST(every_field_has_a_width)
 {
     for (unsigned t = CUPTIMON_REC_KERNEL; t < CUPTIMON_REC_TYPES; t++) {
         unsigned n;
         const char *const *names = cuptimon__rec_field_names(t, &n);
         ck_assert_ptr_nonnull(names);
-        for (unsigned i = 0; i < n; i++)
-            if (cuptimon__rec_field_width(t, i) == 0)
-                ck_abort_msg("type %u field %s has no width in any table struct", t, names[i]);
+        for (unsigned i = 0; i < n; i++) {
+            int udr_only =
+                (t == CUPTIMON_REC_OVERHEAD || t == CUPTIMON_REC_MARKER) &&
+                (strcmp(names[i], "processId") == 0 || strcmp(names[i], "threadId") == 0);
+            if ((cuptimon__rec_field_width(t, i) == 0) != udr_only)
+                ck_abort_msg("type %u field %s: width %u in the table structs", t, names[i],
+                             cuptimon__rec_field_width(t, i));
+        }
     }
     ck_assert_uint_eq(cuptimon__rec_type_of_kind(CUPTIMON_KIND_CONCURRENT_KERNEL),
                       CUPTIMON_REC_KERNEL);
@@ -788,6 +876,7 @@ Suite *cuptimon__test_suite(void)
     t = tcase_create("user-defined");
     tcase_add_test(t, user_defined_layouts_decode_without_a_table);
     tcase_add_test(t, no_user_defined_layouts_is_the_table);
+    tcase_add_test(t, user_defined_widths_and_only);
     tcase_add_test(t, hostile_user_defined_layouts_are_refused);
     tcase_add_test(t, every_field_has_a_width);
     suite_add_tcase(s, t);

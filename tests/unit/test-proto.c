@@ -434,15 +434,16 @@ START_TEST(test_type_names)
     } known[] = {
         {0x0101, "HELLO"},        {0x0102, "HELLO_ACK"},      {0x0103, "BYE"},
         {0x0201, "BUFFER_READY"}, {0x0202, "BUFFER_RELEASE"}, {0x0203, "STRINGS"},
-        {0x0204, "FLUSH_DONE"},   {0x0205, "RANGES"},         {0x0301, "FLUSH"},
-        {0x0302, "ENABLE"},       {0x0303, "DISABLE"},        {0x0304, "CONFIG"},
-        {0x0401, "CONTROL"},      {0x0501, "REPLY_OK"},       {0x0502, "REPLY_ERROR"},
+        {0x0204, "FLUSH_DONE"},   {0x0205, "RANGES"},         {0x0206, "LAYOUTS"},
+        {0x0301, "FLUSH"},        {0x0302, "ENABLE"},         {0x0303, "DISABLE"},
+        {0x0304, "CONFIG"},       {0x0401, "CONTROL"},        {0x0501, "REPLY_OK"},
+        {0x0502, "REPLY_ERROR"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         ck_assert_msg(cuptimon__type_known(known[i].type), "type 0x%04x", known[i].type);
         ck_assert_str_eq(cuptimon__type_name(known[i].type), known[i].name);
     }
-    static const uint16_t unknown[] = {0x0000, 0x0100, 0x0104, 0x0200, 0x0206, 0x0300,
+    static const uint16_t unknown[] = {0x0000, 0x0100, 0x0104, 0x0200, 0x0207, 0x0300,
                                        0x0305, 0x0402, 0x0500, 0x0503, 0x0601, 0xffff};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         ck_assert_msg(!cuptimon__type_known(unknown[i]), "type 0x%04x", unknown[i]);
