@@ -201,9 +201,12 @@ for p in sys.argv[3:-1]:
 got = {r["name"]: r["instances"] for r in st["kernels"]}
 assert got == made, (got, made)
 assert sys.argv[-1] in got
-# The runtime's launches each made a driver launch (the double's model).
+# The runtime's launches each made a driver launch (the double's model),
+# but for a launch between the enabling (or disabling) of RUNTIME and of
+# DRIVER: the window turns its kinds on and off one at a time, as a shim
+# must with CUPTI, so each edge may see one launch with only one of them.
 api = {r["name"]: r["calls"] for r in st["api"]}
-assert api["cuLaunchKernel"] == api["cudaLaunchKernel"] > 0, api
+assert api["cudaLaunchKernel"] > 0 and abs(api["cuLaunchKernel"] - api["cudaLaunchKernel"]) <= 2, api
 assert st["info"]["sessions"] == 4 and st["info"]["dropped_records"] == 0, st["info"]
 PY
 
