@@ -117,23 +117,27 @@ print(json.load(open(sys.argv[1])).get("final", {}).get(sys.argv[2], "none"))' "
 session_ended() { [ "$(final_field "$1" buffers_received)" != none ]; }
 
 # stalled_exit [WORKLOAD ARGS...]: with a running daemon ($DPID), a
-# producer with a small pool connects and streams; once its hello is taken,
-# the daemon is stopped (SIGSTOP); the producer's pool fills, CUPTI drops,
+# producer with a small pool connects; once its hello is taken it starts
+# launching (--wait-file: a loaded machine may take longer to list it than
+# the workload takes to run), and 0.3 s later the daemon is stopped
+# (SIGSTOP); the producer's pool fills, CUPTI drops,
 # and the producer exits while the daemon is still stopped, leaving
 # BUFFER_READYs the daemon has not read; then the daemon is continued and
 # given time to drain.  The producer's report is $T/stalled.json and its
 # pid $STALLED_PID.
 stalled_exit() {
     CUPTIMON_POOL_SLOTS=4 CUPTIMON_SLOT_SIZE=64K CUPTIMON_LABEL=stalled \
-        spawn_tracked --kernels 40000 --rate 20000 --quiet --report "$T/stalled.json" "$@"
+        spawn_tracked --kernels 40000 --rate 20000 --quiet --report "$T/stalled.json" \
+        --wait-file "$T/stalled.go" "$@"
     STALLED_PID=$SPAWNED
     local p=$SPAWNED
     listed() { [ "$(session_field "$p" pid)" = "$p" ]; }
     wait_for 50 listed || fail "the producer's session did not start"
+    touch "$T/stalled.go"
     sleep 0.3
     kill -STOP "$DPID"
     local gone=no
-    for _ in $(seq 1 60); do
+    for _ in $(seq 1 100); do
         if ! kill -0 "$p" 2>/dev/null; then gone=yes; break; fi
         sleep 0.1
     done
