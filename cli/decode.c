@@ -12,12 +12,14 @@
  * counts go to standard error and to the trace's otherData and the summary.
  *
  * With --from, chunks completed well before it are passed over on their
- * header alone (see SKIP_MARGIN_NS): a 1 s slice of a long archive then
- * reads, decompresses and walks only the chunks that can hold its events.
+ * header alone (see CUPTIMON_CLI_SKIP_MARGIN_NS in read.h): a 1 s slice of
+ * a long archive then reads, decompresses and walks only the chunks that
+ * can hold its events.
  */
 #include "config.h"
 
 #include "cli.h"
+#include "read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -154,38 +156,7 @@ int cuptimon__cli_parse_time(const char *s, uint64_t *ns)
     return 0;
 }
 
-/*
- * --from passes over the chunks completed more than this before it.  A
- * chunk is one CUPTI buffer, and CUPTI writes a record into a buffer only
- * once its activity has ended (the record holds the end time); the shim
- * samples the chunk's clock pair (cupti_ts, unix_ns) when CUPTI hands the
- * buffer over, later still.  In the chunk's own clock mapping, the one
- * cuptimon__ev_in_range() uses, every record of a chunk thus ends at or
- * before the chunk's unix_ns, and a chunk completed before
- * from - SKIP_MARGIN_NS holds no record that --from keeps for its time.
- * The margin covers CUPTI's error in putting GPU times on the CPU clock
- * (microseconds) many times over.  A producer that stamps its buffers
- * otherwise (bench/replay-producer maps a replayed buffer's first record
- * to its completion: its records end up to ~0.1 s after it) is caught,
- * not trusted: a read chunk holding a record that ends later than its
- * completion plus the margin is counted and reported, naming --read-all.
- *
- * Nothing bounds the other side: a buffer completed long after --to can
- * hold a record that started before it (a long kernel, a buffer that
- * filled slowly, buffers completed out of order), so --to passes nothing
- * over.  What passing over gives up, and --read-all keeps: the records
- * without a time (external correlations, NVTX marker data, records whose
- * times CUPTI left 0), which --from/--to keep wherever they lie, are not
- * read in such a chunk: an event launched more than the margin before
- * --from that ended after it (a long kernel, a long synchronisation) is
- * kept, but the external correlation record of its launch may lie in a
- * chunk passed over, and it then lacks its external id and annotation;
- * the summary's counts by kind lack those records; and records_decoded
- * and the undecodable counts cover the chunks read (each session's
- * chunks_skipped and records_skipped, and the summary's range_skip, say
- * what was passed over).
- */
-#define SKIP_MARGIN_NS 1000000000ull
+#define PROG "cuptimonctl decode"
 
 struct session {
     const char *dir;
@@ -193,7 +164,7 @@ struct session {
     struct cuptimon_decode_stats dec;
     uint64_t chunks, dropped, kept, filtered;
     int skipping;         /* --from may have passed chunks over */
-    uint64_t late;        /* records ending more than SKIP_MARGIN_NS after their chunk */
+    uint64_t late;        /* records ending more than the skip margin after their chunk */
     uint64_t late_max_ns; /* ... by at most this */
     struct cuptimon_archive_stats ast;
     int meta_rc;    /* cuptimon__archive_session_meta()'s, on the real pass */
@@ -426,31 +397,6 @@ static int out_close(struct out_file *o, int ok, const char *path)
     return rc;
 }
 
-/* ---- --pid / --label: which sessions are written ---------------------- */
-
-#define MAX_PICKS 64
-
-struct picks {
-    uint32_t pid[MAX_PICKS];
-    const char *label[MAX_PICKS];
-    int npid, nlabel;
-    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
-};
-
-/* 1 when no --pid/--label was given or the session matches one; marks
- * the values that matched. */
-static int picked(struct picks *p, const struct session *s)
-{
-    int hit = p->npid == 0 && p->nlabel == 0;
-    for (int i = 0; i < p->npid; i++)
-        if (s->as.info.pid == p->pid[i])
-            hit = p->pid_hit[i] = 1;
-    for (int i = 0; i < p->nlabel; i++)
-        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
-            hit = p->label_hit[i] = 1;
-    return hit;
-}
-
 /* ---- progress on a terminal ------------------------------------------- */
 
 struct progress {
@@ -581,7 +527,7 @@ static void progress_reader(struct progress *pg, const struct progress *base,
 /* Decodes session s into trace tr (and the summary): 0; 1 when the
  * session could not be opened (reported, passed over); -ENOMEM; -EIO when
  * writing the trace failed (reported).  skip_before: chunks completed
- * before it are passed over unread (0: none; see SKIP_MARGIN_NS). */
+ * before it are passed over unread (0: none; see CUPTIMON_CLI_SKIP_MARGIN_NS). */
 static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cuptimon_summary *sum,
                       struct cuptimon_demangler *dm, uint64_t from, uint64_t to,
                       uint64_t skip_before, struct cuptimon_decode_stats *total,
@@ -640,7 +586,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
         while (cuptimon__walk_next(&w, &ev)) {
             if (skip_before && (ev.start != 0 || ev.end != 0)) {
                 int64_t late = ev_after_completion(&ev, &clk);
-                if (late > (int64_t)SKIP_MARGIN_NS) {
+                if (late > (int64_t)CUPTIMON_CLI_SKIP_MARGIN_NS) {
                     s->late++;
                     if ((uint64_t)late > s->late_max_ns)
                         s->late_max_ns = (uint64_t)late;
@@ -712,8 +658,8 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 "buffer was completed, more than the %.0f s that passing over the chunks "
                 "completed before --from allows for: the %" PRIu64 " chunk(s) passed over may "
                 "have held events in the range; decode with --read-all to read them\n",
-                s->dir, s->late, (double)s->late_max_ns / 1e9, (double)SKIP_MARGIN_NS / 1e9,
-                s->ast.range_chunks);
+                s->dir, s->late, (double)s->late_max_ns / 1e9,
+                (double)CUPTIMON_CLI_SKIP_MARGIN_NS / 1e9, s->ast.range_chunks);
     return 0;
 }
 
@@ -738,8 +684,8 @@ static int decode_main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL, *summary_path = NULL;
-    uint64_t from = 0, to = 0, skip_before = 0;
-    int have_from = 0, want_summary = 0, no_flows = 0, read_all = 0, c, ret = 1;
+    uint64_t skip_before = 0;
+    int want_summary = 0, no_flows = 0, c, ret = 1;
     int split = SPLIT_NONE, gzip_level = -1, gzip_threads = 0;
     unsigned top = 20;
     char **dirs = NULL;
@@ -752,7 +698,7 @@ static int decode_main(int argc, char **argv)
     struct cuptimon_decode_stats total;
     struct out_file of = {.fd = -1};
     json_object *extra = NULL, *jsess = NULL;
-    struct picks pk = {.npid = 0};
+    struct cuptimon_cli_select sel = {.prog = PROG};
     struct progress pg = {.on = isatty(STDERR_FILENO)};
     int rc;
 
@@ -762,50 +708,15 @@ static int decode_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-        case 'l': {
-            char *end;
-            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
-            if (pk.npid + pk.nlabel >= MAX_PICKS) {
-                fprintf(stderr, "cuptimonctl decode: at most %d --pid and --label values\n",
-                        MAX_PICKS);
-                return 2;
-            }
-            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
-                             optarg[0] == '-' || optarg[0] == '+')) {
-                fprintf(stderr, "cuptimonctl decode: --pid: '%s' is not a process id\n", optarg);
-                return 2;
-            }
-            if (c == 'l' && optarg[0] == '\0') {
-                fprintf(stderr, "cuptimonctl decode: --label: the label is empty\n");
-                return 2;
-            }
-            if (c == 'p')
-                pk.pid[pk.npid++] = (uint32_t)v;
-            else
-                pk.label[pk.nlabel++] = optarg;
-            break;
-        }
-        case 'q': pg.on = 0; break;
-        case 'A': read_all = 1; break;
-        case 'o': out_path = optarg; break;
+        case 'l':
         case 'F':
-        case 'T': {
-            uint64_t v;
-            if (cuptimon__cli_parse_time(optarg, &v) < 0) {
-                fprintf(stderr,
-                        "cuptimonctl decode: --%s: '%s' is not a time (Unix ns, or seconds with "
-                        "a fraction, optionally with a unit ns/us/ms/s)\n",
-                        c == 'F' ? "from" : "to", optarg);
+        case 'T':
+        case 'A':
+            if (cuptimon__cli_select_opt(&sel, c, optarg) < 0)
                 return 2;
-            }
-            if (c == 'F') {
-                from = v;
-                have_from = 1;
-            } else {
-                to = v;
-            }
             break;
-        }
+        case 'q': pg.on = 0; break;
+        case 'o': out_path = optarg; break;
         case 'S': want_summary = 1; break;
         case 'U': summary_path = optarg; break;
         case 'N': {
@@ -870,12 +781,8 @@ static int decode_main(int argc, char **argv)
                 optind >= argc ? "ARCHIVE_DIR is missing" : "only one ARCHIVE_DIR is taken");
         return 2;
     }
-    if (have_from && to != 0 && to <= from) {
-        fprintf(stderr,
-                "cuptimonctl decode: --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", to,
-                from);
+    if (cuptimon__cli_select_check(&sel) < 0)
         return 2;
-    }
 
     if (split != SPLIT_NONE) {
         struct stat st;
@@ -897,21 +804,8 @@ static int decode_main(int argc, char **argv)
             return 1;
         }
     }
-    rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: %s: %s\n", argv[optind], strerror(-rc));
+    if (cuptimon__cli_find_sessions(PROG, argv[optind], &dirs, &nsess) != 0)
         return 1;
-    }
-    while (dirs[nsess] != NULL)
-        nsess++;
-    if (nsess == 0) {
-        fprintf(stderr,
-                "cuptimonctl decode: %s: no archive sessions (directories with a "
-                "meta.json) found\n",
-                argv[optind]);
-        cuptimon__archive_free_list(dirs);
-        return 1;
-    }
     sess = calloc(nsess, sizeof(*sess));
     memset(&total, 0, sizeof(total));
     if (sess == NULL || cuptimon__demangler_new(0, &dm) < 0 || cuptimon__summary_new(&sum) < 0)
@@ -921,33 +815,10 @@ static int decode_main(int argc, char **argv)
     /* --pid/--label: every session's meta.json first, so that a value that
      * matches no session fails before anything is written (the trace would
      * silently lack what was asked for). */
-    if (pk.npid + pk.nlabel > 0) {
-        int unmatched = 0;
-        for (size_t i = 0; i < nsess; i++) {
-            struct cuptimon_archive_reader *r;
-            if (open_session(&sess[i], &r) == 0) {
-                session_meta(&sess[i], cuptimon__archive_meta(r), 0);
-                cuptimon__archive_close(r);
-            }
-            sess[i].skip = !picked(&pk, &sess[i]);
-        }
-        for (int i = 0; i < pk.npid + pk.nlabel; i++) {
-            int isp = i < pk.npid;
-            if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
-                continue;
-            if (isp)
-                fprintf(stderr,
-                        "cuptimonctl decode: --pid %" PRIu32 ": no session of that "
-                        "process in %s\n",
-                        pk.pid[i], argv[optind]);
-            else
-                fprintf(stderr,
-                        "cuptimonctl decode: --label %s: no session with that label "
-                        "in %s\n",
-                        pk.label[i - pk.npid], argv[optind]);
-            unmatched = 1;
-        }
-        if (unmatched)
+    if (cuptimon__cli_select_picks(&sel)) {
+        for (size_t i = 0; i < nsess; i++)
+            sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as, NULL);
+        if (cuptimon__cli_select_unmatched(&sel, argv[optind]))
             goto out;
     }
 
@@ -962,10 +833,10 @@ static int decode_main(int argc, char **argv)
             topts.gzip_level = 1;
     }
     /* Annotation ranges are clipped to --from/--to as a window's are. */
-    topts.range_from_ns = have_from ? from : 0;
-    topts.range_to_ns = to;
-    if (have_from) {
-        topts.base_ns = from;
+    topts.range_from_ns = sel.have_from ? sel.from : 0;
+    topts.range_to_ns = sel.to;
+    if (sel.have_from) {
+        topts.base_ns = sel.from;
     } else {
         uint64_t best = 0;
         for (size_t i = 0; i < nsess; i++) {
@@ -977,10 +848,7 @@ static int decode_main(int argc, char **argv)
         }
         topts.base_ns = best - best % 1000000000u;
     }
-    /* Chunks completed before this hold no record --from keeps for its
-     * time (SKIP_MARGIN_NS says why, and what is given up). */
-    if (have_from && !read_all && from > SKIP_MARGIN_NS)
-        skip_before = from - SKIP_MARGIN_NS;
+    skip_before = cuptimon__cli_select_skip_before(&sel);
     topts.gzip_threads = gzip_threads;
     if (gzip_level >= 0)
         topts.gzip_level = gzip_level;
@@ -989,7 +857,7 @@ static int decode_main(int argc, char **argv)
     /* One file per group of sessions: with --split, per rank (or per
      * process, for sessions without a rank, and for --split=process), in
      * the sessions' order; else one group of every session. */
-    if (split && split_groups(sess, nsess, split, have_from) < 0)
+    if (split && split_groups(sess, nsess, split, sel.have_from) < 0)
         goto oom;
     jsess = json_object_new_array();
     if (jsess == NULL)
@@ -1022,7 +890,7 @@ static int decode_main(int argc, char **argv)
             struct session *s = &sess[i];
             if (s->skip || (split && s->group != (int)g))
                 continue;
-            rc = decode_one(s, tr, sum, dm, from, to, skip_before, &total, &pg);
+            rc = decode_one(s, tr, sum, dm, sel.from, sel.to, skip_before, &total, &pg);
             if (rc == -ENOMEM) {
                 json_object_put(gsess);
                 goto oom;
@@ -1043,11 +911,11 @@ static int decode_main(int argc, char **argv)
             goto oom;
         }
         json_object_object_add(extra, "sessions", gsess);
-        if (from || to) {
+        if (sel.from || sel.to) {
             json_object *rg = json_object_new_object();
-            json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(from));
-            if (to)
-                json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(to));
+            json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(sel.from));
+            if (sel.to)
+                json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(sel.to));
             json_object_object_add(extra, "range", rg);
         }
         rc = cuptimon__trace_finish(tr, extra);
@@ -1085,7 +953,8 @@ static int decode_main(int argc, char **argv)
                 late += sess[i].late;
             }
             json_object_object_add(sk, "before_unix_ns", json_object_new_uint64(skip_before));
-            json_object_object_add(sk, "margin_ns", json_object_new_uint64(SKIP_MARGIN_NS));
+            json_object_object_add(sk, "margin_ns",
+                                   json_object_new_uint64(CUPTIMON_CLI_SKIP_MARGIN_NS));
             json_object_object_add(sk, "chunks", json_object_new_uint64(n));
             json_object_object_add(sk, "records", json_object_new_uint64(rec));
             json_object_object_add(sk, "bytes", json_object_new_uint64(bytes));

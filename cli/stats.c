@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include "cli.h"
+#include "read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,10 +46,6 @@
 #include "cuptimon-proto.h"
 
 #define PROG "cuptimonctl stats"
-
-/* As decode's SKIP_MARGIN_NS (cli/decode.c says why): --from passes over
- * the chunks completed more than this before it. */
-#define SKIP_MARGIN_NS 1000000000ull
 
 static void usage(FILE *f)
 {
@@ -497,28 +494,6 @@ struct ssess {
     int skip;
 };
 
-#define MAX_PICKS 64
-
-struct picks {
-    uint32_t pid[MAX_PICKS];
-    const char *label[MAX_PICKS];
-    int npid, nlabel;
-    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
-};
-
-/* 1 when no --pid/--label was given or the session matches one. */
-static int picked(struct picks *p, const struct ssess *s)
-{
-    int hit = p->npid == 0 && p->nlabel == 0;
-    for (int i = 0; i < p->npid; i++)
-        if (s->as.info.pid == p->pid[i])
-            hit = p->pid_hit[i] = 1;
-    for (int i = 0; i < p->nlabel; i++)
-        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
-            hit = p->label_hit[i] = 1;
-    return hit;
-}
-
 static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
                           uint64_t offset, const char *what)
 {
@@ -530,23 +505,10 @@ static void report_damage(void *ud, enum cuptimon_archive_damage kind, const cha
         fprintf(stderr, PROG ": %s: offset %" PRIu64 ": %s\n", path, offset, what);
 }
 
-static int open_session(struct ssess *s, struct cuptimon_archive_reader **r, int window)
-{
-    char *err = NULL;
-    int rc = cuptimon__archive_open(s->dir, r, &err);
-
-    if (rc < 0) {
-        fprintf(stderr, PROG ": %s: %s%s\n", s->dir, err ? err : strerror(-rc),
-                window && rc == -EACCES
-                    ? " (--window reads the window's processes' archive, which only root, the "
-                      "daemon's user and its group may read)"
-                    : "");
-        free(err);
-        return rc;
-    }
-    free(err);
-    return 0;
-}
+/* Said after a session --window cannot open for want of permission. */
+#define WINDOW_EACCES                                                                              \
+    " (--window reads the window's processes' archive, which only root, the daemon's user and "    \
+    "its group may read)"
 
 /* meta.json into s; with report, says what makes records undecodable, as
  * decode does. */
@@ -619,7 +581,7 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
     struct cuptimon_archive_chunk ch;
     int proc, rc;
 
-    if (open_session(s, &r, window) < 0)
+    if (cuptimon__cli_open(PROG, s->dir, window ? WINDOW_EACCES : NULL, &r) < 0)
         return 1;
     cuptimon__archive_set_report(r, report_damage, NULL);
     cuptimon__archive_skip_before(r, rg->skip_before);
@@ -646,7 +608,8 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
         /* The drops a buffer's header counts happened before it was
          * completed: those of the buffers completed in the range (and the
          * margin after it, as records may end after --to). */
-        if (ch.hdr.unix_ns >= rg->from && (rg->to == 0 || ch.hdr.unix_ns < rg->to + SKIP_MARGIN_NS))
+        if (ch.hdr.unix_ns >= rg->from &&
+            (rg->to == 0 || ch.hdr.unix_ns < rg->to + CUPTIMON_CLI_SKIP_MARGIN_NS))
             cuptimon__stats_dropped(st, proc, ch.hdr.dropped);
         pg->records += ch.hdr.records;
         progress_show(pg, idx + 1, n, 0);
@@ -979,12 +942,12 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL;
-    uint64_t from = 0, to = 0, exact = CUPTIMON_STATS_EXACT_DEFAULT, top = 0;
+    uint64_t exact = CUPTIMON_STATS_EXACT_DEFAULT, top = 0;
     unsigned reports = CUPTIMON_STATS_BIT(CUPTIMON_STATS_KERNELS) |
                        CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_TIME) |
                        CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_BYTES) |
                        CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES);
-    int have_from = 0, read_all = 0, format = 't', c, ret = 1, rc;
+    int format = 't', c, ret = 1, rc;
     long long window = 0;
     char **dirs = NULL;
     size_t nsess = 0;
@@ -993,7 +956,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     struct cuptimon_stats *st = NULL;
     struct cuptimon_outfile of = {.fd = -1};
     int of_open = 0;
-    struct picks pk = {.npid = 0};
+    struct cuptimon_cli_select sel = {.prog = PROG};
     struct progress pg = {.on = isatty(STDERR_FILENO)};
     struct range rg = {0, 0, 0};
     json_object *extra = NULL;
@@ -1002,46 +965,13 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-        case 'l': {
-            char *end;
-            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
-            if (pk.npid + pk.nlabel >= MAX_PICKS) {
-                fprintf(stderr, PROG ": at most %d --pid and --label values\n", MAX_PICKS);
-                return 2;
-            }
-            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
-                             optarg[0] == '-' || optarg[0] == '+')) {
-                fprintf(stderr, PROG ": --pid: '%s' is not a process id\n", optarg);
-                return 2;
-            }
-            if (c == 'l' && optarg[0] == '\0') {
-                fprintf(stderr, PROG ": --label: the label is empty\n");
-                return 2;
-            }
-            if (c == 'p')
-                pk.pid[pk.npid++] = (uint32_t)v;
-            else
-                pk.label[pk.nlabel++] = optarg;
-            break;
-        }
+        case 'l':
         case 'F':
-        case 'T': {
-            uint64_t v;
-            if (cuptimon__cli_parse_time(optarg, &v) < 0) {
-                fprintf(stderr,
-                        PROG ": --%s: '%s' is not a time (Unix ns, or seconds with a fraction, "
-                             "optionally with a unit ns/us/ms/s)\n",
-                        c == 'F' ? "from" : "to", optarg);
+        case 'T':
+        case 'A':
+            if (cuptimon__cli_select_opt(&sel, c, optarg) < 0)
                 return 2;
-            }
-            if (c == 'F') {
-                from = v;
-                have_from = 1;
-            } else {
-                to = v;
-            }
             break;
-        }
         case 'r':
             if ((reports = parse_reports(optarg)) == 0)
                 return 2;
@@ -1073,7 +1003,6 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             if (parse_count("exact-limit", optarg, (uint64_t)1 << 40, &exact) < 0)
                 return 2;
             break;
-        case 'A': read_all = 1; break;
         case 'q': pg.on = 0; break;
         case 'o': out_path = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -1087,21 +1016,19 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
                                  : "only one ARCHIVE_DIR is taken");
         return 2;
     }
-    if (have_from && to != 0 && to <= from) {
-        fprintf(stderr, PROG ": --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", to, from);
+    if (cuptimon__cli_select_check(&sel) < 0)
         return 2;
-    }
 
     if (window) {
         uint64_t wf = 0, wt = 0;
         if ((rc = window_lookup(ctl, window, &wf, &wt, &dirs)) != 0)
             return rc;
-        if (!have_from || from < wf)
-            from = wf;
-        if (to == 0 || to > wt)
-            to = wt;
-        have_from = 1;
-        if (to <= from) {
+        if (!sel.have_from || sel.from < wf)
+            sel.from = wf;
+        if (sel.to == 0 || sel.to > wt)
+            sel.to = wt;
+        sel.have_from = 1;
+        if (sel.to <= sel.from) {
             fprintf(stderr,
                     PROG ": --window %lld: --from/--to leave nothing of its range [%" PRIu64
                          ", %" PRIu64 ")\n",
@@ -1109,19 +1036,10 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             cuptimon__archive_free_list(dirs);
             return 2;
         }
-    } else {
-        rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
-        if (rc < 0) {
-            fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(-rc));
-            return 1;
-        }
-    }
-    while (dirs[nsess] != NULL)
-        nsess++;
-    if (nsess == 0) {
-        fprintf(stderr, PROG ": %s: no archive sessions (directories with a meta.json) found\n",
-                window ? "--window" : argv[optind]);
-        cuptimon__archive_free_list(dirs);
+        /* window_lookup() gives at least one (it fails on none). */
+        while (dirs[nsess] != NULL)
+            nsess++;
+    } else if (cuptimon__cli_find_sessions(PROG, argv[optind], &dirs, &nsess) != 0) {
         return 1;
     }
     sess = calloc(nsess, sizeof(*sess));
@@ -1131,29 +1049,11 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         sess[i].dir = dirs[i];
     /* --pid/--label: a value that matches no session fails before anything
      * is written (the tables would silently lack what was asked for). */
-    if (pk.npid + pk.nlabel > 0) {
-        int unmatched = 0;
-        for (size_t i = 0; i < nsess; i++) {
-            struct cuptimon_archive_reader *r;
-            if (open_session(&sess[i], &r, window != 0) == 0) {
-                session_meta(&sess[i], cuptimon__archive_meta(r), 0);
-                cuptimon__archive_close(r);
-            }
-            sess[i].skip = !picked(&pk, &sess[i]);
-        }
-        for (int i = 0; i < pk.npid + pk.nlabel; i++) {
-            int isp = i < pk.npid;
-            if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
-                continue;
-            if (isp)
-                fprintf(stderr, PROG ": --pid %" PRIu32 ": no session of that process in %s\n",
-                        pk.pid[i], window ? "the window" : argv[optind]);
-            else
-                fprintf(stderr, PROG ": --label %s: no session with that label in %s\n",
-                        pk.label[i - pk.npid], window ? "the window" : argv[optind]);
-            unmatched = 1;
-        }
-        if (unmatched)
+    if (cuptimon__cli_select_picks(&sel)) {
+        for (size_t i = 0; i < nsess; i++)
+            sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as,
+                                                         window ? WINDOW_EACCES : NULL);
+        if (cuptimon__cli_select_unmatched(&sel, window ? "the window" : argv[optind]))
             goto out;
     }
     /* The output first, so that a path that cannot be written fails before
@@ -1170,10 +1070,9 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     struct cuptimon_stats_opts so = {.reports = reports, .exact_limit = exact};
     if (cuptimon__demangler_new(0, &dm) < 0 || cuptimon__stats_new(&so, &st) < 0)
         goto oom;
-    rg.from = have_from ? from : 0;
-    rg.to = to;
-    if (have_from && !read_all && from > SKIP_MARGIN_NS)
-        rg.skip_before = from - SKIP_MARGIN_NS;
+    rg.from = sel.have_from ? sel.from : 0;
+    rg.to = sel.to;
+    rg.skip_before = cuptimon__cli_select_skip_before(&sel);
     pg.t0 = pg.last = mono_s();
     for (size_t i = 0; i < nsess; i++) {
         if (sess[i].skip)
@@ -1203,10 +1102,10 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         json_object_object_add(extra, "records_decoded", json_object_new_uint64(recs));
         json_object_object_add(extra, "records_counted", json_object_new_uint64(kept));
         json_object_object_add(extra, "undecodable_bytes", json_object_new_uint64(undec));
-        if (have_from || to) {
+        if (sel.have_from || sel.to) {
             json_object_object_add(extra, "from_unix_ns", json_object_new_uint64(rg.from));
-            if (to)
-                json_object_object_add(extra, "to_unix_ns", json_object_new_uint64(to));
+            if (sel.to)
+                json_object_object_add(extra, "to_unix_ns", json_object_new_uint64(sel.to));
         }
         if (window)
             json_object_object_add(extra, "window", json_object_new_int64(window));

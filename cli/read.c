@@ -1,0 +1,171 @@
+/*
+ * What cuptimonctl decode and stats share of reading an archive (read.h).
+ * Both commands once had their own copy of each piece here; a change made
+ * to one copy and not the other left the commands answering differently.
+ */
+#include "config.h"
+
+#include "read.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive/archive.h"
+#include "cli.h"
+
+/* ---- choosing what is read ---------------------------------------------- */
+
+int cuptimon__cli_select_opt(struct cuptimon_cli_select *sel, int c, const char *arg)
+{
+    switch (c) {
+    case 'p':
+    case 'l': {
+        char *end;
+        unsigned long v = c == 'p' ? strtoul(arg, &end, 10) : 0;
+        if (sel->npid + sel->nlabel >= CUPTIMON_CLI_PICKS_MAX) {
+            fprintf(stderr, "%s: at most %d --pid and --label values\n", sel->prog,
+                    CUPTIMON_CLI_PICKS_MAX);
+            return -1;
+        }
+        if (c == 'p' && (end == arg || *end != '\0' || v == 0 || v > UINT32_MAX || arg[0] == '-' ||
+                         arg[0] == '+')) {
+            fprintf(stderr, "%s: --pid: '%s' is not a process id\n", sel->prog, arg);
+            return -1;
+        }
+        if (c == 'l' && arg[0] == '\0') {
+            fprintf(stderr, "%s: --label: the label is empty\n", sel->prog);
+            return -1;
+        }
+        if (c == 'p')
+            sel->pid[sel->npid++] = (uint32_t)v;
+        else
+            sel->label[sel->nlabel++] = arg;
+        return 1;
+    }
+    case 'F':
+    case 'T': {
+        uint64_t v;
+        if (cuptimon__cli_parse_time(arg, &v) < 0) {
+            fprintf(stderr,
+                    "%s: --%s: '%s' is not a time (Unix ns, or seconds with a fraction, "
+                    "optionally with a unit ns/us/ms/s)\n",
+                    sel->prog, c == 'F' ? "from" : "to", arg);
+            return -1;
+        }
+        if (c == 'F') {
+            sel->from = v;
+            sel->have_from = 1;
+        } else {
+            sel->to = v;
+        }
+        return 1;
+    }
+    case 'A': sel->read_all = 1; return 1;
+    default: return 0;
+    }
+}
+
+int cuptimon__cli_select_check(const struct cuptimon_cli_select *sel)
+{
+    if (sel->have_from && sel->to != 0 && sel->to <= sel->from) {
+        fprintf(stderr, "%s: --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", sel->prog,
+                sel->to, sel->from);
+        return -1;
+    }
+    return 0;
+}
+
+int cuptimon__cli_select_picks(const struct cuptimon_cli_select *sel)
+{
+    return sel->npid + sel->nlabel > 0;
+}
+
+int cuptimon__cli_select_picked(struct cuptimon_cli_select *sel,
+                                const struct cuptimon_proc_info *info)
+{
+    int hit = !cuptimon__cli_select_picks(sel);
+
+    for (int i = 0; i < sel->npid; i++)
+        if (info->pid == sel->pid[i])
+            hit = sel->pid_hit[i] = 1;
+    for (int i = 0; i < sel->nlabel; i++)
+        if (info->label && strcmp(info->label, sel->label[i]) == 0)
+            hit = sel->label_hit[i] = 1;
+    return hit;
+}
+
+int cuptimon__cli_select_unmatched(const struct cuptimon_cli_select *sel, const char *where)
+{
+    int unmatched = 0;
+
+    for (int i = 0; i < sel->npid; i++)
+        if (!sel->pid_hit[i]) {
+            fprintf(stderr, "%s: --pid %" PRIu32 ": no session of that process in %s\n", sel->prog,
+                    sel->pid[i], where);
+            unmatched = 1;
+        }
+    for (int i = 0; i < sel->nlabel; i++)
+        if (!sel->label_hit[i]) {
+            fprintf(stderr, "%s: --label %s: no session with that label in %s\n", sel->prog,
+                    sel->label[i], where);
+            unmatched = 1;
+        }
+    return unmatched;
+}
+
+uint64_t cuptimon__cli_select_skip_before(const struct cuptimon_cli_select *sel)
+{
+    if (sel->have_from && !sel->read_all && sel->from > CUPTIMON_CLI_SKIP_MARGIN_NS)
+        return sel->from - CUPTIMON_CLI_SKIP_MARGIN_NS;
+    return 0;
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+int cuptimon__cli_find_sessions(const char *prog, const char *root, char ***dirs, size_t *n)
+{
+    int rc = cuptimon__archive_find_sessions(root, dirs);
+
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, root, strerror(-rc));
+        return 1;
+    }
+    for (*n = 0; (*dirs)[*n] != NULL; (*n)++)
+        ;
+    if (*n == 0) {
+        fprintf(stderr, "%s: %s: no archive sessions (directories with a meta.json) found\n", prog,
+                root);
+        cuptimon__archive_free_list(*dirs);
+        *dirs = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+int cuptimon__cli_open(const char *prog, const char *dir, const char *eacces_hint,
+                       struct cuptimon_archive_reader **r)
+{
+    char *err = NULL;
+    int rc = cuptimon__archive_open(dir, r, &err);
+
+    if (rc < 0)
+        fprintf(stderr, "%s: %s: %s%s\n", prog, dir, err ? err : strerror(-rc),
+                eacces_hint && rc == -EACCES ? eacces_hint : "");
+    free(err);
+    return rc < 0 ? rc : 0;
+}
+
+int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *dir,
+                                 struct cuptimon_archive_session *as, const char *eacces_hint)
+{
+    struct cuptimon_archive_reader *r;
+
+    if (cuptimon__cli_open(sel->prog, dir, eacces_hint, &r) == 0) {
+        cuptimon__archive_session_meta(as, cuptimon__archive_meta(r));
+        cuptimon__archive_close(r);
+    }
+    return cuptimon__cli_select_picked(sel, &as->info);
+}
