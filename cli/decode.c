@@ -8,7 +8,7 @@
  * kernel names resolved through the session's strings file.  Damage
  * (corrupt chunks, torn tails, damaged segment headers, unusable files,
  * duplicated chunks, damaged strings or meta.json) is passed over by the
- * reader, which hands the first of each kind to report_damage() here; the
+ * reader, which hands the first of each kind to cli/read.c's reporter; the
  * counts go to standard error and to the trace's otherData and the summary.
  *
  * With --from, chunks completed well before it are passed over on their
@@ -262,33 +262,6 @@ static void session_meta(struct session *s, const char *text, int report)
     }
 }
 
-/* The first damage of each kind in a session, on standard error (the
- * session's line after it gives the counts). */
-static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
-                          uint64_t offset, const char *what)
-{
-    (void)ud;
-    (void)kind;
-    if (offset == UINT64_MAX)
-        fprintf(stderr, "cuptimonctl decode: %s: %s\n", path, what);
-    else
-        fprintf(stderr, "cuptimonctl decode: %s: offset %" PRIu64 ": %s\n", path, offset, what);
-}
-
-static int open_session(struct session *s, struct cuptimon_archive_reader **r)
-{
-    char *err = NULL;
-    int rc = cuptimon__archive_open(s->dir, r, &err);
-
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: %s: %s\n", s->dir, err ? err : strerror(-rc));
-        free(err);
-        return rc;
-    }
-    free(err);
-    return 0;
-}
-
 /* The earliest mapped record start in a session's first chunk, or 0. */
 static uint64_t first_time(struct session *s)
 {
@@ -297,7 +270,7 @@ static uint64_t first_time(struct session *s)
     struct cuptimon_decode_stats st;
     uint64_t best = 0;
 
-    if (open_session(s, &r) < 0)
+    if (cuptimon__cli_open(PROG, s->dir, NULL, &r) < 0)
         return 0;
     /* The same layouts as the real pass (which reports their problems). */
     session_meta(s, cuptimon__archive_meta(r), 0);
@@ -482,7 +455,7 @@ static int split_groups(struct session *sess, size_t nsess, int split, int need_
             s->group = -1;
             continue;
         }
-        if (need_meta && open_session(s, &r) == 0) {
+        if (need_meta && cuptimon__cli_open(PROG, s->dir, NULL, &r) == 0) {
             session_meta(s, cuptimon__archive_meta(r), 0);
             cuptimon__archive_close(r);
         }
@@ -535,31 +508,18 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
+    struct cuptimon_walk w;
     struct progress base = *pg;
     int tproc, sproc, rc;
 
-    if (open_session(s, &r) < 0)
+    if (cuptimon__cli_read_open(PROG, s->dir, NULL, skip_before, &r) < 0)
         return 1;
-    cuptimon__archive_set_report(r, report_damage, NULL);
-    cuptimon__archive_skip_before(r, skip_before);
     s->skipping = skip_before != 0;
     session_meta(s, cuptimon__archive_meta(r), 1);
-    if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
+    if (cuptimon__cli_read_strings(PROG, s->dir, &s->as, r) < 0) {
         cuptimon__archive_close(r);
         return -ENOMEM;
     }
-    rc = cuptimon__archive_session_strings(&s->as, r);
-    if (rc < 0)
-        fprintf(stderr,
-                "cuptimonctl decode: %s: reading strings: %s (names may be "
-                "missing)\n",
-                s->dir, strerror(-rc));
-    if (s->as.gens_error[0] != '\0')
-        fprintf(stderr,
-                "cuptimonctl decode: %s: the producer's user-defined record layouts: %s; the "
-                "records of a kind whose description is refused are counted as undecodable, "
-                "never misread\n",
-                s->dir, s->as.gens_error);
     tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
     sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
     if (tproc < 0 || sproc < 0) {
@@ -568,9 +528,8 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 strerror(tproc < 0 ? -tproc : -sproc));
         return -EIO;
     }
-    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+    while ((rc = cuptimon__cli_read_next(r, &s->as, &s->dec, &ch, &w)) == 1) {
         struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
-        struct cuptimon_walk w;
         struct cuptimon_ev ev;
 
         s->chunks++;
@@ -578,10 +537,6 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
         progress_reader(pg, &base, cuptimon__archive_stats(r));
         pg->records += ch.hdr.records;
         progress_show(pg, 0);
-        /* The layouts this chunk was written with (they may change
-         * during a session on CUPTI's v2 path). */
-        cuptimon__walk_begin(&w, cuptimon__archive_session_layout(&s->as, ch.hdr.index), ch.data,
-                             (size_t)ch.hdr.raw_size, &s->dec);
         rc = 0;
         while (cuptimon__walk_next(&w, &ev)) {
             if (skip_before && (ev.start != 0 || ev.end != 0)) {
@@ -608,13 +563,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
             return -EIO;
         }
     }
-    if (rc < 0)
-        fprintf(stderr,
-                "cuptimonctl decode: %s: reading: %s (the rest of this session "
-                "is skipped)\n",
-                s->dir, strerror(-rc));
-    s->ast = *cuptimon__archive_stats(r);
-    cuptimon__archive_close(r);
+    cuptimon__cli_read_close(PROG, s->dir, r, rc, &s->ast);
     /* The drops the headers of the chunks passed over report: a session's
      * count stays that of its whole archive. */
     s->dropped += s->ast.range_dropped;
@@ -626,16 +575,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
     }
     cuptimon__summary_dropped(sum, s->dropped);
     cuptimon__decode_stats_add(total, &s->dec);
-    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings || s->ast.bad_files ||
-        s->ast.bad_seg_headers || s->ast.duplicate_chunks)
-        fprintf(stderr,
-                "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
-                " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
-                " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
-                " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
-                s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
-                s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
-                s->ast.bad_seg_headers);
+    cuptimon__cli_read_damage(PROG, s->dir, &s->ast);
     if (s->dec.undecodable_bytes) {
         char causes[160];
         fprintf(stderr,

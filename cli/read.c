@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "archive/archive.h"
+#include "archive/decode.h"
+#include "archive/strtab.h"
 #include "cli.h"
 
 /* ---- choosing what is read ---------------------------------------------- */
@@ -168,4 +170,90 @@ int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *di
         cuptimon__archive_close(r);
     }
     return cuptimon__cli_select_picked(sel, &as->info);
+}
+
+/* ---- reading one session ------------------------------------------------ */
+
+/* The first damage of each kind in a session, on standard error (the
+ * session's line after it, cuptimon__cli_read_damage(), gives the counts);
+ * ud is the command's name. */
+static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                          uint64_t offset, const char *what)
+{
+    const char *prog = ud;
+
+    (void)kind;
+    if (offset == UINT64_MAX)
+        fprintf(stderr, "%s: %s: %s\n", prog, path, what);
+    else
+        fprintf(stderr, "%s: %s: offset %" PRIu64 ": %s\n", prog, path, offset, what);
+}
+
+int cuptimon__cli_read_open(const char *prog, const char *dir, const char *eacces_hint,
+                            uint64_t skip_before, struct cuptimon_archive_reader **r)
+{
+    int rc = cuptimon__cli_open(prog, dir, eacces_hint, r);
+
+    if (rc < 0)
+        return rc;
+    cuptimon__archive_set_report(*r, report_damage, (void *)prog);
+    cuptimon__archive_skip_before(*r, skip_before);
+    return 0;
+}
+
+int cuptimon__cli_read_strings(const char *prog, const char *dir,
+                               struct cuptimon_archive_session *as,
+                               struct cuptimon_archive_reader *r)
+{
+    int rc;
+
+    if (cuptimon__strtab_new(NULL, &as->names) < 0)
+        return -ENOMEM;
+    rc = cuptimon__archive_session_strings(as, r);
+    if (rc < 0)
+        fprintf(stderr, "%s: %s: reading strings: %s (names may be missing)\n", prog, dir,
+                strerror(-rc));
+    if (as->gens_error[0] != '\0')
+        fprintf(stderr,
+                "%s: %s: the producer's user-defined record layouts: %s; the records of a kind "
+                "whose description is refused are counted as undecodable, never misread\n",
+                prog, dir, as->gens_error);
+    return 0;
+}
+
+int cuptimon__cli_read_next(struct cuptimon_archive_reader *r,
+                            const struct cuptimon_archive_session *as,
+                            struct cuptimon_decode_stats *dec, struct cuptimon_archive_chunk *ch,
+                            struct cuptimon_walk *w)
+{
+    int rc = cuptimon__archive_next(r, ch);
+
+    if (rc == 1)
+        cuptimon__walk_begin(w, cuptimon__archive_session_layout(as, ch->hdr.index), ch->data,
+                             (size_t)ch->hdr.raw_size, dec);
+    return rc;
+}
+
+void cuptimon__cli_read_close(const char *prog, const char *dir, struct cuptimon_archive_reader *r,
+                              int rc, struct cuptimon_archive_stats *ast)
+{
+    if (rc < 0)
+        fprintf(stderr, "%s: %s: reading: %s (the rest of this session is skipped)\n", prog, dir,
+                strerror(-rc));
+    *ast = *cuptimon__archive_stats(r);
+    cuptimon__archive_close(r);
+}
+
+void cuptimon__cli_read_damage(const char *prog, const char *dir,
+                               const struct cuptimon_archive_stats *ast)
+{
+    if (ast->corrupt_chunks || ast->torn_tails || ast->corrupt_strings || ast->bad_files ||
+        ast->bad_seg_headers || ast->duplicate_chunks)
+        fprintf(stderr,
+                "%s: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64 " torn tail(s), %" PRIu64
+                " byte(s) while resynchronising, %" PRIu64 " corrupt string(s), %" PRIu64
+                " unusable file(s), %" PRIu64 " duplicate chunk(s); %" PRIu64
+                " damaged segment header(s)\n",
+                prog, dir, ast->corrupt_chunks, ast->torn_tails, ast->skipped_bytes,
+                ast->corrupt_strings, ast->bad_files, ast->duplicate_chunks, ast->bad_seg_headers);
 }

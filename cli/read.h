@@ -1,9 +1,17 @@
 /*
  * What cuptimonctl decode and stats share of reading an archive, so that
- * the two commands choose and read alike: the options that choose what is
- * read (--from, --to, --pid, --label, --read-all) and their errors, and
- * the sessions found under ARCHIVE_DIR.  Every message starts with the
- * command's name, prog ("cuptimonctl decode").
+ * the two commands choose, read and report alike: the options that choose
+ * what is read (--from, --to, --pid, --label, --read-all) and their
+ * errors, the sessions found under ARCHIVE_DIR, and the reading of one
+ * session (opening it, its damage as found, its strings and layout
+ * generations, each chunk walked by the layouts it was written with, the
+ * session's damage counts).  Every message starts with the command's
+ * name, prog ("cuptimonctl decode").
+ *
+ * What the two do differently on purpose stays in each command: what they
+ * say of meta.json and of records not decoded (decode gives the account of
+ * each kind, for the trace's reader; stats one line, its tables say the
+ * rest), which of CUPTI's drops they count, and their progress lines.
  */
 #ifndef CUPTIMON_CLI_READ_H
 #define CUPTIMON_CLI_READ_H
@@ -115,5 +123,40 @@ int cuptimon__cli_open(const char *prog, const char *dir, const char *eacces_hin
  * reading pass does): whether --pid/--label choose the session. */
 int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *dir,
                                  struct cuptimon_archive_session *as, const char *eacces_hint);
+
+/* ---- reading one session ------------------------------------------------ */
+
+/* Opens dir for reading its chunks: its damage is said on standard error
+ * as it is found (the first of each kind; cuptimon__cli_read_damage() gives
+ * the counts), and chunks completed before skip_before are passed over
+ * (0: none).  0, or < 0 after saying why it could not be opened. */
+int cuptimon__cli_read_open(const char *prog, const char *dir, const char *eacces_hint,
+                            uint64_t skip_before, struct cuptimon_archive_reader **r);
+
+/* Reads the session's strings and layout generations into as (after its
+ * meta.json), saying what is wrong with them: 0, or -ENOMEM. */
+int cuptimon__cli_read_strings(const char *prog, const char *dir,
+                               struct cuptimon_archive_session *as,
+                               struct cuptimon_archive_reader *r);
+
+/* The next chunk of r into *ch, with *w begun on its records by the
+ * layouts it was written with (they may change during a session on
+ * CUPTI's v2 path), counting into dec: cuptimon__archive_next()'s 1, 0 or
+ * < 0. */
+int cuptimon__cli_read_next(struct cuptimon_archive_reader *r,
+                            const struct cuptimon_archive_session *as,
+                            struct cuptimon_decode_stats *dec, struct cuptimon_archive_chunk *ch,
+                            struct cuptimon_walk *w);
+
+/* Ends reading: says that reading stopped when rc (the last
+ * cuptimon__cli_read_next()'s) is an error, copies the reader's counts into
+ * *ast and closes r. */
+void cuptimon__cli_read_close(const char *prog, const char *dir, struct cuptimon_archive_reader *r,
+                              int rc, struct cuptimon_archive_stats *ast);
+
+/* Says what the reader passed over as damaged in the session, when it
+ * passed over anything. */
+void cuptimon__cli_read_damage(const char *prog, const char *dir,
+                               const struct cuptimon_archive_stats *ast);
 
 #endif

@@ -5,9 +5,10 @@
  *
  * The tables `nsys stats` gives, from the always-on archive, offline: per
  * kernel name, per memory operation (time and bytes), per runtime/driver
- * call, per process.  The archive is read as `decode` reads it (the same
- * reader, the same handling of damage, --from passing over the chunks
- * completed more than a second before it) and the events go to the
+ * call, per process.  The archive is read as `decode` reads it, through
+ * the same code (cli/read.h: the options that choose what is read, the
+ * handling of damage, each chunk's layouts, --from passing over the chunks
+ * completed more than a second before it), and the events go to the
  * statistics engine (archive/stats.h) instead of a trace.  --window asks
  * the daemon for an ended window's processes and times and reads their
  * archive over the window's range.
@@ -494,24 +495,16 @@ struct ssess {
     int skip;
 };
 
-static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
-                          uint64_t offset, const char *what)
-{
-    (void)ud;
-    (void)kind;
-    if (offset == UINT64_MAX)
-        fprintf(stderr, PROG ": %s: %s\n", path, what);
-    else
-        fprintf(stderr, PROG ": %s: offset %" PRIu64 ": %s\n", path, offset, what);
-}
-
 /* Said after a session --window cannot open for want of permission. */
 #define WINDOW_EACCES                                                                              \
     " (--window reads the window's processes' archive, which only root, the daemon's user and "    \
     "its group may read)"
 
-/* meta.json into s; with report, says what makes records undecodable, as
- * decode does. */
+/* meta.json into s; with report, says what makes records undecodable.
+ * Shorter than decode's session_meta() on purpose, not a copy to merge:
+ * decode gives the reader of a trace the account of each kind, while here
+ * one line says why and count_one() one line how many bytes are in no
+ * table. */
 static void session_meta(struct ssess *s, const char *text, int report)
 {
     const struct cuptimon_archive_session *as = &s->as;
@@ -579,29 +572,24 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
+    struct cuptimon_walk w;
     int proc, rc;
 
-    if (cuptimon__cli_open(PROG, s->dir, window ? WINDOW_EACCES : NULL, &r) < 0)
+    if (cuptimon__cli_read_open(PROG, s->dir, window ? WINDOW_EACCES : NULL, rg->skip_before, &r) <
+        0)
         return 1;
-    cuptimon__archive_set_report(r, report_damage, NULL);
-    cuptimon__archive_skip_before(r, rg->skip_before);
     session_meta(s, cuptimon__archive_meta(r), 1);
-    if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
+    if (cuptimon__cli_read_strings(PROG, s->dir, &s->as, r) < 0) {
         cuptimon__archive_close(r);
         return -ENOMEM;
     }
-    rc = cuptimon__archive_session_strings(&s->as, r);
-    if (rc < 0)
-        fprintf(stderr, PROG ": %s: reading strings: %s (names may be missing)\n", s->dir,
-                strerror(-rc));
     proc = cuptimon__stats_add_process(st, &s->as.info, s->as.names, dm);
     if (proc < 0) {
         cuptimon__archive_close(r);
         return -ENOMEM;
     }
-    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+    while ((rc = cuptimon__cli_read_next(r, &s->as, &s->dec, &ch, &w)) == 1) {
         struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
-        struct cuptimon_walk w;
         struct cuptimon_ev ev;
 
         s->chunks++;
@@ -613,7 +601,6 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             cuptimon__stats_dropped(st, proc, ch.hdr.dropped);
         pg->records += ch.hdr.records;
         progress_show(pg, idx + 1, n, 0);
-        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
         while (cuptimon__walk_next(&w, &ev)) {
             if ((rg->from || rg->to) && !cuptimon__ev_in_range(&ev, &clk, rg->from, rg->to))
                 continue;
@@ -621,21 +608,8 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             cuptimon__stats_event(st, proc, &ev, &clk);
         }
     }
-    if (rc < 0)
-        fprintf(stderr, PROG ": %s: reading: %s (the rest of this session is skipped)\n", s->dir,
-                strerror(-rc));
-    s->ast = *cuptimon__archive_stats(r);
-    cuptimon__archive_close(r);
-    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings || s->ast.bad_files ||
-        s->ast.bad_seg_headers || s->ast.duplicate_chunks)
-        fprintf(stderr,
-                PROG ": %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
-                     " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
-                     " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
-                     " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
-                s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
-                s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
-                s->ast.bad_seg_headers);
+    cuptimon__cli_read_close(PROG, s->dir, r, rc, &s->ast);
+    cuptimon__cli_read_damage(PROG, s->dir, &s->ast);
     if (s->dec.undecodable_bytes)
         fprintf(stderr, PROG ": %s: %" PRIu64 " byte(s) of records not decoded (in no table)\n",
                 s->dir, s->dec.undecodable_bytes);
