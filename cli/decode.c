@@ -234,11 +234,7 @@ static void session_meta(struct session *s, const char *text, int report)
                 s->dir, as->info.cupti_version, cuptimon__cupti_supported());
     } else if (as->layout_rc > 0) {
         if (as->layout.udr_error[0] != '\0')
-            fprintf(stderr,
-                    "cuptimonctl decode: %s: the producer's user-defined record layouts: %s; "
-                    "the records of a kind whose description is refused are counted as "
-                    "undecodable, never misread\n",
-                    s->dir, as->layout.udr_error);
+            cuptimon__cli_udr_refused(PROG, s->dir, as->layout.udr_error);
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
             char why[200];
             if (cuptimon__layout_mismatch(&as->layout, k)) {

@@ -201,6 +201,14 @@ int cuptimon__cli_read_open(const char *prog, const char *dir, const char *eacce
     return 0;
 }
 
+void cuptimon__cli_udr_refused(const char *prog, const char *dir, const char *what)
+{
+    fprintf(stderr,
+            "%s: %s: the producer's user-defined record layouts: %s; the records of a kind "
+            "whose description is refused are counted as undecodable, never misread\n",
+            prog, dir, what);
+}
+
 int cuptimon__cli_read_strings(const char *prog, const char *dir,
                                struct cuptimon_archive_session *as,
                                struct cuptimon_archive_reader *r)
@@ -214,10 +222,7 @@ int cuptimon__cli_read_strings(const char *prog, const char *dir,
         fprintf(stderr, "%s: %s: reading strings: %s (names may be missing)\n", prog, dir,
                 strerror(-rc));
     if (as->gens_error[0] != '\0')
-        fprintf(stderr,
-                "%s: %s: the producer's user-defined record layouts: %s; the records of a kind "
-                "whose description is refused are counted as undecodable, never misread\n",
-                prog, dir, as->gens_error);
+        cuptimon__cli_udr_refused(prog, dir, as->gens_error);
     return 0;
 }
 

@@ -159,4 +159,9 @@ void cuptimon__cli_read_close(const char *prog, const char *dir, struct cuptimon
 void cuptimon__cli_read_damage(const char *prog, const char *dir,
                                const struct cuptimon_archive_stats *ast);
 
+/* Says that the producer's user-defined record layouts are refused (what:
+ * the reason, from meta.json's layouts or a later generation's) and what
+ * that costs. */
+void cuptimon__cli_udr_refused(const char *prog, const char *dir, const char *what);
+
 #endif
