@@ -330,42 +330,6 @@ static json_object *session_json(const struct session *s)
     return o;
 }
 
-struct out_file {
-    struct cuptimon_outfile f;
-    int fd;
-    int is_file; /* not standard output */
-};
-
-static int out_open(struct out_file *o, const char *path)
-{
-    o->fd = -1;
-    o->is_file = 0;
-    if (path == NULL || strcmp(path, "-") == 0) {
-        o->fd = STDOUT_FILENO;
-        return 0;
-    }
-    int rc = cuptimon__outfile_open(&o->f, path, 0644);
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: cannot write %s: %s\n", path, strerror(-rc));
-        return rc;
-    }
-    o->fd = o->f.fd;
-    o->is_file = 1;
-    return 0;
-}
-
-/* Closes; on success renames the temporary file into place, else removes it. */
-static int out_close(struct out_file *o, int ok, const char *path)
-{
-    if (!o->is_file)
-        return 0;
-    o->is_file = 0;
-    int rc = cuptimon__outfile_commit(&o->f, ok, 0);
-    if (rc < 0 && ok)
-        fprintf(stderr, "cuptimonctl decode: writing %s: %s\n", path, strerror(-rc));
-    return rc;
-}
-
 /* ---- progress on a terminal ------------------------------------------- */
 
 struct progress {
@@ -374,13 +338,6 @@ struct progress {
     uint64_t total_bytes, bytes, records;
     uint64_t skipped; /* chunks passed over by --from */
 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The bytes of the regular files in dir: what reading the session costs. */
 static uint64_t dir_bytes(const char *dir)
@@ -413,7 +370,7 @@ static void human_bytes(char *out, size_t len, double b)
 /* Rewrites the progress line at most twice a second (final: now, and ends it). */
 static void progress_show(struct progress *p, int final)
 {
-    double t = mono_s();
+    double t = cuptimon__cli_mono_s();
     if (!p->on || (!final && t - p->last < 0.5))
         return;
     p->last = t;
@@ -632,7 +589,7 @@ static int decode_main(int argc, char **argv)
     struct cuptimon_summary *sum = NULL;
     struct cuptimon_trace_opts topts;
     struct cuptimon_decode_stats total;
-    struct out_file of = {.fd = -1};
+    struct cuptimon_cli_out of = {.fd = -1};
     json_object *extra = NULL, *jsess = NULL;
     struct cuptimon_cli_select sel = {.prog = PROG};
     struct progress pg = {.on = isatty(STDERR_FILENO)};
@@ -798,7 +755,7 @@ static int decode_main(int argc, char **argv)
     jsess = json_object_new_array();
     if (jsess == NULL)
         goto oom;
-    pg.t0 = pg.last = mono_s();
+    pg.t0 = pg.last = cuptimon__cli_mono_s();
     for (size_t i = 0; pg.on && i < nsess; i++)
         if (!sess[i].skip)
             pg.total_bytes += dir_bytes(sess[i].dir);
@@ -816,7 +773,7 @@ static int decode_main(int argc, char **argv)
             opath = path;
             topts.trace_name = path;
         }
-        if (out_open(&of, opath) < 0)
+        if (cuptimon__cli_out_open(PROG, &of, opath) < 0)
             goto out;
         if (cuptimon__trace_new_fd(&topts, of.fd, &tr) < 0)
             goto oom;
@@ -864,7 +821,7 @@ static int decode_main(int argc, char **argv)
         }
         cuptimon__trace_free(tr);
         tr = NULL;
-        if (out_close(&of, 1, opath) < 0)
+        if (cuptimon__cli_out_close(PROG, &of, 1, opath) < 0)
             goto out;
         if (split)
             fprintf(stderr, "cuptimonctl decode: %s: %zu session(s) -> %s\n", sess[g].gname, nin,
@@ -927,7 +884,7 @@ static int decode_main(int argc, char **argv)
 oom:
     fprintf(stderr, "cuptimonctl decode: out of memory\n");
 out:
-    out_close(&of, 0, out_path);
+    cuptimon__cli_out_close(PROG, &of, 0, out_path);
     json_object_put(extra);
     json_object_put(jsess);
     cuptimon__trace_free(tr);
@@ -943,21 +900,15 @@ out:
 
 int cuptimon__cli_decode(int argc, char **argv)
 {
-    /* getopt names argv[0] in its messages: make that the command. */
-    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    char **av;
     int rc;
 
-    if (av == NULL) {
-        fprintf(stderr, "cuptimonctl decode: out of memory\n");
-        return 1;
-    }
     if (argc < 1) {
-        free(av);
         usage(stderr);
         return 2;
     }
-    memcpy(av, argv, (size_t)argc * sizeof(*av));
-    av[0] = (char *)"cuptimonctl decode";
+    if ((av = cuptimon__cli_argv(PROG, argc, argv)) == NULL)
+        return 1;
     rc = decode_main(argc, av);
     free(av);
     return rc;

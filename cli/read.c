@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "archive/archive.h"
 #include "archive/decode.h"
@@ -261,4 +263,62 @@ void cuptimon__cli_read_damage(const char *prog, const char *dir,
                 " damaged segment header(s)\n",
                 prog, dir, ast->corrupt_chunks, ast->torn_tails, ast->skipped_bytes,
                 ast->corrupt_strings, ast->bad_files, ast->duplicate_chunks, ast->bad_seg_headers);
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+int cuptimon__cli_out_open(const char *prog, struct cuptimon_cli_out *o, const char *path)
+{
+    int rc;
+
+    o->fd = -1;
+    o->is_file = 0;
+    if (path == NULL || strcmp(path, "-") == 0) {
+        o->fd = STDOUT_FILENO;
+        return 0;
+    }
+    rc = cuptimon__outfile_open(&o->f, path, 0644);
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", prog, path, strerror(-rc));
+        return rc;
+    }
+    o->fd = o->f.fd;
+    o->is_file = 1;
+    return 0;
+}
+
+int cuptimon__cli_out_close(const char *prog, struct cuptimon_cli_out *o, int ok, const char *path)
+{
+    int rc;
+
+    if (!o->is_file)
+        return 0;
+    o->is_file = 0;
+    rc = cuptimon__outfile_commit(&o->f, ok, 0);
+    if (rc < 0 && ok)
+        fprintf(stderr, "%s: writing %s: %s\n", prog, path, strerror(-rc));
+    return rc;
+}
+
+/* ---- the rest ----------------------------------------------------------- */
+
+double cuptimon__cli_mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+char **cuptimon__cli_argv(const char *prog, int argc, char **argv)
+{
+    char **av = calloc((size_t)argc + 1, sizeof(*av));
+
+    if (av == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return NULL;
+    }
+    memcpy(av, argv, (size_t)argc * sizeof(*av));
+    av[0] = (char *)prog;
+    return av;
 }

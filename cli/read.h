@@ -5,8 +5,8 @@
  * errors, the sessions found under ARCHIVE_DIR, and the reading of one
  * session (opening it, its damage as found, its strings and layout
  * generations, each chunk walked by the layouts it was written with, the
- * session's damage counts).  Every message starts with the command's
- * name, prog ("cuptimonctl decode").
+ * session's damage counts), and the file the output goes to.  Every
+ * message starts with the command's name, prog ("cuptimonctl decode").
  *
  * What the two do differently on purpose stays in each command: what they
  * say of meta.json and of records not decoded (decode gives the account of
@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "archive/session.h"
+#include "cuptimon-proto.h"
 
 struct cuptimon_archive_reader;
 struct cuptimon_archive_chunk;
@@ -163,5 +164,33 @@ void cuptimon__cli_read_damage(const char *prog, const char *dir,
  * the reason, from meta.json's layouts or a later generation's) and what
  * that costs. */
 void cuptimon__cli_udr_refused(const char *prog, const char *dir, const char *what);
+
+/* ---- output ------------------------------------------------------------- */
+
+/* Where the output goes: standard output, or a file that appears complete
+ * or not at all (a device or FIFO is written in place). */
+struct cuptimon_cli_out {
+    struct cuptimon_outfile f;
+    int fd;
+    int is_file; /* not standard output */
+};
+
+/* path NULL or "-": standard output.  0, or < 0 after saying why path
+ * cannot be written. */
+int cuptimon__cli_out_open(const char *prog, struct cuptimon_cli_out *o, const char *path);
+
+/* Closes; ok: renames the temporary file into place (saying so when that
+ * fails), else removes it.  0 or < 0. */
+int cuptimon__cli_out_close(const char *prog, struct cuptimon_cli_out *o, int ok, const char *path);
+
+/* ---- the rest ----------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in seconds, for the progress lines. */
+double cuptimon__cli_mono_s(void);
+
+/* A copy of argv (argc entries and a NULL) whose argv[0] is prog, as
+ * getopt names argv[0] in its messages; NULL after saying that memory ran
+ * out.  Freed with free(). */
+char **cuptimon__cli_argv(const char *prog, int argc, char **argv);
 
 #endif

@@ -542,16 +542,9 @@ struct progress {
     uint64_t records;
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void progress_show(struct progress *p, size_t done, size_t total, int final)
 {
-    double t = mono_s();
+    double t = cuptimon__cli_mono_s();
     if (!p->on || (!final && t - p->last < 0.5))
         return;
     p->last = t;
@@ -928,8 +921,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     struct ssess *sess = NULL;
     struct cuptimon_demangler *dm = NULL;
     struct cuptimon_stats *st = NULL;
-    struct cuptimon_outfile of = {.fd = -1};
-    int of_open = 0;
+    struct cuptimon_cli_out of = {.fd = -1};
     struct cuptimon_cli_select sel = {.prog = PROG};
     struct progress pg = {.on = isatty(STDERR_FILENO)};
     struct range rg = {0, 0, 0};
@@ -1032,14 +1024,8 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     }
     /* The output first, so that a path that cannot be written fails before
      * the archive is read. */
-    if (out_path != NULL && strcmp(out_path, "-") != 0) {
-        rc = cuptimon__outfile_open(&of, out_path, 0644);
-        if (rc < 0) {
-            fprintf(stderr, PROG ": cannot write %s: %s\n", out_path, strerror(-rc));
-            goto out;
-        }
-        of_open = 1;
-    }
+    if (cuptimon__cli_out_open(PROG, &of, out_path) < 0)
+        goto out;
 
     struct cuptimon_stats_opts so = {.reports = reports, .exact_limit = exact};
     if (cuptimon__demangler_new(0, &dm) < 0 || cuptimon__stats_new(&so, &st) < 0)
@@ -1047,7 +1033,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     rg.from = sel.have_from ? sel.from : 0;
     rg.to = sel.to;
     rg.skip_before = cuptimon__cli_select_skip_before(&sel);
-    pg.t0 = pg.last = mono_s();
+    pg.t0 = pg.last = cuptimon__cli_mono_s();
     for (size_t i = 0; i < nsess; i++) {
         if (sess[i].skip)
             continue;
@@ -1093,35 +1079,28 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (m == NULL)
             goto oom;
         rc = write_output(m, st, reports, format, (size_t)top, extra,
-                          of_open ? 0 : cuptimon__cli_term_width(stdout));
+                          of.is_file ? 0 : cuptimon__cli_term_width(stdout));
         if (fclose(m) != 0 || rc == -ENOMEM) {
             free(buf);
             goto oom;
         }
-        rc = cuptimon__write_all(of_open ? of.fd : STDOUT_FILENO, buf, len);
+        rc = cuptimon__write_all(of.fd, buf, len);
         free(buf);
         if (rc < 0) {
-            fprintf(stderr, PROG ": writing %s: %s\n", of_open ? out_path : "the tables",
+            fprintf(stderr, PROG ": writing %s: %s\n", of.is_file ? out_path : "the tables",
                     strerror(-rc));
             goto out;
         }
     }
-    if (of_open) {
-        of_open = 0;
-        rc = cuptimon__outfile_commit(&of, 1, 0);
-        if (rc < 0) {
-            fprintf(stderr, PROG ": writing %s: %s\n", out_path, strerror(-rc));
-            goto out;
-        }
-    }
+    if (cuptimon__cli_out_close(PROG, &of, 1, out_path) < 0)
+        goto out;
     ret = 0;
     goto out;
 
 oom:
     fprintf(stderr, PROG ": out of memory\n");
 out:
-    if (of_open)
-        cuptimon__outfile_commit(&of, 0, 0);
+    cuptimon__cli_out_close(PROG, &of, 0, out_path);
     json_object_put(extra);
     cuptimon__stats_free(st);
     cuptimon__demangler_free(dm);
@@ -1134,21 +1113,15 @@ out:
 
 int cuptimon__cli_stats(struct cuptimon_ctl *ctl, int argc, char **argv)
 {
-    /* getopt names argv[0] in its messages: make that the command. */
-    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    char **av;
     int rc;
 
-    if (av == NULL) {
-        fprintf(stderr, PROG ": out of memory\n");
-        return 1;
-    }
     if (argc < 1) {
-        free(av);
         usage(stderr);
         return 2;
     }
-    memcpy(av, argv, (size_t)argc * sizeof(*av));
-    av[0] = (char *)PROG;
+    if ((av = cuptimon__cli_argv(PROG, argc, argv)) == NULL)
+        return 1;
     rc = stats_main(ctl, argc, av);
     free(av);
     return rc;
