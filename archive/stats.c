@@ -439,9 +439,7 @@ static uint64_t str_hash(const char *s)
     return h;
 }
 
-/* A copy of s with every byte that is not part of well-formed UTF-8
- * replaced by U+FFFD, so that names are valid JSON text and merge alike. */
-static char *clean_utf8(const char *s)
+char *cuptimon__stats_clean_text(const char *s, int controls)
 {
     size_t n = strlen(s), o = 0;
     char *out = malloc(n * 3 + 1);
@@ -450,10 +448,11 @@ static char *clean_utf8(const char *s)
         return NULL;
     for (size_t i = 0; i < n;) {
         size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
-        if (l == 0) {
+        unsigned long cp = l && controls ? cuptimon__utf8_cp((const unsigned char *)s + i, l) : 0;
+        if (l == 0 || (controls && (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)))) {
             memcpy(out + o, "\xef\xbf\xbd", 3);
             o += 3;
-            i++;
+            i += l ? l : 1;
         } else {
             memcpy(out + o, s + i, l);
             o += l;
@@ -489,7 +488,7 @@ static int report_grow_idx(struct report *rp)
 #define ROW_FAIL  (UINT32_MAX - 1)
 static uint32_t report_row(struct cuptimon_stats *st, struct report *rp, const char *raw)
 {
-    char *name = clean_utf8(raw);
+    char *name = cuptimon__stats_clean_text(raw, 0);
     size_t h;
 
     if (name == NULL)
@@ -837,8 +836,8 @@ int cuptimon__stats_add_process(struct cuptimon_stats *st, const struct cuptimon
     sp = &st->procs[st->nprocs];
     memset(sp, 0, sizeof(*sp));
     sp->info = *p;
-    sp->info.hostname = p->hostname ? clean_utf8(p->hostname) : NULL;
-    sp->info.label = p->label ? clean_utf8(p->label) : NULL;
+    sp->info.hostname = p->hostname ? cuptimon__stats_clean_text(p->hostname, 0) : NULL;
+    sp->info.label = p->label ? cuptimon__stats_clean_text(p->label, 0) : NULL;
     sp->info.job_id = NULL; /* not shown, not kept */
     sp->info.exe = NULL;
     if ((p->hostname && !sp->info.hostname) || (p->label && !sp->info.label)) {

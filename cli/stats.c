@@ -208,33 +208,6 @@ static void one_decimal(char *out, size_t len, double v, int table)
     thousands(out, len, ip, f);
 }
 
-/* Text for a terminal: control characters (C0, DEL, C1: an escape
- * sequence in a name would act on the terminal) and malformed bytes become
- * U+FFFD.  Malloc'd. */
-static char *term_text(const char *s)
-{
-    size_t n = strlen(s), o = 0;
-    char *out = malloc(n * 3 + 1);
-
-    if (out == NULL)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
-        unsigned long cp = l ? cuptimon__utf8_cp((const unsigned char *)s + i, l) : 0xfffd;
-        if (l == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i += l ? l : 1;
-        } else {
-            memcpy(out + o, s + i, l);
-            o += l;
-            i += l;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* Columns s (well-formed UTF-8) takes on a terminal. */
 static size_t text_width(const char *s)
 {
@@ -351,7 +324,9 @@ static char *cell(json_object *row, const struct col *c, int table)
         break;
     }
     case F_STR:
-        return table ? term_text(json_object_get_string(v)) : strdup(json_object_get_string(v));
+        /* Text for a terminal: its control characters replaced too. */
+        return table ? cuptimon__stats_clean_text(json_object_get_string(v), 1)
+                     : strdup(json_object_get_string(v));
     }
     return strdup(buf);
 }
