@@ -579,72 +579,72 @@ static struct key *key_find(struct keymap *m, uint64_t ptr, uint32_t proc)
     return k;
 }
 
+/* The row key k (from key_find()) stands for: a NULL key (the map is
+ * full, or memory ran out) counts in the other row, as does a name past
+ * names_max. */
+static struct row *key_row(struct cuptimon_stats *st, struct report *rp, const struct key *k)
+{
+    if (k == NULL) {
+        st->key_overflow++;
+        rp->has_other = 1;
+        return &rp->other;
+    }
+    return k->row == ROW_OTHER ? &rp->other : &rp->rows[k->row - 1];
+}
+
+/* Gives a new key (row 0) the row named name; without memory for it, the
+ * other row, and st->oom (no table is given then). */
+static void key_name(struct cuptimon_stats *st, struct report *rp, struct key *k, const char *name)
+{
+    uint32_t r = report_row(st, rp, name);
+
+    if (r == ROW_FAIL) {
+        st->oom = 1;
+        k->row = ROW_OTHER;
+    } else {
+        k->row = r == ROW_OTHER ? ROW_OTHER : r + 1;
+    }
+}
+
 /* The row of a kernel's name, resolved once per (process, pointer). */
 static struct row *kernel_row(struct cuptimon_stats *st, int proc, uint64_t ptr)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_KERNELS];
     struct key *k = key_find(&st->kkeys, ptr, (uint32_t)proc);
 
-    if (k == NULL) {
-        st->key_overflow++;
-        rp->has_other = 1;
-        return &rp->other;
-    }
-    if (k->row == 0) {
+    if (k != NULL && k->row == 0) {
         const struct sproc *sp = proc >= 0 && (size_t)proc < st->nprocs ? &st->procs[proc] : NULL;
         const char *s = sp && sp->names ? cuptimon__strtab_get(sp->names, ptr, NULL) : NULL;
         char buf[64];
-        uint32_t r;
         if (s == NULL) {
             snprintf(buf, sizeof(buf), "<unknown kernel 0x%" PRIx64 ">", ptr);
             s = buf;
         } else if (sp->dm != NULL) {
             s = cuptimon__demangle(sp->dm, s);
         }
-        r = report_row(st, rp, s);
-        if (r == ROW_FAIL) {
-            st->oom = 1;
-            k->row = ROW_OTHER;
-        } else {
-            k->row = r == ROW_OTHER ? ROW_OTHER : r + 1;
-        }
+        key_name(st, rp, k, s);
     }
-    if (k->row == ROW_OTHER)
-        return &rp->other;
-    return &rp->rows[k->row - 1];
+    return key_row(st, rp, k);
 }
 
+/* The row of a runtime or driver call, resolved once per (cbid, API). */
 static struct row *api_row(struct cuptimon_stats *st, unsigned type, uint32_t cbid)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_API];
     int drv = type == CUPTIMON_EV_DRIVER;
     struct key *k = key_find(&st->akeys, cbid, (uint32_t)drv);
 
-    if (k == NULL) {
-        st->key_overflow++;
-        rp->has_other = 1;
-        return &rp->other;
-    }
-    if (k->row == 0) {
+    if (k != NULL && k->row == 0) {
         const char *s = drv ? cuptimon__cbid_driver_name(cbid) : cuptimon__cbid_runtime_name(cbid);
         char buf[64];
-        uint32_t r;
         if (s == NULL) {
             snprintf(buf, sizeof(buf), "<%s API cbid %" PRIu32 ">", drv ? "driver" : "runtime",
                      cbid);
             s = buf;
         }
-        r = report_row(st, rp, s);
-        if (r == ROW_FAIL) {
-            st->oom = 1;
-            k->row = ROW_OTHER;
-        } else {
-            k->row = r == ROW_OTHER ? ROW_OTHER : r + 1;
-        }
+        key_name(st, rp, k, s);
     }
-    if (k->row == ROW_OTHER)
-        return &rp->other;
-    return &rp->rows[k->row - 1];
+    return key_row(st, rp, k);
 }
 
 /* `nsys stats` names of the copy kinds (CUpti_ActivityMemcpyKind). */
@@ -665,7 +665,11 @@ static const char *copy_name(const struct cuptimon_ev *ev)
     return ev->u.memcpy.copy_kind < sizeof(n) / sizeof(n[0]) ? n[ev->u.memcpy.copy_kind] : n[0];
 }
 
-/* The row of a copy kind or memset, resolved once per operation. */
+/* The row of a copy kind or memset, resolved once per operation.  Not
+ * through key_name()/key_row() as kernels and calls are: a dozen
+ * operations index memrow directly, with no key map to fill or overflow,
+ * and a row that could not be made is not remembered (st->oom already
+ * withholds every table). */
 static struct row *memory_row(struct cuptimon_stats *st, const struct cuptimon_ev *ev)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_MEMORY_TIME];
