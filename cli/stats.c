@@ -120,38 +120,38 @@ struct col {
     enum cfmt f;
 };
 
-#define TIME_COLS(count, countkey)                                                                 \
-    {"time_pct", "Time (%)", "Time (%)", F_PCT},                                                   \
-        {"total_ns", "Total Time (ns)", "Total Time (ns)", F_NUM},                                 \
-        {countkey, count, count, F_NUM}, {"avg_ns", "Avg (ns)", "Avg (ns)", F_DEC},                \
-        {"med_ns", "Med (ns)", "Med (ns)", F_MED}, {"min_ns", "Min (ns)", "Min (ns)", F_NUM},      \
-        {"max_ns", "Max (ns)", "Max (ns)", F_NUM},                                                 \
+/* A column whose table and CSV headers are the same. */
+#define COL(key, head, f)                                                                          \
     {                                                                                              \
-        "stddev_ns", "StdDev (ns)", "StdDev (ns)", F_DEC                                           \
+        key, head, head, f                                                                         \
     }
 
+/* The columns of a distribution, from the keys archive/stats.h gives its
+ * rows: the total (headed total_head), the count, and avg, med, min, max
+ * and stddev, all in unit ("ns", "bytes"); the time reports first give
+ * their share of the time. */
+#define DIST_COLS(total_head, unit, count, countkey)                                               \
+    COL("total_" unit, total_head " (" unit ")", F_NUM), COL(countkey, count, F_NUM),              \
+        COL("avg_" unit, "Avg (" unit ")", F_DEC), COL("med_" unit, "Med (" unit ")", F_MED),      \
+        COL("min_" unit, "Min (" unit ")", F_NUM), COL("max_" unit, "Max (" unit ")", F_NUM),      \
+        COL("stddev_" unit, "StdDev (" unit ")", F_DEC)
+#define TIME_COLS(count, countkey)                                                                 \
+    COL("time_pct", "Time (%)", F_PCT), DIST_COLS("Total Time", "ns", count, countkey)
+
 static const struct col kernel_cols[] = {TIME_COLS("Instances", "instances"),
-                                         {"name", "Name", "Name", F_STR}};
+                                         COL("name", "Name", F_STR)};
 static const struct col memtime_cols[] = {TIME_COLS("Count", "count"),
-                                          {"operation", "Operation", "Operation", F_STR}};
-static const struct col api_cols[] = {TIME_COLS("Num Calls", "calls"),
-                                      {"name", "Name", "Name", F_STR}};
-static const struct col membytes_cols[] = {
-    {"total_bytes", "Total (bytes)", "Total (bytes)", F_NUM},
-    {"count", "Count", "Count", F_NUM},
-    {"avg_bytes", "Avg (bytes)", "Avg (bytes)", F_DEC},
-    {"med_bytes", "Med (bytes)", "Med (bytes)", F_MED},
-    {"min_bytes", "Min (bytes)", "Min (bytes)", F_NUM},
-    {"max_bytes", "Max (bytes)", "Max (bytes)", F_NUM},
-    {"stddev_bytes", "StdDev (bytes)", "StdDev (bytes)", F_DEC},
-    {"operation", "Operation", "Operation", F_STR}};
-static const struct col proc_cols[] = {{"pid", "PID", "PID", F_ID},
-                                       {"rank", "Rank", "Rank", F_RANK},
-                                       {"label", "Label", "Label", F_STR},
-                                       {"hostname", "Host", "Host", F_STR},
-                                       {"gpu_busy_ns", "GPU Busy (ns)", "GPU Busy (ns)", F_NUM},
-                                       {"busy_pct", "Busy (%)", "Busy (%)", F_PCT},
-                                       {"kernels", "Kernels", "Kernels", F_NUM},
+                                          COL("operation", "Operation", F_STR)};
+static const struct col api_cols[] = {TIME_COLS("Num Calls", "calls"), COL("name", "Name", F_STR)};
+static const struct col membytes_cols[] = {DIST_COLS("Total", "bytes", "Count", "count"),
+                                           COL("operation", "Operation", F_STR)};
+static const struct col proc_cols[] = {COL("pid", "PID", F_ID),
+                                       COL("rank", "Rank", F_RANK),
+                                       COL("label", "Label", F_STR),
+                                       COL("hostname", "Host", F_STR),
+                                       COL("gpu_busy_ns", "GPU Busy (ns)", F_NUM),
+                                       COL("busy_pct", "Busy (%)", F_PCT),
+                                       COL("kernels", "Kernels", F_NUM),
                                        {"first_unix_ns", "First", "First (Unix ns)", F_TIME},
                                        {"last_unix_ns", "Last", "Last (Unix ns)", F_TIME}};
 
