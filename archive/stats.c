@@ -439,9 +439,7 @@ static uint64_t str_hash(const char *s)
     return h;
 }
 
-/* A copy of s with every byte that is not part of well-formed UTF-8
- * replaced by U+FFFD, so that names are valid JSON text and merge alike. */
-static char *clean_utf8(const char *s)
+char *cuptimon__stats_clean_text(const char *s, int controls)
 {
     size_t n = strlen(s), o = 0;
     char *out = malloc(n * 3 + 1);
@@ -450,10 +448,11 @@ static char *clean_utf8(const char *s)
         return NULL;
     for (size_t i = 0; i < n;) {
         size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
-        if (l == 0) {
+        unsigned long cp = l && controls ? cuptimon__utf8_cp((const unsigned char *)s + i, l) : 0;
+        if (l == 0 || (controls && (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)))) {
             memcpy(out + o, "\xef\xbf\xbd", 3);
             o += 3;
-            i++;
+            i += l ? l : 1;
         } else {
             memcpy(out + o, s + i, l);
             o += l;
@@ -489,7 +488,7 @@ static int report_grow_idx(struct report *rp)
 #define ROW_FAIL  (UINT32_MAX - 1)
 static uint32_t report_row(struct cuptimon_stats *st, struct report *rp, const char *raw)
 {
-    char *name = clean_utf8(raw);
+    char *name = cuptimon__stats_clean_text(raw, 0);
     size_t h;
 
     if (name == NULL)
@@ -580,72 +579,72 @@ static struct key *key_find(struct keymap *m, uint64_t ptr, uint32_t proc)
     return k;
 }
 
+/* The row key k (from key_find()) stands for: a NULL key (the map is
+ * full, or memory ran out) counts in the other row, as does a name past
+ * names_max. */
+static struct row *key_row(struct cuptimon_stats *st, struct report *rp, const struct key *k)
+{
+    if (k == NULL) {
+        st->key_overflow++;
+        rp->has_other = 1;
+        return &rp->other;
+    }
+    return k->row == ROW_OTHER ? &rp->other : &rp->rows[k->row - 1];
+}
+
+/* Gives a new key (row 0) the row named name; without memory for it, the
+ * other row, and st->oom (no table is given then). */
+static void key_name(struct cuptimon_stats *st, struct report *rp, struct key *k, const char *name)
+{
+    uint32_t r = report_row(st, rp, name);
+
+    if (r == ROW_FAIL) {
+        st->oom = 1;
+        k->row = ROW_OTHER;
+    } else {
+        k->row = r == ROW_OTHER ? ROW_OTHER : r + 1;
+    }
+}
+
 /* The row of a kernel's name, resolved once per (process, pointer). */
 static struct row *kernel_row(struct cuptimon_stats *st, int proc, uint64_t ptr)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_KERNELS];
     struct key *k = key_find(&st->kkeys, ptr, (uint32_t)proc);
 
-    if (k == NULL) {
-        st->key_overflow++;
-        rp->has_other = 1;
-        return &rp->other;
-    }
-    if (k->row == 0) {
+    if (k != NULL && k->row == 0) {
         const struct sproc *sp = proc >= 0 && (size_t)proc < st->nprocs ? &st->procs[proc] : NULL;
         const char *s = sp && sp->names ? cuptimon__strtab_get(sp->names, ptr, NULL) : NULL;
         char buf[64];
-        uint32_t r;
         if (s == NULL) {
             snprintf(buf, sizeof(buf), "<unknown kernel 0x%" PRIx64 ">", ptr);
             s = buf;
         } else if (sp->dm != NULL) {
             s = cuptimon__demangle(sp->dm, s);
         }
-        r = report_row(st, rp, s);
-        if (r == ROW_FAIL) {
-            st->oom = 1;
-            k->row = ROW_OTHER;
-        } else {
-            k->row = r == ROW_OTHER ? ROW_OTHER : r + 1;
-        }
+        key_name(st, rp, k, s);
     }
-    if (k->row == ROW_OTHER)
-        return &rp->other;
-    return &rp->rows[k->row - 1];
+    return key_row(st, rp, k);
 }
 
+/* The row of a runtime or driver call, resolved once per (cbid, API). */
 static struct row *api_row(struct cuptimon_stats *st, unsigned type, uint32_t cbid)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_API];
     int drv = type == CUPTIMON_EV_DRIVER;
     struct key *k = key_find(&st->akeys, cbid, (uint32_t)drv);
 
-    if (k == NULL) {
-        st->key_overflow++;
-        rp->has_other = 1;
-        return &rp->other;
-    }
-    if (k->row == 0) {
+    if (k != NULL && k->row == 0) {
         const char *s = drv ? cuptimon__cbid_driver_name(cbid) : cuptimon__cbid_runtime_name(cbid);
         char buf[64];
-        uint32_t r;
         if (s == NULL) {
             snprintf(buf, sizeof(buf), "<%s API cbid %" PRIu32 ">", drv ? "driver" : "runtime",
                      cbid);
             s = buf;
         }
-        r = report_row(st, rp, s);
-        if (r == ROW_FAIL) {
-            st->oom = 1;
-            k->row = ROW_OTHER;
-        } else {
-            k->row = r == ROW_OTHER ? ROW_OTHER : r + 1;
-        }
+        key_name(st, rp, k, s);
     }
-    if (k->row == ROW_OTHER)
-        return &rp->other;
-    return &rp->rows[k->row - 1];
+    return key_row(st, rp, k);
 }
 
 /* `nsys stats` names of the copy kinds (CUpti_ActivityMemcpyKind). */
@@ -666,7 +665,11 @@ static const char *copy_name(const struct cuptimon_ev *ev)
     return ev->u.memcpy.copy_kind < sizeof(n) / sizeof(n[0]) ? n[ev->u.memcpy.copy_kind] : n[0];
 }
 
-/* The row of a copy kind or memset, resolved once per operation. */
+/* The row of a copy kind or memset, resolved once per operation.  Not
+ * through key_name()/key_row() as kernels and calls are: a dozen
+ * operations index memrow directly, with no key map to fill or overflow,
+ * and a row that could not be made is not remembered (st->oom already
+ * withholds every table). */
 static struct row *memory_row(struct cuptimon_stats *st, const struct cuptimon_ev *ev)
 {
     struct report *rp = &st->rep[CUPTIMON_STATS_MEMORY_TIME];
@@ -837,8 +840,8 @@ int cuptimon__stats_add_process(struct cuptimon_stats *st, const struct cuptimon
     sp = &st->procs[st->nprocs];
     memset(sp, 0, sizeof(*sp));
     sp->info = *p;
-    sp->info.hostname = p->hostname ? clean_utf8(p->hostname) : NULL;
-    sp->info.label = p->label ? clean_utf8(p->label) : NULL;
+    sp->info.hostname = p->hostname ? cuptimon__stats_clean_text(p->hostname, 0) : NULL;
+    sp->info.label = p->label ? cuptimon__stats_clean_text(p->label, 0) : NULL;
     sp->info.job_id = NULL; /* not shown, not kept */
     sp->info.exe = NULL;
     if ((p->hostname && !sp->info.hostname) || (p->label && !sp->info.label)) {

@@ -134,4 +134,11 @@ struct json_object *cuptimon__stats_info_json(struct cuptimon_stats *st);
  * "memory_time", ...), never NULL for a valid report. */
 const char *cuptimon__stats_report_name(enum cuptimon_stats_report r);
 
+/* A malloc'd copy of s in which every byte that is not part of well-formed
+ * UTF-8 becomes U+FFFD, as the engine cleans the names it interns (so that
+ * they are valid JSON text and merge alike); with controls, so do the
+ * control characters (C0, DEL, C1: an escape sequence in a name would act
+ * on a terminal), as cuptimonctl prints text to one.  NULL: no memory. */
+char *cuptimon__stats_clean_text(const char *s, int controls);
+
 #endif

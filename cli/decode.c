@@ -8,16 +8,18 @@
  * kernel names resolved through the session's strings file.  Damage
  * (corrupt chunks, torn tails, damaged segment headers, unusable files,
  * duplicated chunks, damaged strings or meta.json) is passed over by the
- * reader, which hands the first of each kind to report_damage() here; the
+ * reader, which hands the first of each kind to cli/read.c's reporter; the
  * counts go to standard error and to the trace's otherData and the summary.
  *
  * With --from, chunks completed well before it are passed over on their
- * header alone (see SKIP_MARGIN_NS): a 1 s slice of a long archive then
- * reads, decompresses and walks only the chunks that can hold its events.
+ * header alone (see CUPTIMON_CLI_SKIP_MARGIN_NS in read.h): a 1 s slice of
+ * a long archive then reads, decompresses and walks only the chunks that
+ * can hold its events.
  */
 #include "config.h"
 
 #include "cli.h"
+#include "read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -154,38 +156,7 @@ int cuptimon__cli_parse_time(const char *s, uint64_t *ns)
     return 0;
 }
 
-/*
- * --from passes over the chunks completed more than this before it.  A
- * chunk is one CUPTI buffer, and CUPTI writes a record into a buffer only
- * once its activity has ended (the record holds the end time); the shim
- * samples the chunk's clock pair (cupti_ts, unix_ns) when CUPTI hands the
- * buffer over, later still.  In the chunk's own clock mapping, the one
- * cuptimon__ev_in_range() uses, every record of a chunk thus ends at or
- * before the chunk's unix_ns, and a chunk completed before
- * from - SKIP_MARGIN_NS holds no record that --from keeps for its time.
- * The margin covers CUPTI's error in putting GPU times on the CPU clock
- * (microseconds) many times over.  A producer that stamps its buffers
- * otherwise (bench/replay-producer maps a replayed buffer's first record
- * to its completion: its records end up to ~0.1 s after it) is caught,
- * not trusted: a read chunk holding a record that ends later than its
- * completion plus the margin is counted and reported, naming --read-all.
- *
- * Nothing bounds the other side: a buffer completed long after --to can
- * hold a record that started before it (a long kernel, a buffer that
- * filled slowly, buffers completed out of order), so --to passes nothing
- * over.  What passing over gives up, and --read-all keeps: the records
- * without a time (external correlations, NVTX marker data, records whose
- * times CUPTI left 0), which --from/--to keep wherever they lie, are not
- * read in such a chunk: an event launched more than the margin before
- * --from that ended after it (a long kernel, a long synchronisation) is
- * kept, but the external correlation record of its launch may lie in a
- * chunk passed over, and it then lacks its external id and annotation;
- * the summary's counts by kind lack those records; and records_decoded
- * and the undecodable counts cover the chunks read (each session's
- * chunks_skipped and records_skipped, and the summary's range_skip, say
- * what was passed over).
- */
-#define SKIP_MARGIN_NS 1000000000ull
+#define PROG "cuptimonctl decode"
 
 struct session {
     const char *dir;
@@ -193,7 +164,7 @@ struct session {
     struct cuptimon_decode_stats dec;
     uint64_t chunks, dropped, kept, filtered;
     int skipping;         /* --from may have passed chunks over */
-    uint64_t late;        /* records ending more than SKIP_MARGIN_NS after their chunk */
+    uint64_t late;        /* records ending more than the skip margin after their chunk */
     uint64_t late_max_ns; /* ... by at most this */
     struct cuptimon_archive_stats ast;
     int meta_rc;    /* cuptimon__archive_session_meta()'s, on the real pass */
@@ -263,11 +234,7 @@ static void session_meta(struct session *s, const char *text, int report)
                 s->dir, as->info.cupti_version, cuptimon__cupti_supported());
     } else if (as->layout_rc > 0) {
         if (as->layout.udr_error[0] != '\0')
-            fprintf(stderr,
-                    "cuptimonctl decode: %s: the producer's user-defined record layouts: %s; "
-                    "the records of a kind whose description is refused are counted as "
-                    "undecodable, never misread\n",
-                    s->dir, as->layout.udr_error);
+            cuptimon__cli_udr_refused(PROG, s->dir, as->layout.udr_error);
         for (unsigned k = 0; k < CUPTIMON_KIND_SLOTS; k++) {
             char why[200];
             if (cuptimon__layout_mismatch(&as->layout, k)) {
@@ -291,33 +258,6 @@ static void session_meta(struct session *s, const char *text, int report)
     }
 }
 
-/* The first damage of each kind in a session, on standard error (the
- * session's line after it gives the counts). */
-static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
-                          uint64_t offset, const char *what)
-{
-    (void)ud;
-    (void)kind;
-    if (offset == UINT64_MAX)
-        fprintf(stderr, "cuptimonctl decode: %s: %s\n", path, what);
-    else
-        fprintf(stderr, "cuptimonctl decode: %s: offset %" PRIu64 ": %s\n", path, offset, what);
-}
-
-static int open_session(struct session *s, struct cuptimon_archive_reader **r)
-{
-    char *err = NULL;
-    int rc = cuptimon__archive_open(s->dir, r, &err);
-
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: %s: %s\n", s->dir, err ? err : strerror(-rc));
-        free(err);
-        return rc;
-    }
-    free(err);
-    return 0;
-}
-
 /* The earliest mapped record start in a session's first chunk, or 0. */
 static uint64_t first_time(struct session *s)
 {
@@ -326,7 +266,7 @@ static uint64_t first_time(struct session *s)
     struct cuptimon_decode_stats st;
     uint64_t best = 0;
 
-    if (open_session(s, &r) < 0)
+    if (cuptimon__cli_open(PROG, s->dir, NULL, &r) < 0)
         return 0;
     /* The same layouts as the real pass (which reports their problems). */
     session_meta(s, cuptimon__archive_meta(r), 0);
@@ -390,67 +330,6 @@ static json_object *session_json(const struct session *s)
     return o;
 }
 
-struct out_file {
-    struct cuptimon_outfile f;
-    int fd;
-    int is_file; /* not standard output */
-};
-
-static int out_open(struct out_file *o, const char *path)
-{
-    o->fd = -1;
-    o->is_file = 0;
-    if (path == NULL || strcmp(path, "-") == 0) {
-        o->fd = STDOUT_FILENO;
-        return 0;
-    }
-    int rc = cuptimon__outfile_open(&o->f, path, 0644);
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: cannot write %s: %s\n", path, strerror(-rc));
-        return rc;
-    }
-    o->fd = o->f.fd;
-    o->is_file = 1;
-    return 0;
-}
-
-/* Closes; on success renames the temporary file into place, else removes it. */
-static int out_close(struct out_file *o, int ok, const char *path)
-{
-    if (!o->is_file)
-        return 0;
-    o->is_file = 0;
-    int rc = cuptimon__outfile_commit(&o->f, ok, 0);
-    if (rc < 0 && ok)
-        fprintf(stderr, "cuptimonctl decode: writing %s: %s\n", path, strerror(-rc));
-    return rc;
-}
-
-/* ---- --pid / --label: which sessions are written ---------------------- */
-
-#define MAX_PICKS 64
-
-struct picks {
-    uint32_t pid[MAX_PICKS];
-    const char *label[MAX_PICKS];
-    int npid, nlabel;
-    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
-};
-
-/* 1 when no --pid/--label was given or the session matches one; marks
- * the values that matched. */
-static int picked(struct picks *p, const struct session *s)
-{
-    int hit = p->npid == 0 && p->nlabel == 0;
-    for (int i = 0; i < p->npid; i++)
-        if (s->as.info.pid == p->pid[i])
-            hit = p->pid_hit[i] = 1;
-    for (int i = 0; i < p->nlabel; i++)
-        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
-            hit = p->label_hit[i] = 1;
-    return hit;
-}
-
 /* ---- progress on a terminal ------------------------------------------- */
 
 struct progress {
@@ -459,13 +338,6 @@ struct progress {
     uint64_t total_bytes, bytes, records;
     uint64_t skipped; /* chunks passed over by --from */
 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The bytes of the regular files in dir: what reading the session costs. */
 static uint64_t dir_bytes(const char *dir)
@@ -498,7 +370,7 @@ static void human_bytes(char *out, size_t len, double b)
 /* Rewrites the progress line at most twice a second (final: now, and ends it). */
 static void progress_show(struct progress *p, int final)
 {
-    double t = mono_s();
+    double t = cuptimon__cli_mono_s();
     if (!p->on || (!final && t - p->last < 0.5))
         return;
     p->last = t;
@@ -536,7 +408,7 @@ static int split_groups(struct session *sess, size_t nsess, int split, int need_
             s->group = -1;
             continue;
         }
-        if (need_meta && open_session(s, &r) == 0) {
+        if (need_meta && cuptimon__cli_open(PROG, s->dir, NULL, &r) == 0) {
             session_meta(s, cuptimon__archive_meta(r), 0);
             cuptimon__archive_close(r);
         }
@@ -581,7 +453,7 @@ static void progress_reader(struct progress *pg, const struct progress *base,
 /* Decodes session s into trace tr (and the summary): 0; 1 when the
  * session could not be opened (reported, passed over); -ENOMEM; -EIO when
  * writing the trace failed (reported).  skip_before: chunks completed
- * before it are passed over unread (0: none; see SKIP_MARGIN_NS). */
+ * before it are passed over unread (0: none; see CUPTIMON_CLI_SKIP_MARGIN_NS). */
 static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cuptimon_summary *sum,
                       struct cuptimon_demangler *dm, uint64_t from, uint64_t to,
                       uint64_t skip_before, struct cuptimon_decode_stats *total,
@@ -589,31 +461,18 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
+    struct cuptimon_walk w;
     struct progress base = *pg;
     int tproc, sproc, rc;
 
-    if (open_session(s, &r) < 0)
+    if (cuptimon__cli_read_open(PROG, s->dir, NULL, skip_before, &r) < 0)
         return 1;
-    cuptimon__archive_set_report(r, report_damage, NULL);
-    cuptimon__archive_skip_before(r, skip_before);
     s->skipping = skip_before != 0;
     session_meta(s, cuptimon__archive_meta(r), 1);
-    if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
+    if (cuptimon__cli_read_strings(PROG, s->dir, &s->as, r) < 0) {
         cuptimon__archive_close(r);
         return -ENOMEM;
     }
-    rc = cuptimon__archive_session_strings(&s->as, r);
-    if (rc < 0)
-        fprintf(stderr,
-                "cuptimonctl decode: %s: reading strings: %s (names may be "
-                "missing)\n",
-                s->dir, strerror(-rc));
-    if (s->as.gens_error[0] != '\0')
-        fprintf(stderr,
-                "cuptimonctl decode: %s: the producer's user-defined record layouts: %s; the "
-                "records of a kind whose description is refused are counted as undecodable, "
-                "never misread\n",
-                s->dir, s->as.gens_error);
     tproc = cuptimon__trace_add_process(tr, &s->as.info, s->as.names, dm);
     sproc = cuptimon__summary_add_process(sum, &s->as.info, s->as.names, dm);
     if (tproc < 0 || sproc < 0) {
@@ -622,9 +481,8 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 strerror(tproc < 0 ? -tproc : -sproc));
         return -EIO;
     }
-    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+    while ((rc = cuptimon__cli_read_next(r, &s->as, &s->dec, &ch, &w)) == 1) {
         struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
-        struct cuptimon_walk w;
         struct cuptimon_ev ev;
 
         s->chunks++;
@@ -632,15 +490,11 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
         progress_reader(pg, &base, cuptimon__archive_stats(r));
         pg->records += ch.hdr.records;
         progress_show(pg, 0);
-        /* The layouts this chunk was written with (they may change
-         * during a session on CUPTI's v2 path). */
-        cuptimon__walk_begin(&w, cuptimon__archive_session_layout(&s->as, ch.hdr.index), ch.data,
-                             (size_t)ch.hdr.raw_size, &s->dec);
         rc = 0;
         while (cuptimon__walk_next(&w, &ev)) {
             if (skip_before && (ev.start != 0 || ev.end != 0)) {
                 int64_t late = ev_after_completion(&ev, &clk);
-                if (late > (int64_t)SKIP_MARGIN_NS) {
+                if (late > (int64_t)CUPTIMON_CLI_SKIP_MARGIN_NS) {
                     s->late++;
                     if ((uint64_t)late > s->late_max_ns)
                         s->late_max_ns = (uint64_t)late;
@@ -662,13 +516,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
             return -EIO;
         }
     }
-    if (rc < 0)
-        fprintf(stderr,
-                "cuptimonctl decode: %s: reading: %s (the rest of this session "
-                "is skipped)\n",
-                s->dir, strerror(-rc));
-    s->ast = *cuptimon__archive_stats(r);
-    cuptimon__archive_close(r);
+    cuptimon__cli_read_close(PROG, s->dir, r, rc, &s->ast);
     /* The drops the headers of the chunks passed over report: a session's
      * count stays that of its whole archive. */
     s->dropped += s->ast.range_dropped;
@@ -680,16 +528,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
     }
     cuptimon__summary_dropped(sum, s->dropped);
     cuptimon__decode_stats_add(total, &s->dec);
-    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings || s->ast.bad_files ||
-        s->ast.bad_seg_headers || s->ast.duplicate_chunks)
-        fprintf(stderr,
-                "cuptimonctl decode: %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
-                " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
-                " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
-                " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
-                s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
-                s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
-                s->ast.bad_seg_headers);
+    cuptimon__cli_read_damage(PROG, s->dir, &s->ast);
     if (s->dec.undecodable_bytes) {
         char causes[160];
         fprintf(stderr,
@@ -712,8 +551,8 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 "buffer was completed, more than the %.0f s that passing over the chunks "
                 "completed before --from allows for: the %" PRIu64 " chunk(s) passed over may "
                 "have held events in the range; decode with --read-all to read them\n",
-                s->dir, s->late, (double)s->late_max_ns / 1e9, (double)SKIP_MARGIN_NS / 1e9,
-                s->ast.range_chunks);
+                s->dir, s->late, (double)s->late_max_ns / 1e9,
+                (double)CUPTIMON_CLI_SKIP_MARGIN_NS / 1e9, s->ast.range_chunks);
     return 0;
 }
 
@@ -738,8 +577,8 @@ static int decode_main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL, *summary_path = NULL;
-    uint64_t from = 0, to = 0, skip_before = 0;
-    int have_from = 0, want_summary = 0, no_flows = 0, read_all = 0, c, ret = 1;
+    uint64_t skip_before = 0;
+    int want_summary = 0, no_flows = 0, c, ret = 1;
     int split = SPLIT_NONE, gzip_level = -1, gzip_threads = 0;
     unsigned top = 20;
     char **dirs = NULL;
@@ -750,9 +589,9 @@ static int decode_main(int argc, char **argv)
     struct cuptimon_summary *sum = NULL;
     struct cuptimon_trace_opts topts;
     struct cuptimon_decode_stats total;
-    struct out_file of = {.fd = -1};
+    struct cuptimon_cli_out of = {.fd = -1};
     json_object *extra = NULL, *jsess = NULL;
-    struct picks pk = {.npid = 0};
+    struct cuptimon_cli_select sel = {.prog = PROG};
     struct progress pg = {.on = isatty(STDERR_FILENO)};
     int rc;
 
@@ -762,50 +601,15 @@ static int decode_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-        case 'l': {
-            char *end;
-            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
-            if (pk.npid + pk.nlabel >= MAX_PICKS) {
-                fprintf(stderr, "cuptimonctl decode: at most %d --pid and --label values\n",
-                        MAX_PICKS);
-                return 2;
-            }
-            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
-                             optarg[0] == '-' || optarg[0] == '+')) {
-                fprintf(stderr, "cuptimonctl decode: --pid: '%s' is not a process id\n", optarg);
-                return 2;
-            }
-            if (c == 'l' && optarg[0] == '\0') {
-                fprintf(stderr, "cuptimonctl decode: --label: the label is empty\n");
-                return 2;
-            }
-            if (c == 'p')
-                pk.pid[pk.npid++] = (uint32_t)v;
-            else
-                pk.label[pk.nlabel++] = optarg;
-            break;
-        }
-        case 'q': pg.on = 0; break;
-        case 'A': read_all = 1; break;
-        case 'o': out_path = optarg; break;
+        case 'l':
         case 'F':
-        case 'T': {
-            uint64_t v;
-            if (cuptimon__cli_parse_time(optarg, &v) < 0) {
-                fprintf(stderr,
-                        "cuptimonctl decode: --%s: '%s' is not a time (Unix ns, or seconds with "
-                        "a fraction, optionally with a unit ns/us/ms/s)\n",
-                        c == 'F' ? "from" : "to", optarg);
+        case 'T':
+        case 'A':
+            if (cuptimon__cli_select_opt(&sel, c, optarg) < 0)
                 return 2;
-            }
-            if (c == 'F') {
-                from = v;
-                have_from = 1;
-            } else {
-                to = v;
-            }
             break;
-        }
+        case 'q': pg.on = 0; break;
+        case 'o': out_path = optarg; break;
         case 'S': want_summary = 1; break;
         case 'U': summary_path = optarg; break;
         case 'N': {
@@ -870,12 +674,8 @@ static int decode_main(int argc, char **argv)
                 optind >= argc ? "ARCHIVE_DIR is missing" : "only one ARCHIVE_DIR is taken");
         return 2;
     }
-    if (have_from && to != 0 && to <= from) {
-        fprintf(stderr,
-                "cuptimonctl decode: --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", to,
-                from);
+    if (cuptimon__cli_select_check(&sel) < 0)
         return 2;
-    }
 
     if (split != SPLIT_NONE) {
         struct stat st;
@@ -897,21 +697,8 @@ static int decode_main(int argc, char **argv)
             return 1;
         }
     }
-    rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
-    if (rc < 0) {
-        fprintf(stderr, "cuptimonctl decode: %s: %s\n", argv[optind], strerror(-rc));
+    if (cuptimon__cli_find_sessions(PROG, argv[optind], &dirs, &nsess) != 0)
         return 1;
-    }
-    while (dirs[nsess] != NULL)
-        nsess++;
-    if (nsess == 0) {
-        fprintf(stderr,
-                "cuptimonctl decode: %s: no archive sessions (directories with a "
-                "meta.json) found\n",
-                argv[optind]);
-        cuptimon__archive_free_list(dirs);
-        return 1;
-    }
     sess = calloc(nsess, sizeof(*sess));
     memset(&total, 0, sizeof(total));
     if (sess == NULL || cuptimon__demangler_new(0, &dm) < 0 || cuptimon__summary_new(&sum) < 0)
@@ -921,33 +708,10 @@ static int decode_main(int argc, char **argv)
     /* --pid/--label: every session's meta.json first, so that a value that
      * matches no session fails before anything is written (the trace would
      * silently lack what was asked for). */
-    if (pk.npid + pk.nlabel > 0) {
-        int unmatched = 0;
-        for (size_t i = 0; i < nsess; i++) {
-            struct cuptimon_archive_reader *r;
-            if (open_session(&sess[i], &r) == 0) {
-                session_meta(&sess[i], cuptimon__archive_meta(r), 0);
-                cuptimon__archive_close(r);
-            }
-            sess[i].skip = !picked(&pk, &sess[i]);
-        }
-        for (int i = 0; i < pk.npid + pk.nlabel; i++) {
-            int isp = i < pk.npid;
-            if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
-                continue;
-            if (isp)
-                fprintf(stderr,
-                        "cuptimonctl decode: --pid %" PRIu32 ": no session of that "
-                        "process in %s\n",
-                        pk.pid[i], argv[optind]);
-            else
-                fprintf(stderr,
-                        "cuptimonctl decode: --label %s: no session with that label "
-                        "in %s\n",
-                        pk.label[i - pk.npid], argv[optind]);
-            unmatched = 1;
-        }
-        if (unmatched)
+    if (cuptimon__cli_select_picks(&sel)) {
+        for (size_t i = 0; i < nsess; i++)
+            sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as, NULL);
+        if (cuptimon__cli_select_unmatched(&sel, argv[optind]))
             goto out;
     }
 
@@ -962,10 +726,10 @@ static int decode_main(int argc, char **argv)
             topts.gzip_level = 1;
     }
     /* Annotation ranges are clipped to --from/--to as a window's are. */
-    topts.range_from_ns = have_from ? from : 0;
-    topts.range_to_ns = to;
-    if (have_from) {
-        topts.base_ns = from;
+    topts.range_from_ns = sel.have_from ? sel.from : 0;
+    topts.range_to_ns = sel.to;
+    if (sel.have_from) {
+        topts.base_ns = sel.from;
     } else {
         uint64_t best = 0;
         for (size_t i = 0; i < nsess; i++) {
@@ -977,10 +741,7 @@ static int decode_main(int argc, char **argv)
         }
         topts.base_ns = best - best % 1000000000u;
     }
-    /* Chunks completed before this hold no record --from keeps for its
-     * time (SKIP_MARGIN_NS says why, and what is given up). */
-    if (have_from && !read_all && from > SKIP_MARGIN_NS)
-        skip_before = from - SKIP_MARGIN_NS;
+    skip_before = cuptimon__cli_select_skip_before(&sel);
     topts.gzip_threads = gzip_threads;
     if (gzip_level >= 0)
         topts.gzip_level = gzip_level;
@@ -989,12 +750,12 @@ static int decode_main(int argc, char **argv)
     /* One file per group of sessions: with --split, per rank (or per
      * process, for sessions without a rank, and for --split=process), in
      * the sessions' order; else one group of every session. */
-    if (split && split_groups(sess, nsess, split, have_from) < 0)
+    if (split && split_groups(sess, nsess, split, sel.have_from) < 0)
         goto oom;
     jsess = json_object_new_array();
     if (jsess == NULL)
         goto oom;
-    pg.t0 = pg.last = mono_s();
+    pg.t0 = pg.last = cuptimon__cli_mono_s();
     for (size_t i = 0; pg.on && i < nsess; i++)
         if (!sess[i].skip)
             pg.total_bytes += dir_bytes(sess[i].dir);
@@ -1012,7 +773,7 @@ static int decode_main(int argc, char **argv)
             opath = path;
             topts.trace_name = path;
         }
-        if (out_open(&of, opath) < 0)
+        if (cuptimon__cli_out_open(PROG, &of, opath) < 0)
             goto out;
         if (cuptimon__trace_new_fd(&topts, of.fd, &tr) < 0)
             goto oom;
@@ -1022,7 +783,7 @@ static int decode_main(int argc, char **argv)
             struct session *s = &sess[i];
             if (s->skip || (split && s->group != (int)g))
                 continue;
-            rc = decode_one(s, tr, sum, dm, from, to, skip_before, &total, &pg);
+            rc = decode_one(s, tr, sum, dm, sel.from, sel.to, skip_before, &total, &pg);
             if (rc == -ENOMEM) {
                 json_object_put(gsess);
                 goto oom;
@@ -1043,11 +804,11 @@ static int decode_main(int argc, char **argv)
             goto oom;
         }
         json_object_object_add(extra, "sessions", gsess);
-        if (from || to) {
+        if (sel.from || sel.to) {
             json_object *rg = json_object_new_object();
-            json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(from));
-            if (to)
-                json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(to));
+            json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(sel.from));
+            if (sel.to)
+                json_object_object_add(rg, "to_unix_ns", json_object_new_uint64(sel.to));
             json_object_object_add(extra, "range", rg);
         }
         rc = cuptimon__trace_finish(tr, extra);
@@ -1060,7 +821,7 @@ static int decode_main(int argc, char **argv)
         }
         cuptimon__trace_free(tr);
         tr = NULL;
-        if (out_close(&of, 1, opath) < 0)
+        if (cuptimon__cli_out_close(PROG, &of, 1, opath) < 0)
             goto out;
         if (split)
             fprintf(stderr, "cuptimonctl decode: %s: %zu session(s) -> %s\n", sess[g].gname, nin,
@@ -1085,7 +846,8 @@ static int decode_main(int argc, char **argv)
                 late += sess[i].late;
             }
             json_object_object_add(sk, "before_unix_ns", json_object_new_uint64(skip_before));
-            json_object_object_add(sk, "margin_ns", json_object_new_uint64(SKIP_MARGIN_NS));
+            json_object_object_add(sk, "margin_ns",
+                                   json_object_new_uint64(CUPTIMON_CLI_SKIP_MARGIN_NS));
             json_object_object_add(sk, "chunks", json_object_new_uint64(n));
             json_object_object_add(sk, "records", json_object_new_uint64(rec));
             json_object_object_add(sk, "bytes", json_object_new_uint64(bytes));
@@ -1122,7 +884,7 @@ static int decode_main(int argc, char **argv)
 oom:
     fprintf(stderr, "cuptimonctl decode: out of memory\n");
 out:
-    out_close(&of, 0, out_path);
+    cuptimon__cli_out_close(PROG, &of, 0, out_path);
     json_object_put(extra);
     json_object_put(jsess);
     cuptimon__trace_free(tr);
@@ -1138,21 +900,15 @@ out:
 
 int cuptimon__cli_decode(int argc, char **argv)
 {
-    /* getopt names argv[0] in its messages: make that the command. */
-    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    char **av;
     int rc;
 
-    if (av == NULL) {
-        fprintf(stderr, "cuptimonctl decode: out of memory\n");
-        return 1;
-    }
     if (argc < 1) {
-        free(av);
         usage(stderr);
         return 2;
     }
-    memcpy(av, argv, (size_t)argc * sizeof(*av));
-    av[0] = (char *)"cuptimonctl decode";
+    if ((av = cuptimon__cli_argv(PROG, argc, argv)) == NULL)
+        return 1;
     rc = decode_main(argc, av);
     free(av);
     return rc;

@@ -5,9 +5,10 @@
  *
  * The tables `nsys stats` gives, from the always-on archive, offline: per
  * kernel name, per memory operation (time and bytes), per runtime/driver
- * call, per process.  The archive is read as `decode` reads it (the same
- * reader, the same handling of damage, --from passing over the chunks
- * completed more than a second before it) and the events go to the
+ * call, per process.  The archive is read as `decode` reads it, through
+ * the same code (cli/read.h: the options that choose what is read, the
+ * handling of damage, each chunk's layouts, --from passing over the chunks
+ * completed more than a second before it), and the events go to the
  * statistics engine (archive/stats.h) instead of a trace.  --window asks
  * the daemon for an ended window's processes and times and reads their
  * archive over the window's range.
@@ -18,6 +19,7 @@
 #include "config.h"
 
 #include "cli.h"
+#include "read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,10 +47,6 @@
 #include "cuptimon-proto.h"
 
 #define PROG "cuptimonctl stats"
-
-/* As decode's SKIP_MARGIN_NS (cli/decode.c says why): --from passes over
- * the chunks completed more than this before it. */
-#define SKIP_MARGIN_NS 1000000000ull
 
 static void usage(FILE *f)
 {
@@ -122,38 +120,38 @@ struct col {
     enum cfmt f;
 };
 
-#define TIME_COLS(count, countkey)                                                                 \
-    {"time_pct", "Time (%)", "Time (%)", F_PCT},                                                   \
-        {"total_ns", "Total Time (ns)", "Total Time (ns)", F_NUM},                                 \
-        {countkey, count, count, F_NUM}, {"avg_ns", "Avg (ns)", "Avg (ns)", F_DEC},                \
-        {"med_ns", "Med (ns)", "Med (ns)", F_MED}, {"min_ns", "Min (ns)", "Min (ns)", F_NUM},      \
-        {"max_ns", "Max (ns)", "Max (ns)", F_NUM},                                                 \
+/* A column whose table and CSV headers are the same. */
+#define COL(key, head, f)                                                                          \
     {                                                                                              \
-        "stddev_ns", "StdDev (ns)", "StdDev (ns)", F_DEC                                           \
+        key, head, head, f                                                                         \
     }
 
+/* The columns of a distribution, from the keys archive/stats.h gives its
+ * rows: the total (headed total_head), the count, and avg, med, min, max
+ * and stddev, all in unit ("ns", "bytes"); the time reports first give
+ * their share of the time. */
+#define DIST_COLS(total_head, unit, count, countkey)                                               \
+    COL("total_" unit, total_head " (" unit ")", F_NUM), COL(countkey, count, F_NUM),              \
+        COL("avg_" unit, "Avg (" unit ")", F_DEC), COL("med_" unit, "Med (" unit ")", F_MED),      \
+        COL("min_" unit, "Min (" unit ")", F_NUM), COL("max_" unit, "Max (" unit ")", F_NUM),      \
+        COL("stddev_" unit, "StdDev (" unit ")", F_DEC)
+#define TIME_COLS(count, countkey)                                                                 \
+    COL("time_pct", "Time (%)", F_PCT), DIST_COLS("Total Time", "ns", count, countkey)
+
 static const struct col kernel_cols[] = {TIME_COLS("Instances", "instances"),
-                                         {"name", "Name", "Name", F_STR}};
+                                         COL("name", "Name", F_STR)};
 static const struct col memtime_cols[] = {TIME_COLS("Count", "count"),
-                                          {"operation", "Operation", "Operation", F_STR}};
-static const struct col api_cols[] = {TIME_COLS("Num Calls", "calls"),
-                                      {"name", "Name", "Name", F_STR}};
-static const struct col membytes_cols[] = {
-    {"total_bytes", "Total (bytes)", "Total (bytes)", F_NUM},
-    {"count", "Count", "Count", F_NUM},
-    {"avg_bytes", "Avg (bytes)", "Avg (bytes)", F_DEC},
-    {"med_bytes", "Med (bytes)", "Med (bytes)", F_MED},
-    {"min_bytes", "Min (bytes)", "Min (bytes)", F_NUM},
-    {"max_bytes", "Max (bytes)", "Max (bytes)", F_NUM},
-    {"stddev_bytes", "StdDev (bytes)", "StdDev (bytes)", F_DEC},
-    {"operation", "Operation", "Operation", F_STR}};
-static const struct col proc_cols[] = {{"pid", "PID", "PID", F_ID},
-                                       {"rank", "Rank", "Rank", F_RANK},
-                                       {"label", "Label", "Label", F_STR},
-                                       {"hostname", "Host", "Host", F_STR},
-                                       {"gpu_busy_ns", "GPU Busy (ns)", "GPU Busy (ns)", F_NUM},
-                                       {"busy_pct", "Busy (%)", "Busy (%)", F_PCT},
-                                       {"kernels", "Kernels", "Kernels", F_NUM},
+                                          COL("operation", "Operation", F_STR)};
+static const struct col api_cols[] = {TIME_COLS("Num Calls", "calls"), COL("name", "Name", F_STR)};
+static const struct col membytes_cols[] = {DIST_COLS("Total", "bytes", "Count", "count"),
+                                           COL("operation", "Operation", F_STR)};
+static const struct col proc_cols[] = {COL("pid", "PID", F_ID),
+                                       COL("rank", "Rank", F_RANK),
+                                       COL("label", "Label", F_STR),
+                                       COL("hostname", "Host", F_STR),
+                                       COL("gpu_busy_ns", "GPU Busy (ns)", F_NUM),
+                                       COL("busy_pct", "Busy (%)", F_PCT),
+                                       COL("kernels", "Kernels", F_NUM),
                                        {"first_unix_ns", "First", "First (Unix ns)", F_TIME},
                                        {"last_unix_ns", "Last", "Last (Unix ns)", F_TIME}};
 
@@ -208,33 +206,6 @@ static void one_decimal(char *out, size_t len, double v, int table)
         tenth = 9;
     snprintf(f, sizeof f, ".%u", tenth);
     thousands(out, len, ip, f);
-}
-
-/* Text for a terminal: control characters (C0, DEL, C1: an escape
- * sequence in a name would act on the terminal) and malformed bytes become
- * U+FFFD.  Malloc'd. */
-static char *term_text(const char *s)
-{
-    size_t n = strlen(s), o = 0;
-    char *out = malloc(n * 3 + 1);
-
-    if (out == NULL)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        size_t l = cuptimon__utf8_len((const unsigned char *)s + i, n - i);
-        unsigned long cp = l ? cuptimon__utf8_cp((const unsigned char *)s + i, l) : 0xfffd;
-        if (l == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i += l ? l : 1;
-        } else {
-            memcpy(out + o, s + i, l);
-            o += l;
-            i += l;
-        }
-    }
-    out[o] = '\0';
-    return out;
 }
 
 /* Columns s (well-formed UTF-8) takes on a terminal. */
@@ -353,7 +324,9 @@ static char *cell(json_object *row, const struct col *c, int table)
         break;
     }
     case F_STR:
-        return table ? term_text(json_object_get_string(v)) : strdup(json_object_get_string(v));
+        /* Text for a terminal: its control characters replaced too. */
+        return table ? cuptimon__stats_clean_text(json_object_get_string(v), 1)
+                     : strdup(json_object_get_string(v));
     }
     return strdup(buf);
 }
@@ -497,59 +470,16 @@ struct ssess {
     int skip;
 };
 
-#define MAX_PICKS 64
+/* Said after a session --window cannot open for want of permission. */
+#define WINDOW_EACCES                                                                              \
+    " (--window reads the window's processes' archive, which only root, the daemon's user and "    \
+    "its group may read)"
 
-struct picks {
-    uint32_t pid[MAX_PICKS];
-    const char *label[MAX_PICKS];
-    int npid, nlabel;
-    int pid_hit[MAX_PICKS], label_hit[MAX_PICKS];
-};
-
-/* 1 when no --pid/--label was given or the session matches one. */
-static int picked(struct picks *p, const struct ssess *s)
-{
-    int hit = p->npid == 0 && p->nlabel == 0;
-    for (int i = 0; i < p->npid; i++)
-        if (s->as.info.pid == p->pid[i])
-            hit = p->pid_hit[i] = 1;
-    for (int i = 0; i < p->nlabel; i++)
-        if (s->as.info.label && strcmp(s->as.info.label, p->label[i]) == 0)
-            hit = p->label_hit[i] = 1;
-    return hit;
-}
-
-static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
-                          uint64_t offset, const char *what)
-{
-    (void)ud;
-    (void)kind;
-    if (offset == UINT64_MAX)
-        fprintf(stderr, PROG ": %s: %s\n", path, what);
-    else
-        fprintf(stderr, PROG ": %s: offset %" PRIu64 ": %s\n", path, offset, what);
-}
-
-static int open_session(struct ssess *s, struct cuptimon_archive_reader **r, int window)
-{
-    char *err = NULL;
-    int rc = cuptimon__archive_open(s->dir, r, &err);
-
-    if (rc < 0) {
-        fprintf(stderr, PROG ": %s: %s%s\n", s->dir, err ? err : strerror(-rc),
-                window && rc == -EACCES
-                    ? " (--window reads the window's processes' archive, which only root, the "
-                      "daemon's user and its group may read)"
-                    : "");
-        free(err);
-        return rc;
-    }
-    free(err);
-    return 0;
-}
-
-/* meta.json into s; with report, says what makes records undecodable, as
- * decode does. */
+/* meta.json into s; with report, says what makes records undecodable.
+ * Shorter than decode's session_meta() on purpose, not a copy to merge:
+ * decode gives the reader of a trace the account of each kind, while here
+ * one line says why and count_one() one line how many bytes are in no
+ * table. */
 static void session_meta(struct ssess *s, const char *text, int report)
 {
     const struct cuptimon_archive_session *as = &s->as;
@@ -587,16 +517,9 @@ struct progress {
     uint64_t records;
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void progress_show(struct progress *p, size_t done, size_t total, int final)
 {
-    double t = mono_s();
+    double t = cuptimon__cli_mono_s();
     if (!p->on || (!final && t - p->last < 0.5))
         return;
     p->last = t;
@@ -617,40 +540,35 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
+    struct cuptimon_walk w;
     int proc, rc;
 
-    if (open_session(s, &r, window) < 0)
+    if (cuptimon__cli_read_open(PROG, s->dir, window ? WINDOW_EACCES : NULL, rg->skip_before, &r) <
+        0)
         return 1;
-    cuptimon__archive_set_report(r, report_damage, NULL);
-    cuptimon__archive_skip_before(r, rg->skip_before);
     session_meta(s, cuptimon__archive_meta(r), 1);
-    if (cuptimon__strtab_new(NULL, &s->as.names) < 0) {
+    if (cuptimon__cli_read_strings(PROG, s->dir, &s->as, r) < 0) {
         cuptimon__archive_close(r);
         return -ENOMEM;
     }
-    rc = cuptimon__archive_session_strings(&s->as, r);
-    if (rc < 0)
-        fprintf(stderr, PROG ": %s: reading strings: %s (names may be missing)\n", s->dir,
-                strerror(-rc));
     proc = cuptimon__stats_add_process(st, &s->as.info, s->as.names, dm);
     if (proc < 0) {
         cuptimon__archive_close(r);
         return -ENOMEM;
     }
-    while ((rc = cuptimon__archive_next(r, &ch)) == 1) {
+    while ((rc = cuptimon__cli_read_next(r, &s->as, &s->dec, &ch, &w)) == 1) {
         struct cuptimon_clock clk = {ch.hdr.cupti_ts, ch.hdr.unix_ns};
-        struct cuptimon_walk w;
         struct cuptimon_ev ev;
 
         s->chunks++;
         /* The drops a buffer's header counts happened before it was
          * completed: those of the buffers completed in the range (and the
          * margin after it, as records may end after --to). */
-        if (ch.hdr.unix_ns >= rg->from && (rg->to == 0 || ch.hdr.unix_ns < rg->to + SKIP_MARGIN_NS))
+        if (ch.hdr.unix_ns >= rg->from &&
+            (rg->to == 0 || ch.hdr.unix_ns < rg->to + CUPTIMON_CLI_SKIP_MARGIN_NS))
             cuptimon__stats_dropped(st, proc, ch.hdr.dropped);
         pg->records += ch.hdr.records;
         progress_show(pg, idx + 1, n, 0);
-        cuptimon__walk_begin(&w, &s->as.layout, ch.data, (size_t)ch.hdr.raw_size, &s->dec);
         while (cuptimon__walk_next(&w, &ev)) {
             if ((rg->from || rg->to) && !cuptimon__ev_in_range(&ev, &clk, rg->from, rg->to))
                 continue;
@@ -658,21 +576,8 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             cuptimon__stats_event(st, proc, &ev, &clk);
         }
     }
-    if (rc < 0)
-        fprintf(stderr, PROG ": %s: reading: %s (the rest of this session is skipped)\n", s->dir,
-                strerror(-rc));
-    s->ast = *cuptimon__archive_stats(r);
-    cuptimon__archive_close(r);
-    if (s->ast.corrupt_chunks || s->ast.torn_tails || s->ast.corrupt_strings || s->ast.bad_files ||
-        s->ast.bad_seg_headers || s->ast.duplicate_chunks)
-        fprintf(stderr,
-                PROG ": %s: skipped %" PRIu64 " corrupt chunk(s), %" PRIu64
-                     " torn tail(s), %" PRIu64 " byte(s) while resynchronising, %" PRIu64
-                     " corrupt string(s), %" PRIu64 " unusable file(s), %" PRIu64
-                     " duplicate chunk(s); %" PRIu64 " damaged segment header(s)\n",
-                s->dir, s->ast.corrupt_chunks, s->ast.torn_tails, s->ast.skipped_bytes,
-                s->ast.corrupt_strings, s->ast.bad_files, s->ast.duplicate_chunks,
-                s->ast.bad_seg_headers);
+    cuptimon__cli_read_close(PROG, s->dir, r, rc, &s->ast);
+    cuptimon__cli_read_damage(PROG, s->dir, &s->ast);
     if (s->dec.undecodable_bytes)
         fprintf(stderr, PROG ": %s: %" PRIu64 " byte(s) of records not decoded (in no table)\n",
                 s->dir, s->dec.undecodable_bytes);
@@ -979,21 +884,20 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL;
-    uint64_t from = 0, to = 0, exact = CUPTIMON_STATS_EXACT_DEFAULT, top = 0;
+    uint64_t exact = CUPTIMON_STATS_EXACT_DEFAULT, top = 0;
     unsigned reports = CUPTIMON_STATS_BIT(CUPTIMON_STATS_KERNELS) |
                        CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_TIME) |
                        CUPTIMON_STATS_BIT(CUPTIMON_STATS_MEMORY_BYTES) |
                        CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES);
-    int have_from = 0, read_all = 0, format = 't', c, ret = 1, rc;
+    int format = 't', c, ret = 1, rc;
     long long window = 0;
     char **dirs = NULL;
     size_t nsess = 0;
     struct ssess *sess = NULL;
     struct cuptimon_demangler *dm = NULL;
     struct cuptimon_stats *st = NULL;
-    struct cuptimon_outfile of = {.fd = -1};
-    int of_open = 0;
-    struct picks pk = {.npid = 0};
+    struct cuptimon_cli_out of = {.fd = -1};
+    struct cuptimon_cli_select sel = {.prog = PROG};
     struct progress pg = {.on = isatty(STDERR_FILENO)};
     struct range rg = {0, 0, 0};
     json_object *extra = NULL;
@@ -1002,46 +906,13 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-        case 'l': {
-            char *end;
-            unsigned long v = c == 'p' ? strtoul(optarg, &end, 10) : 0;
-            if (pk.npid + pk.nlabel >= MAX_PICKS) {
-                fprintf(stderr, PROG ": at most %d --pid and --label values\n", MAX_PICKS);
-                return 2;
-            }
-            if (c == 'p' && (end == optarg || *end != '\0' || v == 0 || v > UINT32_MAX ||
-                             optarg[0] == '-' || optarg[0] == '+')) {
-                fprintf(stderr, PROG ": --pid: '%s' is not a process id\n", optarg);
-                return 2;
-            }
-            if (c == 'l' && optarg[0] == '\0') {
-                fprintf(stderr, PROG ": --label: the label is empty\n");
-                return 2;
-            }
-            if (c == 'p')
-                pk.pid[pk.npid++] = (uint32_t)v;
-            else
-                pk.label[pk.nlabel++] = optarg;
-            break;
-        }
+        case 'l':
         case 'F':
-        case 'T': {
-            uint64_t v;
-            if (cuptimon__cli_parse_time(optarg, &v) < 0) {
-                fprintf(stderr,
-                        PROG ": --%s: '%s' is not a time (Unix ns, or seconds with a fraction, "
-                             "optionally with a unit ns/us/ms/s)\n",
-                        c == 'F' ? "from" : "to", optarg);
+        case 'T':
+        case 'A':
+            if (cuptimon__cli_select_opt(&sel, c, optarg) < 0)
                 return 2;
-            }
-            if (c == 'F') {
-                from = v;
-                have_from = 1;
-            } else {
-                to = v;
-            }
             break;
-        }
         case 'r':
             if ((reports = parse_reports(optarg)) == 0)
                 return 2;
@@ -1073,7 +944,6 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             if (parse_count("exact-limit", optarg, (uint64_t)1 << 40, &exact) < 0)
                 return 2;
             break;
-        case 'A': read_all = 1; break;
         case 'q': pg.on = 0; break;
         case 'o': out_path = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -1087,21 +957,19 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
                                  : "only one ARCHIVE_DIR is taken");
         return 2;
     }
-    if (have_from && to != 0 && to <= from) {
-        fprintf(stderr, PROG ": --to (%" PRIu64 ") must be after --from (%" PRIu64 ")\n", to, from);
+    if (cuptimon__cli_select_check(&sel) < 0)
         return 2;
-    }
 
     if (window) {
         uint64_t wf = 0, wt = 0;
         if ((rc = window_lookup(ctl, window, &wf, &wt, &dirs)) != 0)
             return rc;
-        if (!have_from || from < wf)
-            from = wf;
-        if (to == 0 || to > wt)
-            to = wt;
-        have_from = 1;
-        if (to <= from) {
+        if (!sel.have_from || sel.from < wf)
+            sel.from = wf;
+        if (sel.to == 0 || sel.to > wt)
+            sel.to = wt;
+        sel.have_from = 1;
+        if (sel.to <= sel.from) {
             fprintf(stderr,
                     PROG ": --window %lld: --from/--to leave nothing of its range [%" PRIu64
                          ", %" PRIu64 ")\n",
@@ -1109,19 +977,10 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             cuptimon__archive_free_list(dirs);
             return 2;
         }
-    } else {
-        rc = cuptimon__archive_find_sessions(argv[optind], &dirs);
-        if (rc < 0) {
-            fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(-rc));
-            return 1;
-        }
-    }
-    while (dirs[nsess] != NULL)
-        nsess++;
-    if (nsess == 0) {
-        fprintf(stderr, PROG ": %s: no archive sessions (directories with a meta.json) found\n",
-                window ? "--window" : argv[optind]);
-        cuptimon__archive_free_list(dirs);
+        /* window_lookup() gives at least one (it fails on none). */
+        while (dirs[nsess] != NULL)
+            nsess++;
+    } else if (cuptimon__cli_find_sessions(PROG, argv[optind], &dirs, &nsess) != 0) {
         return 1;
     }
     sess = calloc(nsess, sizeof(*sess));
@@ -1131,50 +990,25 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         sess[i].dir = dirs[i];
     /* --pid/--label: a value that matches no session fails before anything
      * is written (the tables would silently lack what was asked for). */
-    if (pk.npid + pk.nlabel > 0) {
-        int unmatched = 0;
-        for (size_t i = 0; i < nsess; i++) {
-            struct cuptimon_archive_reader *r;
-            if (open_session(&sess[i], &r, window != 0) == 0) {
-                session_meta(&sess[i], cuptimon__archive_meta(r), 0);
-                cuptimon__archive_close(r);
-            }
-            sess[i].skip = !picked(&pk, &sess[i]);
-        }
-        for (int i = 0; i < pk.npid + pk.nlabel; i++) {
-            int isp = i < pk.npid;
-            if (isp ? pk.pid_hit[i] : pk.label_hit[i - pk.npid])
-                continue;
-            if (isp)
-                fprintf(stderr, PROG ": --pid %" PRIu32 ": no session of that process in %s\n",
-                        pk.pid[i], window ? "the window" : argv[optind]);
-            else
-                fprintf(stderr, PROG ": --label %s: no session with that label in %s\n",
-                        pk.label[i - pk.npid], window ? "the window" : argv[optind]);
-            unmatched = 1;
-        }
-        if (unmatched)
+    if (cuptimon__cli_select_picks(&sel)) {
+        for (size_t i = 0; i < nsess; i++)
+            sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as,
+                                                         window ? WINDOW_EACCES : NULL);
+        if (cuptimon__cli_select_unmatched(&sel, window ? "the window" : argv[optind]))
             goto out;
     }
     /* The output first, so that a path that cannot be written fails before
      * the archive is read. */
-    if (out_path != NULL && strcmp(out_path, "-") != 0) {
-        rc = cuptimon__outfile_open(&of, out_path, 0644);
-        if (rc < 0) {
-            fprintf(stderr, PROG ": cannot write %s: %s\n", out_path, strerror(-rc));
-            goto out;
-        }
-        of_open = 1;
-    }
+    if (cuptimon__cli_out_open(PROG, &of, out_path) < 0)
+        goto out;
 
     struct cuptimon_stats_opts so = {.reports = reports, .exact_limit = exact};
     if (cuptimon__demangler_new(0, &dm) < 0 || cuptimon__stats_new(&so, &st) < 0)
         goto oom;
-    rg.from = have_from ? from : 0;
-    rg.to = to;
-    if (have_from && !read_all && from > SKIP_MARGIN_NS)
-        rg.skip_before = from - SKIP_MARGIN_NS;
-    pg.t0 = pg.last = mono_s();
+    rg.from = sel.have_from ? sel.from : 0;
+    rg.to = sel.to;
+    rg.skip_before = cuptimon__cli_select_skip_before(&sel);
+    pg.t0 = pg.last = cuptimon__cli_mono_s();
     for (size_t i = 0; i < nsess; i++) {
         if (sess[i].skip)
             continue;
@@ -1203,10 +1037,10 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         json_object_object_add(extra, "records_decoded", json_object_new_uint64(recs));
         json_object_object_add(extra, "records_counted", json_object_new_uint64(kept));
         json_object_object_add(extra, "undecodable_bytes", json_object_new_uint64(undec));
-        if (have_from || to) {
+        if (sel.have_from || sel.to) {
             json_object_object_add(extra, "from_unix_ns", json_object_new_uint64(rg.from));
-            if (to)
-                json_object_object_add(extra, "to_unix_ns", json_object_new_uint64(to));
+            if (sel.to)
+                json_object_object_add(extra, "to_unix_ns", json_object_new_uint64(sel.to));
         }
         if (window)
             json_object_object_add(extra, "window", json_object_new_int64(window));
@@ -1220,35 +1054,28 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (m == NULL)
             goto oom;
         rc = write_output(m, st, reports, format, (size_t)top, extra,
-                          of_open ? 0 : cuptimon__cli_term_width(stdout));
+                          of.is_file ? 0 : cuptimon__cli_term_width(stdout));
         if (fclose(m) != 0 || rc == -ENOMEM) {
             free(buf);
             goto oom;
         }
-        rc = cuptimon__write_all(of_open ? of.fd : STDOUT_FILENO, buf, len);
+        rc = cuptimon__write_all(of.fd, buf, len);
         free(buf);
         if (rc < 0) {
-            fprintf(stderr, PROG ": writing %s: %s\n", of_open ? out_path : "the tables",
+            fprintf(stderr, PROG ": writing %s: %s\n", of.is_file ? out_path : "the tables",
                     strerror(-rc));
             goto out;
         }
     }
-    if (of_open) {
-        of_open = 0;
-        rc = cuptimon__outfile_commit(&of, 1, 0);
-        if (rc < 0) {
-            fprintf(stderr, PROG ": writing %s: %s\n", out_path, strerror(-rc));
-            goto out;
-        }
-    }
+    if (cuptimon__cli_out_close(PROG, &of, 1, out_path) < 0)
+        goto out;
     ret = 0;
     goto out;
 
 oom:
     fprintf(stderr, PROG ": out of memory\n");
 out:
-    if (of_open)
-        cuptimon__outfile_commit(&of, 0, 0);
+    cuptimon__cli_out_close(PROG, &of, 0, out_path);
     json_object_put(extra);
     cuptimon__stats_free(st);
     cuptimon__demangler_free(dm);
@@ -1261,21 +1088,15 @@ out:
 
 int cuptimon__cli_stats(struct cuptimon_ctl *ctl, int argc, char **argv)
 {
-    /* getopt names argv[0] in its messages: make that the command. */
-    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    char **av;
     int rc;
 
-    if (av == NULL) {
-        fprintf(stderr, PROG ": out of memory\n");
-        return 1;
-    }
     if (argc < 1) {
-        free(av);
         usage(stderr);
         return 2;
     }
-    memcpy(av, argv, (size_t)argc * sizeof(*av));
-    av[0] = (char *)PROG;
+    if ((av = cuptimon__cli_argv(PROG, argc, argv)) == NULL)
+        return 1;
     rc = stats_main(ctl, argc, av);
     free(av);
     return rc;

@@ -14,7 +14,8 @@
 # range and processes, and end-window's reply ends with its top kernels,
 # checked against the window's own trace; bad input is answered as decode
 # answers it (named, exit 2; unmatched, exit 1; a FIFO or a damaged
-# archive neither hangs nor crashes it).
+# archive neither hangs nor crashes it); a session whose layouts change
+# half way (LAYOUTS) is counted chunk by chunk, as the producer wrote it.
 . "$top_srcdir/tests/integration/lib.sh"
 
 LONG=$(printf '注意力_forward_%.0s' 1 2 3 4 5 6 7 8)end
@@ -443,4 +444,28 @@ timeout -s KILL 10 "$CTL" stats "$T/out" --format json -o "$T/fifo" -q || fail "
 wait "$reader"
 cmp -s "$T/from-fifo.json" <("$CTL" stats "$T/out" --format json -q) || fail "-o FIFO wrote other tables"
 bad 1 "cannot write $T/no/such/dir/x.json" "$T/out" -o "$T/no/such/dir/x.json"
+
+# Layouts that change during a session (CUPTI's v2 path: LAYOUTS, issue 28):
+# each chunk counted by the layouts it was written with, as decode reads
+# it.  tests/fault/hostile-producer writes the records and reports how many
+# of each kind it wrote; their durations follow from their index.
+mv "$T/out" "$T/out-workloads"
+start_daemon --flush-period 0.2
+"$top_builddir/tests/fault/hostile-producer" --socket "$CUPTIMON_SOCKET" \
+    --control-socket "$CUPTIMON_CONTROL_SOCKET" --count 6000 --hold-ms 600 \
+    user-defined-layouts >"$T/gen.out" 2>&1 || { cat "$T/gen.out"; fail "the changing-layouts producer failed"; }
+stop_daemon
+"$CTL" stats "$T/out" --format json -q >"$T/gen.json" 2>"$T/gen.err" ||
+    { cat "$T/gen.err"; fail "stats of the changing layouts failed"; }
+sed -n 's/^udr-report: //p' "$T/gen.out" >"$T/gen-rep.json"
+python3 - "$T/gen.json" "$T/gen-rep.json" <<'PY' || { cat "$T/gen.err"; fail "stats misread the changing layouts"; }
+import json, sys
+st, rep = (json.load(open(p)) for p in sys.argv[1:])
+kernel_ns = sum(1000 + i % 100 for i in range(rep["records"]) if i % 11 != 10 and i % 7 != 6)
+assert st["info"]["undecodable_bytes"] == 0, st["info"]
+assert sum(r["instances"] for r in st["kernels"]) == rep["kernels"], (st["kernels"], rep)
+assert sum(r["total_ns"] for r in st["kernels"]) == kernel_ns, (st["kernels"], kernel_ns)
+assert sum(r["count"] for r in st["memory_time"]) == rep["memcpys"] + rep["memsets"], (st["memory_time"], rep)
+print(f"changing layouts: {rep['kernels']} kernels, {kernel_ns} ns, as written")
+PY
 echo "ok"

@@ -13,8 +13,9 @@ tests_unit_test_decode_SOURCES = tests/unit/test-decode.c
 tests_unit_test_decode_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_test_decode_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
 
-# test-trace also drives cuptimonctl decode, so it builds cli/decode.c in.
-tests_unit_test_trace_SOURCES = tests/unit/test-trace.c cli/decode.c
+# test-trace also drives cuptimonctl decode, so it builds cli/decode.c in
+# (with cli/read.c, what decode shares with stats).
+tests_unit_test_trace_SOURCES = tests/unit/test-trace.c cli/decode.c cli/read.c
 tests_unit_test_trace_CFLAGS = $(CHECK_TEST_CFLAGS) $(JSONC_CFLAGS)
 tests_unit_test_trace_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
 

@@ -5,6 +5,6 @@
 check_PROGRAMS += tests/unit/test-stats
 TESTS += tests/unit/test-stats
 UNIT_TESTS += tests/unit/test-stats
-tests_unit_test_stats_SOURCES = tests/unit/test-stats.c cli/stats.c cli/ctl.c cli/decode.c
+tests_unit_test_stats_SOURCES = tests/unit/test-stats.c cli/stats.c cli/ctl.c cli/decode.c cli/read.c
 tests_unit_test_stats_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(JSONC_CFLAGS)
 tests_unit_test_stats_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)

@@ -817,6 +817,55 @@ START_TEST(names_are_safe_on_a_terminal_and_in_csv)
 }
 END_TEST
 
+/* The CSV header of each report: nsys stats' column names, each row
+ * key's unit in its header. */
+START_TEST(csv_headers)
+{
+    static const char *const want[CUPTIMON_STATS_REPORTS] = {
+        [CUPTIMON_STATS_KERNELS] = "Report,Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),"
+                                   "Min (ns),Max (ns),StdDev (ns),Name\n",
+        [CUPTIMON_STATS_MEMORY_TIME] = "Report,Time (%),Total Time (ns),Count,Avg (ns),Med (ns),"
+                                       "Min (ns),Max (ns),StdDev (ns),Operation\n",
+        [CUPTIMON_STATS_MEMORY_BYTES] = "Report,Total (bytes),Count,Avg (bytes),Med (bytes),"
+                                        "Min (bytes),Max (bytes),StdDev (bytes),Operation\n",
+        [CUPTIMON_STATS_API] = "Report,Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),"
+                               "Min (ns),Max (ns),StdDev (ns),Name\n",
+        [CUPTIMON_STATS_PROCESSES] = "Report,PID,Rank,Label,Host,GPU Busy (ns),Busy (%),Kernels,"
+                                     "First (Unix ns),Last (Unix ns)\n",
+    };
+
+    for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++) {
+        json_object *rows = json_object_new_array();
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ck_assert_int_eq(cuptimon__cli_stats_print(f, r, rows, 1, 0, ""), 0);
+        fclose(f);
+        ck_assert_str_eq(buf, want[r]);
+        free(buf);
+        json_object_put(rows);
+    }
+}
+END_TEST
+
+/* One cleaning serves the engine and the terminal: malformed UTF-8
+ * (a stray byte, a truncated sequence) becomes U+FFFD in both; control
+ * characters (C0, DEL, C1) only with controls, as the engine keeps a
+ * name's text and only a terminal must not see them. */
+START_TEST(text_cleaned_for_json_and_for_a_terminal)
+{
+    static const char in[] = "a\tb\xff\033[2J\x7f\xc2\x9b\xe2\x82";
+    char *json = cuptimon__stats_clean_text(in, 0), *term = cuptimon__stats_clean_text(in, 1);
+
+    ck_assert_str_eq(json, "a\tb\xef\xbf\xbd\033[2J\x7f\xc2\x9b\xef\xbf\xbd\xef\xbf\xbd");
+    ck_assert_str_eq(
+        term, "a\xef\xbf\xbd"
+              "b\xef\xbf\xbd\xef\xbf\xbd[2J\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    free(json);
+    free(term);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("stats");
@@ -837,6 +886,8 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, table_aligns_wide_characters);
     tcase_add_test(t, long_names_elided_in_the_middle);
     tcase_add_test(t, names_are_safe_on_a_terminal_and_in_csv);
+    tcase_add_test(t, csv_headers);
+    tcase_add_test(t, text_cleaned_for_json_and_for_a_terminal);
     suite_add_tcase(s, t);
     return s;
 }
