@@ -663,7 +663,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 }
 
 /* The runtime and driver calls PyTorch's monitor leaves out of windows:
- * frequent, and nothing to see in a trace. */
+ * frequent, and nothing to see in a trace.  One list for both paths: the
+ * v1 path turns them off one by one after enabling the kind (below), the
+ * v2 path passes them as 13.4's deny list with it (cuptimon__noisy_calls,
+ * v2.c w_enable). */
 static const CUpti_CallbackId noisy_runtime[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
@@ -677,6 +680,20 @@ static const CUpti_CallbackId noisy_driver[] = {
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
     CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
 };
+
+const CUpti_CallbackId *cuptimon__noisy_calls(uint32_t kind, size_t *n)
+{
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        *n = sizeof noisy_runtime / sizeof noisy_runtime[0];
+        return noisy_runtime;
+    }
+    if (kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+        *n = sizeof noisy_driver / sizeof noisy_driver[0];
+        return noisy_driver;
+    }
+    *n = 0;
+    return NULL;
+}
 
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
 {

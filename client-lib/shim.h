@@ -269,6 +269,9 @@ void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t 
 /* IO thread: walks a completed slot, interns its names; returns records. */
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);
+/* The runtime (kind RUNTIME) or driver (DRIVER) calls left out of traces,
+ * n of them; NULL for other kinds. */
+const CUpti_CallbackId *cuptimon__noisy_calls(uint32_t kind, size_t *n);
 /* After another client held CUPTI and let go: register the shim's callbacks
  * again and turn its kinds back on. */
 void cuptimon__retake(struct shim *s, const char *why);

@@ -127,31 +127,18 @@ static CUptiResult CUPTIAPI w_enable(CUpti_ActivityKind kind)
     cfg.fieldSelection.structSize = sizeof cfg.fieldSelection;
     cfg.fieldSelection.numFields = n;
     cfg.fieldSelection.pFieldIds = ids;
-    /* The calls the v1 path turns off (shim.c's noisy_runtime/_driver):
+    /* The calls the v1 path turns off (shim.c's cuptimon__noisy_calls):
      * 13.4 takes a deny list with the kind; 13.3 has no per-call filter
      * under user-defined records (its EnableRuntimeApi_v2 answers
-     * NOT_COMPATIBLE), so there they are recorded. */
-    static CUpti_CallbackId rt_noise[] = {
-        CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
-        CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
-        CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
-        CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
-        CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020,
-        CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020,
-    };
-    static CUpti_CallbackId drv_noise[] = {
-        CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
-        CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
-        CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
-    };
+     * NOT_COMPATIBLE), so there they are recorded.  CUPTI only reads the
+     * list (its header's pCbids lacks the const). */
+    size_t nn = 0;
+    const CUpti_CallbackId *noisy = cuptimon__noisy_calls(kind, &nn);
     CUpti_ActivityApiCbidOptions cbo = {.structSize = sizeof cbo, .enable = 0};
     CUpti_ActivityApiOptions ao = {.structSize = sizeof ao, .pCbidOptions = &cbo};
-    if (s->cupti.version >= 130400 &&
-        (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER)) {
-        int rt = kind == CUPTI_ACTIVITY_KIND_RUNTIME;
-        cbo.pCbids = rt ? rt_noise : drv_noise;
-        cbo.numCbids =
-            rt ? sizeof rt_noise / sizeof rt_noise[0] : sizeof drv_noise / sizeof drv_noise[0];
+    if (s->cupti.version >= 130400 && noisy) {
+        cbo.pCbids = (CUpti_CallbackId *)noisy;
+        cbo.numCbids = nn;
         cfg.pKindOptions = &ao;
     }
     return v2.f.cuptiActivityEnable_v2(v2.sub, kind, &cfg);
