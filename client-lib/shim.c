@@ -289,7 +289,7 @@ static int load_cupti(struct shim *s)
     return 0;
 }
 
-static const char *cupti_err(struct shim *s, CUptiResult rc)
+const char *cuptimon__cupti_err(struct shim *s, CUptiResult rc)
 {
     const char *str = NULL;
     if (s->cupti.GetResultString && s->cupti.GetResultString(rc, &str) == CUPTI_SUCCESS && str)
@@ -720,7 +720,7 @@ int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
         on ? s->cupti.Enable((CUpti_ActivityKind)kind) : s->cupti.Disable((CUpti_ActivityKind)kind);
     if (rc != CUPTI_SUCCESS) {
         cuptimon__log("cuptiActivity%s(%u) failed: %s", on ? "Enable" : "Disable", kind,
-                      cupti_err(s, rc));
+                      cuptimon__cupti_err(s, rc));
         return -EINVAL;
     }
     if (on && kind == CUPTI_ACTIVITY_KIND_RUNTIME && s->cupti.EnableRuntimeApi)
@@ -886,7 +886,7 @@ void cuptimon__retake(struct shim *s, const char *why)
     CUptiResult cr = s->cupti.RegisterCallbacks(cuptimon__buffer_requested, buffer_completed);
     if (cr != CUPTI_SUCCESS) {
         cuptimon__log("cannot take CUPTI back (%s): cuptiActivityRegisterCallbacks: %s", why,
-                      cupti_err(s, cr));
+                      cuptimon__cupti_err(s, cr));
         pthread_mutex_unlock(&lock);
         return;
     }
@@ -972,7 +972,7 @@ static int start(void)
         CUptiResult cr = s->cupti.RegisterCallbacks(cuptimon__buffer_requested, buffer_completed);
         if (cr != CUPTI_SUCCESS) {
             cuptimon__log("cuptiActivityRegisterCallbacks failed: %s; not tracing",
-                          cupti_err(s, cr));
+                          cuptimon__cupti_err(s, cr));
             return -EBUSY;
         }
         if (getenv("CUPTIMON_KERNEL_LATENCY") || getenv("CUPTIMON_HW_TRACE"))

@@ -285,6 +285,8 @@ int cuptimon__taken_if_held(struct shim *s, uint64_t gen);
 uint32_t cuptimon__cupti_holds(struct shim *s, uint64_t gen);
 /* The same with a forced flush of its own. */
 int cuptimon__probe_taken(struct shim *s);
+/* CUPTI's words for rc (cuptiGetResultString), for messages. */
+const char *cuptimon__cupti_err(struct shim *s, CUptiResult rc);
 void cuptimon__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define shim_debug(s, ...)                                                                         \
     do {                                                                                           \

@@ -459,14 +459,6 @@ static void CUPTIAPI v2_completed(uint8_t *buffer, size_t size, size_t valid,
 
 /* ---- start --------------------------------------------------------------- */
 
-static const char *err_str(struct shim *s, CUptiResult rc)
-{
-    const char *str = NULL;
-    if (s->cupti.GetResultString && s->cupti.GetResultString(rc, &str) == CUPTI_SUCCESS && str)
-        return str;
-    return "unknown CUPTI error";
-}
-
 static int env_on(const char *name)
 {
     const char *v = getenv(name);
@@ -537,7 +529,8 @@ int cuptimon__v2_start(struct shim *s)
     rc = v2.f.cuptiActivityGetAttribute_v2(NULL, CUPTI_ACTIVITY_ATTR_MULTIPLE_SUBSCRIBER_STATE, &sz,
                                            &state);
     if (rc != CUPTI_SUCCESS)
-        return fall_back(s, 1, "the multiple-subscriber state cannot be read (%s)", err_str(s, rc));
+        return fall_back(s, 1, "the multiple-subscriber state cannot be read (%s)",
+                         cuptimon__cupti_err(s, rc));
     if (state == 0)
         return fall_back(s, 1,
                          "the process's first CUPTI subscriber allows no other (multiple-"
@@ -555,7 +548,7 @@ int cuptimon__v2_start(struct shim *s)
             cuptimon__log("CUPTIMON_HW_TRACE: CUPTI refused HES (%s): it needs a Blackwell or "
                           "later GPU, no MPS or MIG, and to be set before any CUDA context and "
                           "any subscriber's first kind; tracing without it",
-                          err_str(s, rc));
+                          cuptimon__cupti_err(s, rc));
         } else {
             v2.hes = 1;
         }
@@ -571,7 +564,7 @@ int cuptimon__v2_start(struct shim *s)
     rc = v2.f.Subscribe(&v2.sub, NULL, NULL, &p);
     if (rc != CUPTI_SUCCESS) {
         old[sizeof old - 1] = '\0';
-        return fall_back(s, 1, "cuptiSubscribe_v2 failed (%s)%s%s%s", err_str(s, rc),
+        return fall_back(s, 1, "cuptiSubscribe_v2 failed (%s)%s%s%s", cuptimon__cupti_err(s, rc),
                          old[0] ? "; the subscriber in the way: \"" : "", old, old[0] ? "\"" : "");
     }
     /* From here CUPTI is in multi-subscriber mode for the process: a
@@ -585,7 +578,7 @@ int cuptimon__v2_start(struct shim *s)
     if (rc != CUPTI_SUCCESS) {
         v2.f.Unsubscribe(v2.sub);
         v2.sub = NULL;
-        return fall_back(s, 1, "%s failed (%s)", step, err_str(s, rc));
+        return fall_back(s, 1, "%s failed (%s)", step, cuptimon__cupti_err(s, rc));
     }
     /* Pre-zeroed slots, system thread ids: the v1 path's attributes, per
      * subscriber here (the global calls are not compatible with it). */
@@ -604,7 +597,7 @@ int cuptimon__v2_start(struct shim *s)
         else
             cuptimon__log("CUPTIMON_KERNEL_LATENCY: CUPTI refused kernel latency timestamps "
                           "(%s); kernels are traced without queued/submitted",
-                          err_str(s, rc));
+                          cuptimon__cupti_err(s, rc));
     }
     v2.hes_flush_ms = 100;
     const char *hf = getenv("CUPTIMON_HES_FLUSH_MS");
