@@ -568,23 +568,84 @@ void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t 
     *size = s->slot_size;
 }
 
+/* ---- what both completion callbacks do (v1 below, v2 in v2.c) ----------- */
+
+int cuptimon__completed_slot(struct shim *s, const uint8_t *buffer, size_t *valid)
+{
+    int idx = slot_of(s, buffer);
+    if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
+        atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
+        return -1;
+    }
+    if (*valid > s->slot_size)
+        *valid = s->slot_size;
+    return idx;
+}
+
+void cuptimon__completion_stamp(struct shim *s, CUcontext ctx, uint32_t stream,
+                                struct shim_stamp *st)
+{
+    struct timespec rt;
+    st->dropped = 0;
+    if (s->cupti.GetNumDroppedRecords(ctx, stream, &st->dropped) != CUPTI_SUCCESS)
+        st->dropped = 0;
+    st->cupti_ts = 0;
+    s->cupti.GetTimestamp(&st->cupti_ts);
+    clock_gettime(CLOCK_REALTIME, &rt);
+    st->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+}
+
+void cuptimon__queue_ready_locked(struct shim *s, uint32_t idx, size_t valid, CUcontext ctx,
+                                  uint32_t stream, const struct shim_stamp *st, uint64_t records)
+{
+    s->slot_used[idx] = valid;
+    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
+    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
+    m->slot = idx;
+    m->stream_id = stream;
+    m->valid_size = valid;
+    m->context = (uint64_t)(uintptr_t)ctx;
+    m->dropped = st->dropped;
+    m->cupti_ts = st->cupti_ts;
+    m->realtime_ns = st->realtime_ns;
+    m->seq = s->next_seq++;
+    m->records = records;
+    s->ring_len++;
+    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+}
+
+void cuptimon__completion_done(struct shim *s, const struct shim_stamp *st,
+                               const struct timespec *t_in)
+{
+    atomic_fetch_add_explicit(&s->dropped_records, st->dropped, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
+    cuptimon__io_wake(s);
+    struct timespec t_out;
+    clock_gettime(CLOCK_MONOTONIC, &t_out);
+    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in->tv_sec) * 1000000000ull +
+                  (uint64_t)(t_out.tv_nsec - t_in->tv_nsec);
+    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
+    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
+    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
+        ;
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
                                       size_t size, size_t valid)
 {
     struct shim *s = &cuptimon__shim;
     struct timespec t_in;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
-    int idx = slot_of(s, buffer);
-    if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
+    int idx = cuptimon__completed_slot(s, buffer, &valid);
+    if (idx < 0) {
         /* Not a buffer we handed out (another tool's, completed to us after
          * the shim took CUPTI back): never touch or free it; its owner gets
          * it where its callback is known. */
-        atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
         cuptimon__mux_foreign(ctx, stream_id, buffer, size, valid);
         return;
     }
-    if (valid > s->slot_size)
-        valid = s->slot_size;
     if (atomic_load_explicit(&s->slot_gen[idx], memory_order_relaxed) == UINT64_MAX) {
         /* Counted lost to another client, yet completed to the shim: its
          * callbacks are CUPTI's after all (cuptimon__taken_if_held took a
@@ -593,36 +654,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         atomic_store_explicit(&s->slot_gen[idx], 0, memory_order_relaxed);
         atomic_store_explicit(&s->not_taken, 1, memory_order_relaxed);
     }
-    size_t dropped = 0;
-    if (s->cupti.GetNumDroppedRecords(ctx, stream_id, &dropped) != CUPTI_SUCCESS)
-        dropped = 0;
-    uint64_t ts = 0;
-    s->cupti.GetTimestamp(&ts);
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
+    struct shim_stamp st;
+    cuptimon__completion_stamp(s, ctx, stream_id, &st);
 
     /* The records are walked (counted, names interned) by the IO thread
      * before it hands the buffer on: this callback runs on CUPTI's thread
      * under CUPTI's lock, and a walk of a 4 MiB buffer takes about a
      * millisecond.  Here: a few stores and a wake-up. */
-    uint64_t n = 0;
-    CUpti_Activity *rec = NULL, *prev = NULL;
     pthread_mutex_lock(&s->qlock);
-    s->slot_used[idx] = valid;
-    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
-    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
-    m->slot = (uint32_t)idx;
-    m->stream_id = stream_id;
-    m->valid_size = valid;
-    m->context = (uint64_t)(uintptr_t)ctx;
-    m->dropped = dropped;
-    m->cupti_ts = ts;
-    m->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-    m->seq = s->next_seq++;
-    m->records = n;
-    s->ring_len++;
-    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+    cuptimon__queue_ready_locked(s, (uint32_t)idx, valid, ctx, stream_id, &st, 0);
     pthread_mutex_unlock(&s->qlock);
 
     /* Another tool shares CUPTI through us (preloaded): it gets copies of
@@ -635,8 +675,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         tool_on = cuptimon__mux_tool_wants(k);
     if (tool_on) {
         uint64_t gen = atomic_load_explicit(&s->slot_gen[idx], memory_order_relaxed);
+        CUpti_Activity *rec = NULL, *prev = NULL;
         have_clock = cuptimon__mux_clock(&clk);
-        rec = prev = NULL;
         while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (prev && cuptimon__mux_tool_wants(prev->kind))
                 cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev), gen,
@@ -647,19 +687,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
             cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev), gen,
                                   have_clock ? &clk : NULL);
     }
-    atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
-    (void)size;
-    cuptimon__io_wake(s);
-    struct timespec t_out;
-    clock_gettime(CLOCK_MONOTONIC, &t_out);
-    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in.tv_sec) * 1000000000ull +
-                  (uint64_t)(t_out.tv_nsec - t_in.tv_nsec);
-    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
-    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
-    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
-    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
-        ;
+    cuptimon__completion_done(s, &st, &t_in);
 }
 
 /* The runtime and driver calls PyTorch's monitor leaves out of windows:

@@ -266,6 +266,27 @@ void cuptimon__measure_struct_sizes(struct shim *s);
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
 /* The buffer request callback (both paths: the v2 one adds an argument). */
 void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
+/* The completion callbacks' common steps, for the v1 one (shim.c) and the
+ * v2 one (v2.c), in this order.  completed_slot: the pool slot CUPTI
+ * completed (valid clamped to the slot), or -1 for a buffer not handed out
+ * by the shim or not held by CUPTI (counted foreign, never touched).
+ * completion_stamp: CUPTI's drop count and the clock pair, outside qlock,
+ * through shim_cupti (v2.c's wrappers on the v2 path).
+ * queue_ready_locked (qlock held): the slot's BUFFER_READY for the IO
+ * thread.  completion_done: the counters, the IO thread's wake-up and the
+ * callback's duration since t_in (CLOCK_MONOTONIC). */
+struct shim_stamp {
+    size_t dropped;
+    uint64_t cupti_ts, realtime_ns;
+};
+struct timespec;
+int cuptimon__completed_slot(struct shim *s, const uint8_t *buffer, size_t *valid);
+void cuptimon__completion_stamp(struct shim *s, CUcontext ctx, uint32_t stream,
+                                struct shim_stamp *st);
+void cuptimon__queue_ready_locked(struct shim *s, uint32_t idx, size_t valid, CUcontext ctx,
+                                  uint32_t stream, const struct shim_stamp *st, uint64_t records);
+void cuptimon__completion_done(struct shim *s, const struct shim_stamp *st,
+                               const struct timespec *t_in);
 /* IO thread: walks a completed slot, interns its names; returns records. */
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);

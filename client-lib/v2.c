@@ -384,77 +384,39 @@ static void CUPTIAPI v2_requested(uint8_t **buffer, size_t *size, size_t *max_re
     cuptimon__buffer_requested(buffer, size, max_records);
 }
 
-static int slot_of(struct shim *s, const uint8_t *buf)
-{
-    if (!s->pool || buf < s->pool)
-        return -1;
-    uint64_t off = (uint64_t)(buf - s->pool);
-    if (off >= (uint64_t)s->nslots * s->slot_size || off % s->slot_size)
-        return -1;
-    return (int)(off / s->slot_size);
-}
-
 static void CUPTIAPI v2_completed(uint8_t *buffer, size_t size, size_t valid,
                                   CUpti_BufferCallbackCompleteInfo *info)
 {
     struct shim *s = &cuptimon__shim;
-    struct timespec t_in, t_out, rt;
+    struct timespec t_in;
     struct v2_walk w;
     struct v2_report report;
-    size_t dropped = 0;
-    uint64_t ts = 0, gen;
+    struct shim_stamp st;
     (void)size;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
-    int idx = slot_of(s, buffer);
-    if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
-        /* Not a buffer of ours: in multi-subscriber mode CUPTI completes
-         * each subscriber's own buffers to it, so this is counted only. */
-        atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
+    /* Not a buffer of ours: in multi-subscriber mode CUPTI completes each
+     * subscriber's own buffers to it, so this is counted only (the v1
+     * path's hand-over to another tool, mux.c, is off here). */
+    int idx = cuptimon__completed_slot(s, buffer, &valid);
+    if (idx < 0)
         return;
-    }
-    if (valid > s->slot_size)
-        valid = s->slot_size;
     /* This buffer's layouts, and by them its names, now, while their
      * memory is CUPTI's to keep; no lock for that. */
     read_report(info, &report, &w);
     uint64_t n = walk_buffer(s, buffer, valid, &w);
-    if (v2.f.cuptiActivityGetNumDroppedRecords_v2(v2.sub, NULL, 0, &dropped) != CUPTI_SUCCESS)
-        dropped = 0;
-    v2.f.cuptiGetTimestamp_v2(v2.sub, &ts);
-    clock_gettime(CLOCK_REALTIME, &rt);
+    /* Through shim_cupti: v2_start pointed it at the subscriber's calls. */
+    cuptimon__completion_stamp(s, NULL, 0, &st);
 
+    /* Queued as on the v1 path, in the same qlock hold that notes the
+     * layouts' generation (the IO thread reads a slot's generation with its
+     * BUFFER_READY); context and stream 0: the v2 callback gets neither. */
     pthread_mutex_lock(&s->qlock);
     merge_locked(&report);
-    gen = v2.cur.gen;
-    s->slot_used[idx] = valid;
-    v2.slot_gen[idx] = gen;
-    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
-    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
-    m->slot = (uint32_t)idx;
-    m->stream_id = 0;
-    m->valid_size = valid;
-    m->context = 0;
-    m->dropped = dropped;
-    m->cupti_ts = ts;
-    m->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-    m->seq = s->next_seq++;
-    m->records = n;
-    s->ring_len++;
-    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+    v2.slot_gen[idx] = v2.cur.gen;
+    cuptimon__queue_ready_locked(s, (uint32_t)idx, valid, NULL, 0, &st, n);
     pthread_mutex_unlock(&s->qlock);
     atomic_fetch_add_explicit(&s->records_walked, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
-    cuptimon__io_wake(s);
-    clock_gettime(CLOCK_MONOTONIC, &t_out);
-    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in.tv_sec) * 1000000000ull +
-                  (uint64_t)(t_out.tv_nsec - t_in.tv_nsec);
-    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
-    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
-    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
-    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
-        ;
+    cuptimon__completion_done(s, &st, &t_in);
 }
 
 /* ---- start --------------------------------------------------------------- */
