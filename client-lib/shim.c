@@ -383,24 +383,29 @@ static int slot_of(struct shim *s, const uint8_t *buf)
 
 /* ---- strings ------------------------------------------------------------ */
 
-static uint32_t hash_ptr(uint64_t p)
+void cuptimon__queue_string(struct shim *s, uint64_t key, const char *name, size_t max)
 {
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return (uint32_t)p;
+    size_t len = strnlen(name, max);
+    pthread_mutex_lock(&s->qlock);
+    if (s->strings.len == 0)
+        cuptimon__strings_begin(&s->strings);
+    if (cuptimon__strings_add(&s->strings, key, name, len) == 0)
+        s->strings_count++;
+    pthread_mutex_unlock(&s->qlock);
 }
 
 /* Interns one name pointer: the first sighting copies the string into the
  * table that the IO thread sends before the buffer.  Runs on the IO thread
- * (the only user of the intern table); the string table is shared with
- * annotation calls, so appending to it takes qlock. */
+ * (the only user of the intern table, so plain stores; the v2 path's
+ * table, v2.c intern_name, is filled by concurrent completion callbacks
+ * and is lock-free instead); the string table is shared with annotation
+ * calls, so appending to it takes qlock. */
 static void intern(struct shim *s, const char *name)
 {
     if (!name)
         return;
     uint64_t p = (uint64_t)(uintptr_t)name;
-    uint32_t mask = s->intern_cap - 1, i = hash_ptr(p) & mask;
+    uint32_t mask = s->intern_cap - 1, i = cuptimon__hash_ptr(p) & mask;
     while (s->intern[i]) {
         if (s->intern[i] == p)
             return;
@@ -412,13 +417,7 @@ static void intern(struct shim *s, const char *name)
         s->intern[i] = p;
         s->intern_len++;
     }
-    size_t len = strnlen(name, CUPTIMON_STRING_MAX_LEN);
-    pthread_mutex_lock(&s->qlock);
-    if (s->strings.len == 0)
-        cuptimon__strings_begin(&s->strings);
-    if (cuptimon__strings_add(&s->strings, p, name, len) == 0)
-        s->strings_count++;
-    pthread_mutex_unlock(&s->qlock);
+    cuptimon__queue_string(s, p, name, CUPTIMON_STRING_MAX_LEN);
 }
 
 /* Reads the name pointer at field f of a record of the runtime CUPTI's
@@ -1155,13 +1154,7 @@ static _Atomic uint64_t step_next;
 
 void cuptimon__add_string(struct shim *s, uint64_t key, const char *name)
 {
-    size_t len = strnlen(name, 256);
-    pthread_mutex_lock(&s->qlock);
-    if (s->strings.len == 0)
-        cuptimon__strings_begin(&s->strings);
-    if (cuptimon__strings_add(&s->strings, key, name, len) == 0)
-        s->strings_count++;
-    pthread_mutex_unlock(&s->qlock);
+    cuptimon__queue_string(s, key, name, 256);
     cuptimon__io_wake(s);
 }
 

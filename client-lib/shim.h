@@ -196,6 +196,18 @@ void cuptimon__loss_report(struct shim *s, const struct shim_loss *l);
 /* Queues one string (key -> name, at most 256 bytes) for the daemon's
  * table: user annotations, graph labels, thread names.  Any thread. */
 void cuptimon__add_string(struct shim *s, uint64_t key, const char *name);
+/* The same, at most max bytes, without waking the IO thread (which sends
+ * the table before the next buffer): the name interning of both paths.
+ * Takes qlock. */
+void cuptimon__queue_string(struct shim *s, uint64_t key, const char *name, size_t max);
+/* The slot of a name pointer in an intern table (shim.c's, v2.c's). */
+static inline uint32_t cuptimon__hash_ptr(uint64_t p)
+{
+    p ^= p >> 33;
+    p *= 0xff51afd7ed558ccdull;
+    p ^= p >> 33;
+    return (uint32_t)p;
+}
 
 /* ranges.c: the queue of annotation pushes and pops.  note: any thread,
  * never blocks (-ENOBUFS when full: counted); frame: the IO thread,

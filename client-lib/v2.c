@@ -298,22 +298,16 @@ static void merge_locked(const struct v2_report *r)
 
 /* ---- names -------------------------------------------------------------- */
 
-static uint32_t hash_ptr(uint64_t p)
-{
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return (uint32_t)p;
-}
-
 /* Interns a name pointer from a record, inside the completion callback
  * (CUPTI may free the string once it returns).  Lock-free: completion
  * callbacks may run on several threads; a pointer is queued once, by the
  * callback that claims its slot.  The string table append takes qlock, as
- * on the v1 path, only for a name not seen before. */
+ * on the v1 path (cuptimon__queue_string serves both), only for a name not
+ * seen before.  The table itself is not shim.c's on purpose: that one has
+ * one writer, the IO thread, and plain stores. */
 static void intern_name(struct shim *s, uint64_t p)
 {
-    uint32_t mask = v2.intern_cap - 1, i = hash_ptr(p) & mask;
+    uint32_t mask = v2.intern_cap - 1, i = cuptimon__hash_ptr(p) & mask;
     if (p == 0)
         return;
     for (uint32_t probe = 0; probe < 64; probe++, i = (i + 1) & mask) {
@@ -335,14 +329,7 @@ static void intern_name(struct shim *s, uint64_t p)
      * its buffer before the string below is appended: the archive and
      * windows read the whole string table, so only the live aggregates
      * can miss the name for that one buffer. */
-    const char *name = (const char *)(uintptr_t)p;
-    size_t len = strnlen(name, CUPTIMON_STRING_MAX_LEN);
-    pthread_mutex_lock(&s->qlock);
-    if (s->strings.len == 0)
-        cuptimon__strings_begin(&s->strings);
-    if (cuptimon__strings_add(&s->strings, p, name, len) == 0)
-        s->strings_count++;
-    pthread_mutex_unlock(&s->qlock);
+    cuptimon__queue_string(s, p, (const char *)(uintptr_t)p, CUPTIMON_STRING_MAX_LEN);
 }
 
 /* Counts the records and interns the names they point to, by the record
