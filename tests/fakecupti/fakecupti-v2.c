@@ -1160,6 +1160,23 @@ static size_t attr_width(CUpti_ActivityAttribute a)
     }
 }
 
+/* The argument checks cuptiActivitySetAttribute_v2 and GetAttribute_v2
+ * share, in one order for both: the version, a known attribute and both
+ * pointers, a value size that holds it (*w: the attribute's width). */
+static CUptiResult attr_args(CUpti_ActivityAttribute attr, const size_t *valueSize,
+                             const void *value, size_t *w)
+{
+    CUptiResult rc = need(130200);
+    *w = attr_width(attr);
+    if (rc != CUPTI_SUCCESS)
+        return rc;
+    if (!valueSize || !value || *w == 0)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (*valueSize < *w)
+        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    return CUPTI_SUCCESS;
+}
+
 API_EXPORT CUptiResult CUPTIAPI cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle subscriber,
                                                              CUpti_ActivityAttribute attr,
                                                              size_t *valueSize, void *value);
@@ -1167,15 +1184,11 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle subscri
                                                   CUpti_ActivityAttribute attr, size_t *valueSize,
                                                   void *value)
 {
-    CUptiResult rc = need(130200);
-    size_t w = attr_width(attr);
+    size_t w;
     uint64_t x = 0;
+    CUptiResult rc = attr_args(attr, valueSize, value, &w);
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if (!valueSize || !value || w == 0)
-        return CUPTI_ERROR_INVALID_PARAMETER;
-    if (*valueSize < w)
-        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
     memcpy(&x, value, w);
     fc_lock();
     struct sub *s = sub_of(subscriber);
@@ -1245,15 +1258,11 @@ CUptiResult CUPTIAPI cuptiActivityGetAttribute_v2(CUpti_SubscriberHandle subscri
                                                   CUpti_ActivityAttribute attr, size_t *valueSize,
                                                   void *value)
 {
-    CUptiResult rc = need(130200);
-    size_t w = attr_width(attr);
+    size_t w;
     uint64_t x = 0;
+    CUptiResult rc = attr_args(attr, valueSize, value, &w);
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if (!valueSize || !value || w == 0)
-        return CUPTI_ERROR_INVALID_PARAMETER;
-    if (*valueSize < w)
-        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
     fc_lock();
     struct sub *s = sub_of(subscriber);
     switch ((int)attr) {
