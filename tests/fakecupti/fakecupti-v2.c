@@ -1310,6 +1310,18 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks_v2(
     return s ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
+/* The argument checks cuptiActivityEnable_v2 and Disable_v2 share, before
+ * the subscriber is looked up: the version and a kind in range. */
+static CUptiResult kind_args(CUpti_ActivityKind kind)
+{
+    CUptiResult rc = need(130200);
+    if (rc != CUPTI_SUCCESS)
+        return rc;
+    if ((int)kind <= 0 || (int)kind >= V2_KINDS)
+        return CUPTI_ERROR_INVALID_KIND;
+    return CUPTI_SUCCESS;
+}
+
 /* 13.4's pKindOptions: a per-cbid allow (enable 1) or deny list. */
 static CUptiResult kind_options_locked(struct sub *s, CUpti_ActivityKind kind,
                                        const CUpti_ActivityConfig *c)
@@ -1341,11 +1353,9 @@ CUptiResult CUPTIAPI cuptiActivityEnable_v2(CUpti_SubscriberHandle subscriber,
                                             CUpti_ActivityKind kind,
                                             CUpti_ActivityConfig *pActivityConfig)
 {
-    CUptiResult rc = need(130200);
+    CUptiResult rc = kind_args(kind);
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if ((int)kind <= 0 || (int)kind >= V2_KINDS)
-        return CUPTI_ERROR_INVALID_KIND;
     fc_lock();
     struct sub *s = sub_of(subscriber);
     if (!s) {
@@ -1408,12 +1418,10 @@ CUptiResult CUPTIAPI cuptiActivityDisable_v2(CUpti_SubscriberHandle subscriber,
                                              CUpti_ActivityKind kind,
                                              CUpti_ActivityConfig *pActivityConfig)
 {
-    CUptiResult rc = need(130200);
+    CUptiResult rc = kind_args(kind);
     (void)pActivityConfig;
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if ((int)kind <= 0 || (int)kind >= V2_KINDS)
-        return CUPTI_ERROR_INVALID_KIND;
     fc_lock();
     struct sub *s = sub_of(subscriber);
     if (s) {
