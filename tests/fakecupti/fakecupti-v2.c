@@ -68,7 +68,13 @@
  * layout is modelled), its width there, and its width in a user-defined
  * record by the header's documented type (udr_w) or, with
  * FAKECUPTI_UDR_WIDTHS=struct, the predefined struct's (what PyTorch
- * measured on one build). */
+ * measured on one build).
+ *
+ * The per-kind tables below look alike because every kind's fields do: a
+ * line is one field id's facts, from the headers and NVIDIA's documents.
+ * They are the double's own on purpose, not client-lib/v2-fields.c's
+ * selection or proto/layouts.c's tables: the double is the model those
+ * are tested against, and sharing them would test the shim by itself. */
 struct fdef {
     int16_t src_off;
     uint8_t src_w, udr_w;
