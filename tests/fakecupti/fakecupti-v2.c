@@ -732,15 +732,24 @@ static void count_locked(struct sub *s, uint32_t kind, int written)
     }
 }
 
+/* The field id of a GPU record's end (end 1) or start (end 0): kernels,
+ * copies and memsets; -1 for any other kind. */
+static int gpu_time_field(uint32_t kind, int end)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return end ? MEMCPY_FIELD_END : MEMCPY_FIELD_START;
+    case CUPTI_ACTIVITY_KIND_MEMSET: return end ? MEMSET_FIELD_END : MEMSET_FIELD_START;
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return end ? KERNEL_FIELD_END : KERNEL_FIELD_START;
+    default: return -1;
+    }
+}
+
 /* The end time of a predefined GPU record (0: not a GPU record). */
 static uint64_t end_of(uint32_t kind, const uint8_t *rec, size_t sz)
 {
     struct ftab t = fields_of(kind);
-    int id = kind == CUPTI_ACTIVITY_KIND_MEMCPY   ? MEMCPY_FIELD_END
-             : kind == CUPTI_ACTIVITY_KIND_MEMSET ? MEMSET_FIELD_END
-             : (kind == CUPTI_ACTIVITY_KIND_KERNEL || kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-                 ? KERNEL_FIELD_END
-                 : -1;
+    int id = gpu_time_field(kind, 1);
     if (id < 0 || t.f[id].src_off + 8 > (int)sz)
         return 0;
     return rd(rec + t.f[id].src_off, 8);
@@ -882,18 +891,12 @@ static void zero_unfinished(const struct sub *s, struct v2buf *b, uint64_t now)
         size_t n = rec_size(s, kind);
         if (n == 0 || off + n > b->valid)
             break;
-        int end_id = kind == CUPTI_ACTIVITY_KIND_MEMCPY   ? MEMCPY_FIELD_END
-                     : kind == CUPTI_ACTIVITY_KIND_MEMSET ? MEMSET_FIELD_END
-                                                          : KERNEL_FIELD_END;
-        int start_id = kind == CUPTI_ACTIVITY_KIND_MEMCPY   ? MEMCPY_FIELD_START
-                       : kind == CUPTI_ACTIVITY_KIND_MEMSET ? MEMSET_FIELD_START
-                                                            : KERNEL_FIELD_START;
-        int gpu = kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMSET ||
-                  kind == CUPTI_ACTIVITY_KIND_KERNEL ||
-                  kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-        for (int pass = 0; gpu && pass < 2; pass++) {
-            int id = pass == 0 ? end_id : start_id;
+        /* The end, then the start, of GPU records only. */
+        for (int pass = 0; pass < 2; pass++) {
+            int id = gpu_time_field(kind, pass == 0);
             int off_f = -1;
+            if (id < 0)
+                break;
             unsigned w = 8;
             if (s->udr) {
                 for (unsigned i = 0; i < s->lay[kind].n; i++)
