@@ -68,7 +68,13 @@
  * layout is modelled), its width there, and its width in a user-defined
  * record by the header's documented type (udr_w) or, with
  * FAKECUPTI_UDR_WIDTHS=struct, the predefined struct's (what PyTorch
- * measured on one build). */
+ * measured on one build).
+ *
+ * The per-kind tables below look alike because every kind's fields do: a
+ * line is one field id's facts, from the headers and NVIDIA's documents.
+ * They are the double's own on purpose, not client-lib/v2-fields.c's
+ * selection or proto/layouts.c's tables: the double is the model those
+ * are tested against, and sharing them would test the shim by itself. */
 struct fdef {
     int16_t src_off;
     uint8_t src_w, udr_w;
@@ -726,15 +732,24 @@ static void count_locked(struct sub *s, uint32_t kind, int written)
     }
 }
 
+/* The field id of a GPU record's end (end 1) or start (end 0): kernels,
+ * copies and memsets; -1 for any other kind. */
+static int gpu_time_field(uint32_t kind, int end)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return end ? MEMCPY_FIELD_END : MEMCPY_FIELD_START;
+    case CUPTI_ACTIVITY_KIND_MEMSET: return end ? MEMSET_FIELD_END : MEMSET_FIELD_START;
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return end ? KERNEL_FIELD_END : KERNEL_FIELD_START;
+    default: return -1;
+    }
+}
+
 /* The end time of a predefined GPU record (0: not a GPU record). */
 static uint64_t end_of(uint32_t kind, const uint8_t *rec, size_t sz)
 {
     struct ftab t = fields_of(kind);
-    int id = kind == CUPTI_ACTIVITY_KIND_MEMCPY   ? MEMCPY_FIELD_END
-             : kind == CUPTI_ACTIVITY_KIND_MEMSET ? MEMSET_FIELD_END
-             : (kind == CUPTI_ACTIVITY_KIND_KERNEL || kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-                 ? KERNEL_FIELD_END
-                 : -1;
+    int id = gpu_time_field(kind, 1);
     if (id < 0 || t.f[id].src_off + 8 > (int)sz)
         return 0;
     return rd(rec + t.f[id].src_off, 8);
@@ -876,18 +891,12 @@ static void zero_unfinished(const struct sub *s, struct v2buf *b, uint64_t now)
         size_t n = rec_size(s, kind);
         if (n == 0 || off + n > b->valid)
             break;
-        int end_id = kind == CUPTI_ACTIVITY_KIND_MEMCPY   ? MEMCPY_FIELD_END
-                     : kind == CUPTI_ACTIVITY_KIND_MEMSET ? MEMSET_FIELD_END
-                                                          : KERNEL_FIELD_END;
-        int start_id = kind == CUPTI_ACTIVITY_KIND_MEMCPY   ? MEMCPY_FIELD_START
-                       : kind == CUPTI_ACTIVITY_KIND_MEMSET ? MEMSET_FIELD_START
-                                                            : KERNEL_FIELD_START;
-        int gpu = kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMSET ||
-                  kind == CUPTI_ACTIVITY_KIND_KERNEL ||
-                  kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-        for (int pass = 0; gpu && pass < 2; pass++) {
-            int id = pass == 0 ? end_id : start_id;
+        /* The end, then the start, of GPU records only. */
+        for (int pass = 0; pass < 2; pass++) {
+            int id = gpu_time_field(kind, pass == 0);
             int off_f = -1;
+            if (id < 0)
+                break;
             unsigned w = 8;
             if (s->udr) {
                 for (unsigned i = 0; i < s->lay[kind].n; i++)
@@ -1160,6 +1169,23 @@ static size_t attr_width(CUpti_ActivityAttribute a)
     }
 }
 
+/* The argument checks cuptiActivitySetAttribute_v2 and GetAttribute_v2
+ * share, in one order for both: the version, a known attribute and both
+ * pointers, a value size that holds it (*w: the attribute's width). */
+static CUptiResult attr_args(CUpti_ActivityAttribute attr, const size_t *valueSize,
+                             const void *value, size_t *w)
+{
+    CUptiResult rc = need(130200);
+    *w = attr_width(attr);
+    if (rc != CUPTI_SUCCESS)
+        return rc;
+    if (!valueSize || !value || *w == 0)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (*valueSize < *w)
+        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    return CUPTI_SUCCESS;
+}
+
 API_EXPORT CUptiResult CUPTIAPI cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle subscriber,
                                                              CUpti_ActivityAttribute attr,
                                                              size_t *valueSize, void *value);
@@ -1167,15 +1193,11 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle subscri
                                                   CUpti_ActivityAttribute attr, size_t *valueSize,
                                                   void *value)
 {
-    CUptiResult rc = need(130200);
-    size_t w = attr_width(attr);
+    size_t w;
     uint64_t x = 0;
+    CUptiResult rc = attr_args(attr, valueSize, value, &w);
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if (!valueSize || !value || w == 0)
-        return CUPTI_ERROR_INVALID_PARAMETER;
-    if (*valueSize < w)
-        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
     memcpy(&x, value, w);
     fc_lock();
     struct sub *s = sub_of(subscriber);
@@ -1245,15 +1267,11 @@ CUptiResult CUPTIAPI cuptiActivityGetAttribute_v2(CUpti_SubscriberHandle subscri
                                                   CUpti_ActivityAttribute attr, size_t *valueSize,
                                                   void *value)
 {
-    CUptiResult rc = need(130200);
-    size_t w = attr_width(attr);
+    size_t w;
     uint64_t x = 0;
+    CUptiResult rc = attr_args(attr, valueSize, value, &w);
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if (!valueSize || !value || w == 0)
-        return CUPTI_ERROR_INVALID_PARAMETER;
-    if (*valueSize < w)
-        return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
     fc_lock();
     struct sub *s = sub_of(subscriber);
     switch ((int)attr) {
@@ -1301,6 +1319,18 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks_v2(
     return s ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
+/* The argument checks cuptiActivityEnable_v2 and Disable_v2 share, before
+ * the subscriber is looked up: the version and a kind in range. */
+static CUptiResult kind_args(CUpti_ActivityKind kind)
+{
+    CUptiResult rc = need(130200);
+    if (rc != CUPTI_SUCCESS)
+        return rc;
+    if ((int)kind <= 0 || (int)kind >= V2_KINDS)
+        return CUPTI_ERROR_INVALID_KIND;
+    return CUPTI_SUCCESS;
+}
+
 /* 13.4's pKindOptions: a per-cbid allow (enable 1) or deny list. */
 static CUptiResult kind_options_locked(struct sub *s, CUpti_ActivityKind kind,
                                        const CUpti_ActivityConfig *c)
@@ -1332,11 +1362,9 @@ CUptiResult CUPTIAPI cuptiActivityEnable_v2(CUpti_SubscriberHandle subscriber,
                                             CUpti_ActivityKind kind,
                                             CUpti_ActivityConfig *pActivityConfig)
 {
-    CUptiResult rc = need(130200);
+    CUptiResult rc = kind_args(kind);
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if ((int)kind <= 0 || (int)kind >= V2_KINDS)
-        return CUPTI_ERROR_INVALID_KIND;
     fc_lock();
     struct sub *s = sub_of(subscriber);
     if (!s) {
@@ -1399,12 +1427,10 @@ CUptiResult CUPTIAPI cuptiActivityDisable_v2(CUpti_SubscriberHandle subscriber,
                                              CUpti_ActivityKind kind,
                                              CUpti_ActivityConfig *pActivityConfig)
 {
-    CUptiResult rc = need(130200);
+    CUptiResult rc = kind_args(kind);
     (void)pActivityConfig;
     if (rc != CUPTI_SUCCESS)
         return rc;
-    if ((int)kind <= 0 || (int)kind >= V2_KINDS)
-        return CUPTI_ERROR_INVALID_KIND;
     fc_lock();
     struct sub *s = sub_of(subscriber);
     if (s) {
