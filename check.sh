@@ -42,7 +42,7 @@ count_suite() {
 # stage NAME CMD...: a single pass/fail step.
 stage() {
     local name=$1; shift
-    echo "=== $name"
+    echo "=== $name (at ${SECONDS} s)"
     if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$name"); fi
 }
 
@@ -67,7 +67,7 @@ no_cuda_headers() {
 
 stage "format (clang-format, .clang-format)" ./scripts/check-format.sh
 
-echo "=== build (gcc, -Werror)"
+echo "=== build (gcc, -Werror) (at ${SECONDS} s)"
 if build "$top/build-ci" --enable-werror; then
     (cd build-ci && make -s -j"$jobs" check >/dev/null 2>&1)
     count_suite build-ci "make check"
@@ -80,7 +80,7 @@ fi
 # A distribution's build: no CUDA toolkit (configure --without-cuda).  The
 # product is the same; the tests that need CUPTI headers (the libcupti
 # test double and everything run through it) are skipped, the rest pass.
-echo "=== build (no CUDA toolkit)"
+echo "=== build (no CUDA toolkit) (at ${SECONDS} s)"
 if build "$top/build-nocuda" --enable-werror --without-cuda; then
     (cd build-nocuda && make -s -j"$jobs" check >/dev/null 2>&1)
     count_suite build-nocuda "make check (no CUDA toolkit)"
@@ -88,7 +88,7 @@ else
     failed=$((failed + 1)); failures+=("build without CUDA")
 fi
 
-echo "=== build (ASan+UBSan)"
+echo "=== build (ASan+UBSan) (at ${SECONDS} s)"
 if build "$top/build-asan" --enable-werror --enable-sanitizers; then
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 make -s -j"$jobs" check >/dev/null 2>&1)
@@ -98,7 +98,7 @@ else
 fi
 
 if command -v clang >/dev/null; then
-    echo "=== build (clang, libFuzzer)"
+    echo "=== build (clang, libFuzzer) (at ${SECONDS} s)"
     if build "$top/build-fuzz" CC=clang --enable-fuzzing --enable-sanitizers; then
         stage "fuzz smoke" make -s -C build-fuzz fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
     else
@@ -108,7 +108,7 @@ fi
 
 # distcheck's output is long: kept in a file, its end shown only on failure.
 distcheck() {
-    make -s -C build-ci distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror >build-ci/distcheck.log 2>&1 \
+    make -s -C build-ci distcheck-short DISTCHECK_CONFIGURE_FLAGS=--enable-werror >build-ci/distcheck.log 2>&1 \
         && { grep -A3 '^=====' build-ci/distcheck.log | tail -n 4; return 0; }
     tail -n 30 build-ci/distcheck.log
     grep -E '^(FAIL|ERROR|XPASS):' build-ci/distcheck.log | head -n 10
@@ -118,5 +118,6 @@ stage "distcheck" distcheck
 
 [ -s "$top/check-failures.log" ] && echo "(the failed tests' logs: check-failures.log)"
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "(check.sh took ${SECONDS} s)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -55,3 +55,14 @@ include tests/python/local.mk
 include tests/fault/local.mk
 include tests/unit/aggregate.mk
 include tests/unit/cupti.mk
+
+# distcheck proves that the tarball builds and that its tests find what
+# they need in it; check.sh runs it with these (make distcheck-short): the
+# unit suites and one test of each part that reads files of its own from
+# the tree.  Every other build of check.sh runs the whole suite.
+DISTCHECK_TESTS = $(filter tests/unit/%,$(TESTS)) tests/integration/cli.sh \
+	tests/integration/stats.sh tests/integration/edges.sh tests/fault/hostile.sh \
+	tests/fuzz/replay.sh tests/python/pytest.sh tests/gpu/coexist-selftest.sh
+distcheck-short:
+	$(MAKE) $(AM_MAKEFLAGS) distcheck TESTS='$(DISTCHECK_TESTS)'
+.PHONY: distcheck-short
