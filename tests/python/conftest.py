@@ -157,9 +157,12 @@ def workload(build, daemon):
 
     yield start
     for p in procs:
-        if p.poll() is None:
+        ended = p.poll()
+        if ended is None:
             p.kill()
-        p.communicate()
+        out, err = p.communicate()
+        if ended not in (None, 0):  # shown with the test's report if it fails
+            print(f"workload pid {p.pid} exited with {ended}: {err.decode(errors='replace')[-4000:]}")
 
 
 @pytest.fixture
