@@ -75,7 +75,7 @@ int session_idle(const struct session *s)
  * not malloc'd: an unmapped copy is back with the system at once (malloc
  * may keep it, and a sanitizer's quarantine does). */
 #define SLOT_COPY_KEEP (16u << 20)
-#define COPY_HUGE ((size_t)2 << 20)
+#define COPY_HUGE      ((size_t)2 << 20)
 static _Thread_local struct {
     uint8_t *p;
     size_t cap;
