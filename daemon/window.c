@@ -523,17 +523,19 @@ static void after_write_cb(uv_work_t *req, int status)
     answer(w->end_wait, &w->nend_wait, w);
 }
 
-/* Sets a member flag for each pid listed under key in the flush result. */
-static void mark_members(struct window *w, json_object *result, const char *key, size_t flag_off)
+/* Sets a member's late (key "late") or running flag for each pid listed
+ * under key in the flush result. */
+static void mark_members(struct window *w, json_object *result, const char *key)
 {
     json_object *a;
+    int late = strcmp(key, "late") == 0;
     if (!json_object_object_get_ex(result, key, &a) || !json_object_is_type(a, json_type_array))
         return;
     for (size_t i = 0; i < json_object_array_length(a); i++) {
         pid_t pid = (pid_t)json_object_get_int64(json_object_array_get_idx(a, i));
         for (size_t k = 0; k < w->nm; k++)
             if (w->m[k].pid == pid)
-                *(int *)((char *)&w->m[k] + flag_off) = 1;
+                *(late ? &w->m[k].late : &w->m[k].running) = 1;
     }
 }
 
@@ -542,8 +544,8 @@ static void ended(struct daemon *d, void *ud, json_object *result)
     struct window *w = ud;
     static const char *const keep[] = {"late",        "running",    "gone",
                                        "cupti_taken", "elapsed_ms", "fence_flushes"};
-    mark_members(w, result, "late", offsetof(struct member, late));
-    mark_members(w, result, "running", offsetof(struct member, running));
+    mark_members(w, result, "late");
+    mark_members(w, result, "running");
     json_object_put(w->end_report);
     w->end_report = json_object_new_object();
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {

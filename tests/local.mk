@@ -7,7 +7,15 @@ AM_TESTS_ENVIRONMENT = \
 	top_builddir='$(abs_top_builddir)'; export top_builddir; \
 	top_srcdir='$(abs_top_srcdir)'; export top_srcdir; \
 	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT; \
-	SHIM_STATIC_JSONC=$(SHIM_STATIC_JSONC); export SHIM_STATIC_JSONC;
+	SHIM_STATIC_JSONC=$(SHIM_STATIC_JSONC); export SHIM_STATIC_JSONC; \
+	CUPTIMON_SANITIZERS=$(CUPTIMON_SANITIZERS); export CUPTIMON_SANITIZERS;
+# yes in an ASan+UBSan build (--enable-sanitizers): the tests whose verdict
+# is a throughput, or that do not depend on the build, skip there.
+if SANITIZERS
+CUPTIMON_SANITIZERS = yes
+else
+CUPTIMON_SANITIZERS = no
+endif
 
 # CUPTI_TEST_CFLAGS: the toolkit's CUPTI headers, for the suites that build
 # records of the real structs (test programs only; never the product).
@@ -18,12 +26,13 @@ CHECK_TEST_LIBS = tests/unit/libcuptimon-testlib.la $(CHECK_LIBS)
 # Unit suites that also run under valgrind (make check-valgrind).
 UNIT_TESTS =
 VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect
+# The suites run side by side, one per CPU (VALGRIND_JOBS=N to choose);
+# each one's output is in its .valgrind.log, shown when it fails.
 check-valgrind: $(check_PROGRAMS) $(check_LTLIBRARIES)
-	@set -e; for t in $(UNIT_TESTS); do \
-	  echo "  VALGRIND $$t"; \
-	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 $(LIBTOOL) --mode=execute $(VALGRIND) ./$$t >$$t.valgrind.log 2>&1 \
-	    || { cat $$t.valgrind.log; exit 1; }; \
-	done
+	@printf '%s\n' $(UNIT_TESTS) | xargs -n 1 -P "$${VALGRIND_JOBS:-$$(nproc)}" sh -c '\
+	  echo "  VALGRIND $$0"; \
+	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 $(LIBTOOL) --mode=execute $(VALGRIND) ./$$0 >$$0.valgrind.log 2>&1 \
+	    || { cat $$0.valgrind.log; echo "  VALGRIND $$0 FAILED"; exit 1; }'
 .PHONY: check-valgrind
 
 EXTRA_DIST += tests/data tests/demo.sh tests/integration/lib.sh

@@ -7,6 +7,8 @@
 set -eu
 : "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
 command -v cppcheck >/dev/null || { echo "SKIP: cppcheck is not installed"; exit 77; }
+# The same sources whatever the build: the build without sanitizers runs it.
+[ "${CUPTIMON_SANITIZERS:-no}" = yes ] && { echo "SKIP: the same check runs in the build without sanitizers"; exit 77; }
 cd "$top_srcdir"
 out=$(mktemp "${TMPDIR:-/tmp}/cuptimon-cppcheck.XXXXXX")
 trap 'rm -f "$out"' EXIT

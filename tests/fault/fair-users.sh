@@ -15,6 +15,7 @@ CUPTIMON_TEST_NO_DOUBLE=1
 # integration test beside it (tests/integration/lib.sh).
 CUPTIMON_TEST_ALONE=1
 . "$top_srcdir/tests/fault/fault-lib.sh"
+[ "${CUPTIMON_SANITIZERS:-no}" = yes ] && skip "its verdict is the daemon's throughput, which a sanitizer build does not have (the build without sanitizers runs it)"
 need_replay_producer
 [ "$(id -u)" = 0 ] || skip "needs root to run producers as a second user"
 command -v setpriv >/dev/null || skip "no setpriv"

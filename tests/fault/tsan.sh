@@ -9,6 +9,8 @@
 # while CUPTI's threads complete buffers).  Any race report fails the test.
 # Skipped (77) when the compiler cannot build or run a TSan program.
 . "$top_srcdir/tests/fault/fault-lib.sh"
+# It builds its own ThreadSanitizer shim: the build without sanitizers runs it.
+[ "${CUPTIMON_SANITIZERS:-no}" = yes ] && skip "it builds its own TSan shim, the same in every build"
 
 CC_=${CUPTIMON_FAULT_CC:-cc}
 CPPFLAGS_=${CUPTIMON_FAULT_CPPFLAGS:-}
