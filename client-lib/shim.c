@@ -289,7 +289,7 @@ static int load_cupti(struct shim *s)
     return 0;
 }
 
-const char *cuptimon__cupti_err(struct shim *s, CUptiResult rc)
+static const char *cupti_err(struct shim *s, CUptiResult rc)
 {
     const char *str = NULL;
     if (s->cupti.GetResultString && s->cupti.GetResultString(rc, &str) == CUPTI_SUCCESS && str)
@@ -383,29 +383,24 @@ static int slot_of(struct shim *s, const uint8_t *buf)
 
 /* ---- strings ------------------------------------------------------------ */
 
-void cuptimon__queue_string(struct shim *s, uint64_t key, const char *name, size_t max)
+static uint32_t hash_ptr(uint64_t p)
 {
-    size_t len = strnlen(name, max);
-    pthread_mutex_lock(&s->qlock);
-    if (s->strings.len == 0)
-        cuptimon__strings_begin(&s->strings);
-    if (cuptimon__strings_add(&s->strings, key, name, len) == 0)
-        s->strings_count++;
-    pthread_mutex_unlock(&s->qlock);
+    p ^= p >> 33;
+    p *= 0xff51afd7ed558ccdull;
+    p ^= p >> 33;
+    return (uint32_t)p;
 }
 
 /* Interns one name pointer: the first sighting copies the string into the
  * table that the IO thread sends before the buffer.  Runs on the IO thread
- * (the only user of the intern table, so plain stores; the v2 path's
- * table, v2.c intern_name, is filled by concurrent completion callbacks
- * and is lock-free instead); the string table is shared with annotation
- * calls, so appending to it takes qlock. */
+ * (the only user of the intern table); the string table is shared with
+ * annotation calls, so appending to it takes qlock. */
 static void intern(struct shim *s, const char *name)
 {
     if (!name)
         return;
     uint64_t p = (uint64_t)(uintptr_t)name;
-    uint32_t mask = s->intern_cap - 1, i = cuptimon__hash_ptr(p) & mask;
+    uint32_t mask = s->intern_cap - 1, i = hash_ptr(p) & mask;
     while (s->intern[i]) {
         if (s->intern[i] == p)
             return;
@@ -417,7 +412,13 @@ static void intern(struct shim *s, const char *name)
         s->intern[i] = p;
         s->intern_len++;
     }
-    cuptimon__queue_string(s, p, name, CUPTIMON_STRING_MAX_LEN);
+    size_t len = strnlen(name, CUPTIMON_STRING_MAX_LEN);
+    pthread_mutex_lock(&s->qlock);
+    if (s->strings.len == 0)
+        cuptimon__strings_begin(&s->strings);
+    if (cuptimon__strings_add(&s->strings, p, name, len) == 0)
+        s->strings_count++;
+    pthread_mutex_unlock(&s->qlock);
 }
 
 /* Reads the name pointer at field f of a record of the runtime CUPTI's
@@ -567,84 +568,23 @@ void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t 
     *size = s->slot_size;
 }
 
-/* ---- what both completion callbacks do (v1 below, v2 in v2.c) ----------- */
-
-int cuptimon__completed_slot(struct shim *s, const uint8_t *buffer, size_t *valid)
-{
-    int idx = slot_of(s, buffer);
-    if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
-        atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
-        return -1;
-    }
-    if (*valid > s->slot_size)
-        *valid = s->slot_size;
-    return idx;
-}
-
-void cuptimon__completion_stamp(struct shim *s, CUcontext ctx, uint32_t stream,
-                                struct shim_stamp *st)
-{
-    struct timespec rt;
-    st->dropped = 0;
-    if (s->cupti.GetNumDroppedRecords(ctx, stream, &st->dropped) != CUPTI_SUCCESS)
-        st->dropped = 0;
-    st->cupti_ts = 0;
-    s->cupti.GetTimestamp(&st->cupti_ts);
-    clock_gettime(CLOCK_REALTIME, &rt);
-    st->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-}
-
-void cuptimon__queue_ready_locked(struct shim *s, uint32_t idx, size_t valid, CUcontext ctx,
-                                  uint32_t stream, const struct shim_stamp *st, uint64_t records)
-{
-    s->slot_used[idx] = valid;
-    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
-    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
-    m->slot = idx;
-    m->stream_id = stream;
-    m->valid_size = valid;
-    m->context = (uint64_t)(uintptr_t)ctx;
-    m->dropped = st->dropped;
-    m->cupti_ts = st->cupti_ts;
-    m->realtime_ns = st->realtime_ns;
-    m->seq = s->next_seq++;
-    m->records = records;
-    s->ring_len++;
-    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
-}
-
-void cuptimon__completion_done(struct shim *s, const struct shim_stamp *st,
-                               const struct timespec *t_in)
-{
-    atomic_fetch_add_explicit(&s->dropped_records, st->dropped, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
-    cuptimon__io_wake(s);
-    struct timespec t_out;
-    clock_gettime(CLOCK_MONOTONIC, &t_out);
-    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in->tv_sec) * 1000000000ull +
-                  (uint64_t)(t_out.tv_nsec - t_in->tv_nsec);
-    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
-    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
-    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
-    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
-        ;
-}
-
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
                                       size_t size, size_t valid)
 {
     struct shim *s = &cuptimon__shim;
     struct timespec t_in;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
-    int idx = cuptimon__completed_slot(s, buffer, &valid);
-    if (idx < 0) {
+    int idx = slot_of(s, buffer);
+    if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
         /* Not a buffer we handed out (another tool's, completed to us after
          * the shim took CUPTI back): never touch or free it; its owner gets
          * it where its callback is known. */
+        atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
         cuptimon__mux_foreign(ctx, stream_id, buffer, size, valid);
         return;
     }
+    if (valid > s->slot_size)
+        valid = s->slot_size;
     if (atomic_load_explicit(&s->slot_gen[idx], memory_order_relaxed) == UINT64_MAX) {
         /* Counted lost to another client, yet completed to the shim: its
          * callbacks are CUPTI's after all (cuptimon__taken_if_held took a
@@ -653,15 +593,36 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         atomic_store_explicit(&s->slot_gen[idx], 0, memory_order_relaxed);
         atomic_store_explicit(&s->not_taken, 1, memory_order_relaxed);
     }
-    struct shim_stamp st;
-    cuptimon__completion_stamp(s, ctx, stream_id, &st);
+    size_t dropped = 0;
+    if (s->cupti.GetNumDroppedRecords(ctx, stream_id, &dropped) != CUPTI_SUCCESS)
+        dropped = 0;
+    uint64_t ts = 0;
+    s->cupti.GetTimestamp(&ts);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
 
     /* The records are walked (counted, names interned) by the IO thread
      * before it hands the buffer on: this callback runs on CUPTI's thread
      * under CUPTI's lock, and a walk of a 4 MiB buffer takes about a
      * millisecond.  Here: a few stores and a wake-up. */
+    uint64_t n = 0;
+    CUpti_Activity *rec = NULL, *prev = NULL;
     pthread_mutex_lock(&s->qlock);
-    cuptimon__queue_ready_locked(s, (uint32_t)idx, valid, ctx, stream_id, &st, 0);
+    s->slot_used[idx] = valid;
+    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
+    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
+    m->slot = (uint32_t)idx;
+    m->stream_id = stream_id;
+    m->valid_size = valid;
+    m->context = (uint64_t)(uintptr_t)ctx;
+    m->dropped = dropped;
+    m->cupti_ts = ts;
+    m->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    m->seq = s->next_seq++;
+    m->records = n;
+    s->ring_len++;
+    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->qlock);
 
     /* Another tool shares CUPTI through us (preloaded): it gets copies of
@@ -674,8 +635,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         tool_on = cuptimon__mux_tool_wants(k);
     if (tool_on) {
         uint64_t gen = atomic_load_explicit(&s->slot_gen[idx], memory_order_relaxed);
-        CUpti_Activity *rec = NULL, *prev = NULL;
         have_clock = cuptimon__mux_clock(&clk);
+        rec = prev = NULL;
         while (valid && s->cupti.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (prev && cuptimon__mux_tool_wants(prev->kind))
                 cuptimon__mux_deliver(prev, (size_t)((uint8_t *)rec - (uint8_t *)prev), gen,
@@ -686,14 +647,23 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
             cuptimon__mux_deliver(prev, (size_t)(buffer + valid - (uint8_t *)prev), gen,
                                   have_clock ? &clk : NULL);
     }
-    cuptimon__completion_done(s, &st, &t_in);
+    atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
+    (void)size;
+    cuptimon__io_wake(s);
+    struct timespec t_out;
+    clock_gettime(CLOCK_MONOTONIC, &t_out);
+    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in.tv_sec) * 1000000000ull +
+                  (uint64_t)(t_out.tv_nsec - t_in.tv_nsec);
+    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
+    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
+    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
+        ;
 }
 
 /* The runtime and driver calls PyTorch's monitor leaves out of windows:
- * frequent, and nothing to see in a trace.  One list for both paths: the
- * v1 path turns them off one by one after enabling the kind (below), the
- * v2 path passes them as 13.4's deny list with it (cuptimon__noisy_calls,
- * v2.c w_enable). */
+ * frequent, and nothing to see in a trace. */
 static const CUpti_CallbackId noisy_runtime[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
@@ -707,20 +677,6 @@ static const CUpti_CallbackId noisy_driver[] = {
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
     CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
 };
-
-const CUpti_CallbackId *cuptimon__noisy_calls(uint32_t kind, size_t *n)
-{
-    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
-        *n = sizeof noisy_runtime / sizeof noisy_runtime[0];
-        return noisy_runtime;
-    }
-    if (kind == CUPTI_ACTIVITY_KIND_DRIVER) {
-        *n = sizeof noisy_driver / sizeof noisy_driver[0];
-        return noisy_driver;
-    }
-    *n = 0;
-    return NULL;
-}
 
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
 {
@@ -747,7 +703,7 @@ int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on)
         on ? s->cupti.Enable((CUpti_ActivityKind)kind) : s->cupti.Disable((CUpti_ActivityKind)kind);
     if (rc != CUPTI_SUCCESS) {
         cuptimon__log("cuptiActivity%s(%u) failed: %s", on ? "Enable" : "Disable", kind,
-                      cuptimon__cupti_err(s, rc));
+                      cupti_err(s, rc));
         return -EINVAL;
     }
     if (on && kind == CUPTI_ACTIVITY_KIND_RUNTIME && s->cupti.EnableRuntimeApi)
@@ -918,7 +874,7 @@ void cuptimon__retake(struct shim *s, const char *why)
     CUptiResult cr = s->cupti.RegisterCallbacks(cuptimon__buffer_requested, buffer_completed);
     if (cr != CUPTI_SUCCESS) {
         cuptimon__log("cannot take CUPTI back (%s): cuptiActivityRegisterCallbacks: %s", why,
-                      cuptimon__cupti_err(s, cr));
+                      cupti_err(s, cr));
         pthread_mutex_unlock(&lock);
         return;
     }
@@ -1004,7 +960,7 @@ static int start(void)
         CUptiResult cr = s->cupti.RegisterCallbacks(cuptimon__buffer_requested, buffer_completed);
         if (cr != CUPTI_SUCCESS) {
             cuptimon__log("cuptiActivityRegisterCallbacks failed: %s; not tracing",
-                          cuptimon__cupti_err(s, cr));
+                          cupti_err(s, cr));
             return -EBUSY;
         }
         if (getenv("CUPTIMON_KERNEL_LATENCY") || getenv("CUPTIMON_HW_TRACE"))
@@ -1159,7 +1115,13 @@ static _Atomic uint64_t step_next;
 
 void cuptimon__add_string(struct shim *s, uint64_t key, const char *name)
 {
-    cuptimon__queue_string(s, key, name, 256);
+    size_t len = strnlen(name, 256);
+    pthread_mutex_lock(&s->qlock);
+    if (s->strings.len == 0)
+        cuptimon__strings_begin(&s->strings);
+    if (cuptimon__strings_add(&s->strings, key, name, len) == 0)
+        s->strings_count++;
+    pthread_mutex_unlock(&s->qlock);
     cuptimon__io_wake(s);
 }
 

@@ -196,18 +196,6 @@ void cuptimon__loss_report(struct shim *s, const struct shim_loss *l);
 /* Queues one string (key -> name, at most 256 bytes) for the daemon's
  * table: user annotations, graph labels, thread names.  Any thread. */
 void cuptimon__add_string(struct shim *s, uint64_t key, const char *name);
-/* The same, at most max bytes, without waking the IO thread (which sends
- * the table before the next buffer): the name interning of both paths.
- * Takes qlock. */
-void cuptimon__queue_string(struct shim *s, uint64_t key, const char *name, size_t max);
-/* The slot of a name pointer in an intern table (shim.c's, v2.c's). */
-static inline uint32_t cuptimon__hash_ptr(uint64_t p)
-{
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return (uint32_t)p;
-}
 
 /* ranges.c: the queue of annotation pushes and pops.  note: any thread,
  * never blocks (-ENOBUFS when full: counted); frame: the IO thread,
@@ -278,33 +266,9 @@ void cuptimon__measure_struct_sizes(struct shim *s);
 void cuptimon__slot_free(struct shim *s, uint32_t idx);
 /* The buffer request callback (both paths: the v2 one adds an argument). */
 void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
-/* The completion callbacks' common steps, for the v1 one (shim.c) and the
- * v2 one (v2.c), in this order.  completed_slot: the pool slot CUPTI
- * completed (valid clamped to the slot), or -1 for a buffer not handed out
- * by the shim or not held by CUPTI (counted foreign, never touched).
- * completion_stamp: CUPTI's drop count and the clock pair, outside qlock,
- * through shim_cupti (v2.c's wrappers on the v2 path).
- * queue_ready_locked (qlock held): the slot's BUFFER_READY for the IO
- * thread.  completion_done: the counters, the IO thread's wake-up and the
- * callback's duration since t_in (CLOCK_MONOTONIC). */
-struct shim_stamp {
-    size_t dropped;
-    uint64_t cupti_ts, realtime_ns;
-};
-struct timespec;
-int cuptimon__completed_slot(struct shim *s, const uint8_t *buffer, size_t *valid);
-void cuptimon__completion_stamp(struct shim *s, CUcontext ctx, uint32_t stream,
-                                struct shim_stamp *st);
-void cuptimon__queue_ready_locked(struct shim *s, uint32_t idx, size_t valid, CUcontext ctx,
-                                  uint32_t stream, const struct shim_stamp *st, uint64_t records);
-void cuptimon__completion_done(struct shim *s, const struct shim_stamp *st,
-                               const struct timespec *t_in);
 /* IO thread: walks a completed slot, interns its names; returns records. */
 uint64_t cuptimon__walk_slot(struct shim *s, uint32_t idx, uint64_t valid);
 int cuptimon__enable_kind(struct shim *s, uint32_t kind, int on);
-/* The runtime (kind RUNTIME) or driver (DRIVER) calls left out of traces,
- * n of them; NULL for other kinds. */
-const CUpti_CallbackId *cuptimon__noisy_calls(uint32_t kind, size_t *n);
 /* After another client held CUPTI and let go: register the shim's callbacks
  * again and turn its kinds back on. */
 void cuptimon__retake(struct shim *s, const char *why);
@@ -318,8 +282,6 @@ int cuptimon__taken_if_held(struct shim *s, uint64_t gen);
 uint32_t cuptimon__cupti_holds(struct shim *s, uint64_t gen);
 /* The same with a forced flush of its own. */
 int cuptimon__probe_taken(struct shim *s);
-/* CUPTI's words for rc (cuptiGetResultString), for messages. */
-const char *cuptimon__cupti_err(struct shim *s, CUptiResult rc);
 void cuptimon__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define shim_debug(s, ...)                                                                         \
     do {                                                                                           \

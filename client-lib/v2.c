@@ -127,18 +127,31 @@ static CUptiResult CUPTIAPI w_enable(CUpti_ActivityKind kind)
     cfg.fieldSelection.structSize = sizeof cfg.fieldSelection;
     cfg.fieldSelection.numFields = n;
     cfg.fieldSelection.pFieldIds = ids;
-    /* The calls the v1 path turns off (shim.c's cuptimon__noisy_calls):
+    /* The calls the v1 path turns off (shim.c's noisy_runtime/_driver):
      * 13.4 takes a deny list with the kind; 13.3 has no per-call filter
      * under user-defined records (its EnableRuntimeApi_v2 answers
-     * NOT_COMPATIBLE), so there they are recorded.  CUPTI only reads the
-     * list (its header's pCbids lacks the const). */
-    size_t nn = 0;
-    const CUpti_CallbackId *noisy = cuptimon__noisy_calls(kind, &nn);
+     * NOT_COMPATIBLE), so there they are recorded. */
+    static CUpti_CallbackId rt_noise[] = {
+        CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020,
+    };
+    static CUpti_CallbackId drv_noise[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
+        CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+        CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+    };
     CUpti_ActivityApiCbidOptions cbo = {.structSize = sizeof cbo, .enable = 0};
     CUpti_ActivityApiOptions ao = {.structSize = sizeof ao, .pCbidOptions = &cbo};
-    if (s->cupti.version >= 130400 && noisy) {
-        cbo.pCbids = (CUpti_CallbackId *)noisy;
-        cbo.numCbids = nn;
+    if (s->cupti.version >= 130400 &&
+        (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER)) {
+        int rt = kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+        cbo.pCbids = rt ? rt_noise : drv_noise;
+        cbo.numCbids =
+            rt ? sizeof rt_noise / sizeof rt_noise[0] : sizeof drv_noise / sizeof drv_noise[0];
         cfg.pKindOptions = &ao;
     }
     return v2.f.cuptiActivityEnable_v2(v2.sub, kind, &cfg);
@@ -298,16 +311,22 @@ static void merge_locked(const struct v2_report *r)
 
 /* ---- names -------------------------------------------------------------- */
 
+static uint32_t hash_ptr(uint64_t p)
+{
+    p ^= p >> 33;
+    p *= 0xff51afd7ed558ccdull;
+    p ^= p >> 33;
+    return (uint32_t)p;
+}
+
 /* Interns a name pointer from a record, inside the completion callback
  * (CUPTI may free the string once it returns).  Lock-free: completion
  * callbacks may run on several threads; a pointer is queued once, by the
  * callback that claims its slot.  The string table append takes qlock, as
- * on the v1 path (cuptimon__queue_string serves both), only for a name not
- * seen before.  The table itself is not shim.c's on purpose: that one has
- * one writer, the IO thread, and plain stores. */
+ * on the v1 path, only for a name not seen before. */
 static void intern_name(struct shim *s, uint64_t p)
 {
-    uint32_t mask = v2.intern_cap - 1, i = cuptimon__hash_ptr(p) & mask;
+    uint32_t mask = v2.intern_cap - 1, i = hash_ptr(p) & mask;
     if (p == 0)
         return;
     for (uint32_t probe = 0; probe < 64; probe++, i = (i + 1) & mask) {
@@ -329,7 +348,14 @@ static void intern_name(struct shim *s, uint64_t p)
      * its buffer before the string below is appended: the archive and
      * windows read the whole string table, so only the live aggregates
      * can miss the name for that one buffer. */
-    cuptimon__queue_string(s, p, (const char *)(uintptr_t)p, CUPTIMON_STRING_MAX_LEN);
+    const char *name = (const char *)(uintptr_t)p;
+    size_t len = strnlen(name, CUPTIMON_STRING_MAX_LEN);
+    pthread_mutex_lock(&s->qlock);
+    if (s->strings.len == 0)
+        cuptimon__strings_begin(&s->strings);
+    if (cuptimon__strings_add(&s->strings, p, name, len) == 0)
+        s->strings_count++;
+    pthread_mutex_unlock(&s->qlock);
 }
 
 /* Counts the records and interns the names they point to, by the record
@@ -371,42 +397,88 @@ static void CUPTIAPI v2_requested(uint8_t **buffer, size_t *size, size_t *max_re
     cuptimon__buffer_requested(buffer, size, max_records);
 }
 
+static int slot_of(struct shim *s, const uint8_t *buf)
+{
+    if (!s->pool || buf < s->pool)
+        return -1;
+    uint64_t off = (uint64_t)(buf - s->pool);
+    if (off >= (uint64_t)s->nslots * s->slot_size || off % s->slot_size)
+        return -1;
+    return (int)(off / s->slot_size);
+}
+
 static void CUPTIAPI v2_completed(uint8_t *buffer, size_t size, size_t valid,
                                   CUpti_BufferCallbackCompleteInfo *info)
 {
     struct shim *s = &cuptimon__shim;
-    struct timespec t_in;
+    struct timespec t_in, t_out, rt;
     struct v2_walk w;
     struct v2_report report;
-    struct shim_stamp st;
+    size_t dropped = 0;
+    uint64_t ts = 0, gen;
     (void)size;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
-    /* Not a buffer of ours: in multi-subscriber mode CUPTI completes each
-     * subscriber's own buffers to it, so this is counted only (the v1
-     * path's hand-over to another tool, mux.c, is off here). */
-    int idx = cuptimon__completed_slot(s, buffer, &valid);
-    if (idx < 0)
+    int idx = slot_of(s, buffer);
+    if (idx < 0 || atomic_load_explicit(&s->slot_state[idx], memory_order_relaxed) != SLOT_CUPTI) {
+        /* Not a buffer of ours: in multi-subscriber mode CUPTI completes
+         * each subscriber's own buffers to it, so this is counted only. */
+        atomic_fetch_add_explicit(&s->foreign_buffers, 1, memory_order_relaxed);
         return;
+    }
+    if (valid > s->slot_size)
+        valid = s->slot_size;
     /* This buffer's layouts, and by them its names, now, while their
      * memory is CUPTI's to keep; no lock for that. */
     read_report(info, &report, &w);
     uint64_t n = walk_buffer(s, buffer, valid, &w);
-    /* Through shim_cupti: v2_start pointed it at the subscriber's calls. */
-    cuptimon__completion_stamp(s, NULL, 0, &st);
+    if (v2.f.cuptiActivityGetNumDroppedRecords_v2(v2.sub, NULL, 0, &dropped) != CUPTI_SUCCESS)
+        dropped = 0;
+    v2.f.cuptiGetTimestamp_v2(v2.sub, &ts);
+    clock_gettime(CLOCK_REALTIME, &rt);
 
-    /* Queued as on the v1 path, in the same qlock hold that notes the
-     * layouts' generation (the IO thread reads a slot's generation with its
-     * BUFFER_READY); context and stream 0: the v2 callback gets neither. */
     pthread_mutex_lock(&s->qlock);
     merge_locked(&report);
-    v2.slot_gen[idx] = v2.cur.gen;
-    cuptimon__queue_ready_locked(s, (uint32_t)idx, valid, NULL, 0, &st, n);
+    gen = v2.cur.gen;
+    s->slot_used[idx] = valid;
+    v2.slot_gen[idx] = gen;
+    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
+    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
+    m->slot = (uint32_t)idx;
+    m->stream_id = 0;
+    m->valid_size = valid;
+    m->context = 0;
+    m->dropped = dropped;
+    m->cupti_ts = ts;
+    m->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    m->seq = s->next_seq++;
+    m->records = n;
+    s->ring_len++;
+    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->qlock);
     atomic_fetch_add_explicit(&s->records_walked, n, memory_order_relaxed);
-    cuptimon__completion_done(s, &st, &t_in);
+    atomic_fetch_add_explicit(&s->dropped_records, dropped, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->buffers_completed, 1, memory_order_relaxed);
+    cuptimon__io_wake(s);
+    clock_gettime(CLOCK_MONOTONIC, &t_out);
+    uint64_t ns = (uint64_t)(t_out.tv_sec - t_in.tv_sec) * 1000000000ull +
+                  (uint64_t)(t_out.tv_nsec - t_in.tv_nsec);
+    unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+    atomic_fetch_add_explicit(&s->completion_hist[b < 40 ? b : 39], 1, memory_order_relaxed);
+    uint64_t mx = atomic_load_explicit(&s->completion_max_ns, memory_order_relaxed);
+    while (ns > mx && !atomic_compare_exchange_weak(&s->completion_max_ns, &mx, ns))
+        ;
 }
 
 /* ---- start --------------------------------------------------------------- */
+
+static const char *err_str(struct shim *s, CUptiResult rc)
+{
+    const char *str = NULL;
+    if (s->cupti.GetResultString && s->cupti.GetResultString(rc, &str) == CUPTI_SUCCESS && str)
+        return str;
+    return "unknown CUPTI error";
+}
 
 static int env_on(const char *name)
 {
@@ -478,8 +550,7 @@ int cuptimon__v2_start(struct shim *s)
     rc = v2.f.cuptiActivityGetAttribute_v2(NULL, CUPTI_ACTIVITY_ATTR_MULTIPLE_SUBSCRIBER_STATE, &sz,
                                            &state);
     if (rc != CUPTI_SUCCESS)
-        return fall_back(s, 1, "the multiple-subscriber state cannot be read (%s)",
-                         cuptimon__cupti_err(s, rc));
+        return fall_back(s, 1, "the multiple-subscriber state cannot be read (%s)", err_str(s, rc));
     if (state == 0)
         return fall_back(s, 1,
                          "the process's first CUPTI subscriber allows no other (multiple-"
@@ -497,7 +568,7 @@ int cuptimon__v2_start(struct shim *s)
             cuptimon__log("CUPTIMON_HW_TRACE: CUPTI refused HES (%s): it needs a Blackwell or "
                           "later GPU, no MPS or MIG, and to be set before any CUDA context and "
                           "any subscriber's first kind; tracing without it",
-                          cuptimon__cupti_err(s, rc));
+                          err_str(s, rc));
         } else {
             v2.hes = 1;
         }
@@ -513,7 +584,7 @@ int cuptimon__v2_start(struct shim *s)
     rc = v2.f.Subscribe(&v2.sub, NULL, NULL, &p);
     if (rc != CUPTI_SUCCESS) {
         old[sizeof old - 1] = '\0';
-        return fall_back(s, 1, "cuptiSubscribe_v2 failed (%s)%s%s%s", cuptimon__cupti_err(s, rc),
+        return fall_back(s, 1, "cuptiSubscribe_v2 failed (%s)%s%s%s", err_str(s, rc),
                          old[0] ? "; the subscriber in the way: \"" : "", old, old[0] ? "\"" : "");
     }
     /* From here CUPTI is in multi-subscriber mode for the process: a
@@ -527,7 +598,7 @@ int cuptimon__v2_start(struct shim *s)
     if (rc != CUPTI_SUCCESS) {
         v2.f.Unsubscribe(v2.sub);
         v2.sub = NULL;
-        return fall_back(s, 1, "%s failed (%s)", step, cuptimon__cupti_err(s, rc));
+        return fall_back(s, 1, "%s failed (%s)", step, err_str(s, rc));
     }
     /* Pre-zeroed slots, system thread ids: the v1 path's attributes, per
      * subscriber here (the global calls are not compatible with it). */
@@ -546,7 +617,7 @@ int cuptimon__v2_start(struct shim *s)
         else
             cuptimon__log("CUPTIMON_KERNEL_LATENCY: CUPTI refused kernel latency timestamps "
                           "(%s); kernels are traced without queued/submitted",
-                          cuptimon__cupti_err(s, rc));
+                          err_str(s, rc));
     }
     v2.hes_flush_ms = 100;
     const char *hf = getenv("CUPTIMON_HES_FLUSH_MS");
