@@ -53,6 +53,9 @@ enum cuptimon_msg_type {
     CUPTIMON_MSG_LAYOUTS = 0x0206,        /* JSON, the record layouts of the buffers from
                                            * a sequence number on, see below; sent only to a
                                            * daemon whose HELLO_ACK has "layouts": true */
+    CUPTIMON_MSG_HELD = 0x0207,           /* what CUPTI holds behind running work and how
+                                           * the pool grew, see below; sent only to a daemon
+                                           * whose HELLO_ACK has "held": true */
 
     /* commands, daemon -> producer */
     CUPTIMON_MSG_FLUSH = 0x0301,   /* struct cuptimon_flush */
@@ -137,6 +140,53 @@ struct cuptimon_flush_done {
 /* Answering a FENCE flush: CUPTI still holds buffers it was given before the
  * fence (they hold records of work still running). */
 #define CUPTIMON_SHIM_FENCE_PENDING 0x4ull
+
+/*
+ * HELD body (issue 33): what CUPTI holds in the producer's pool, from the
+ * shim's walk of the slots CUPTI has (the records in them, complete or
+ * not), and how its pool grew.  CUPTI completes records in launch order
+ * and hands back buffers in fill order, so one piece of work still
+ * running holds every record launched after it, on any stream, in
+ * buffers CUPTI keeps: the "head" is the oldest record not complete yet,
+ * the work everything else waits on.  Fields are read from its record as
+ * CUPTI wrote it at launch (its times are not there yet).  Sent when the
+ * report changes, and every second while something is held; the fixed
+ * part, then name_len bytes of the head kernel's name as the shim read it
+ * in its own memory (not NUL-terminated; 0 for copies and memsets or when
+ * it could not be read).
+ *   uint64 cupti_ts, realtime_ns  sampled together when the report was made
+ *   uint64 since_ns     CLOCK_REALTIME when the shim first saw this head as
+ *                       the oldest incomplete record (0: no head)
+ *   uint64 bytes        a copy's or memset's bytes (0 otherwise)
+ *   uint64 records      records in the held buffers from the head on, the
+ *                       head included
+ *   uint64 held_bytes   their bytes
+ *   uint64 flushes_skipped   plain flushes the shim did not make: they could
+ *                       only have closed one more buffer behind the head
+ *   uint32 kind         the head's activity kind (0: no head), bit 31 clear
+ *   uint32 correlation_id, device_id, context_id, stream_id
+ *   uint32 buffers      buffers CUPTI holds from the head's on
+ *   uint32 slots_base   the resident pool's slots
+ *   uint32 slots_max    the most the pool may grow to (the cap)
+ *   uint32 slots_out    slots not free now (CUPTI's, queued, the daemon's)
+ *   uint32 grown        slots past the resident ones out now (their memory
+ *                       is the pool's growth; it goes back when they do)
+ *   uint32 grown_peak   the most of those out at once since the start
+ *   uint32 flags        CUPTIMON_HELD_*
+ *   uint16 name_len     at most CUPTIMON_HELD_NAME_MAX
+ *   uint16 reserved     0
+ */
+#define CUPTIMON_HELD_SIZE     112u
+#define CUPTIMON_HELD_NAME_MAX 512u
+/* A held slot could not be walked (a kind whose record size the shim does
+ * not know, or CUPTI's v2 path): the counts are of the slots walked. */
+#define CUPTIMON_HELD_UNSCANNED 0x1u
+struct cuptimon_held {
+    uint64_t cupti_ts, realtime_ns, since_ns, bytes, records, held_bytes, flushes_skipped;
+    uint32_t kind, correlation_id, device_id, context_id, stream_id, buffers;
+    uint32_t slots_base, slots_max, slots_out, grown, grown_peak, flags;
+    uint16_t name_len;
+};
 
 /*
  * STRINGS body: uint32 count, uint32 reserved, then `count` entries of
@@ -328,6 +378,14 @@ int cuptimon__flush_decode(const uint8_t *body, size_t len, struct cuptimon_flus
 void cuptimon__flush_done_encode(uint8_t out[CUPTIMON_FLUSH_DONE_SIZE],
                                  const struct cuptimon_flush_done *m);
 int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon_flush_done *m);
+
+/* HELD bodies: the fixed part; decode checks the length against name_len
+ * (-EBADMSG: short, a length that is not CUPTIMON_HELD_SIZE + name_len, a
+ * name over CUPTIMON_HELD_NAME_MAX, reserved bytes or flags set that this
+ * version does not know, slots_base > slots_max). The name follows the
+ * fixed part in the body. */
+void cuptimon__held_encode(uint8_t out[CUPTIMON_HELD_SIZE], const struct cuptimon_held *m);
+int cuptimon__held_decode(const uint8_t *body, size_t len, struct cuptimon_held *m);
 
 /* String batches.  The writer appends entries to a buffer that starts with
  * the 8-byte batch header; the reader walks and validates one at a time. */

@@ -49,6 +49,7 @@ static const struct {
     {CUPTIMON_MSG_FLUSH_DONE, "FLUSH_DONE"},
     {CUPTIMON_MSG_RANGES, "RANGES"},
     {CUPTIMON_MSG_LAYOUTS, "LAYOUTS"},
+    {CUPTIMON_MSG_HELD, "HELD"},
     {CUPTIMON_MSG_FLUSH, "FLUSH"},
     {CUPTIMON_MSG_ENABLE, "ENABLE"},
     {CUPTIMON_MSG_DISABLE, "DISABLE"},
@@ -224,6 +225,51 @@ int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon
     m->requests_declined = cuptimon__get_u64(body + 24);
     m->foreign_buffers = cuptimon__get_u64(body + 32);
     m->flags = cuptimon__get_u64(body + 40);
+    return 0;
+}
+
+/* ---- what CUPTI holds --------------------------------------------------- */
+
+void cuptimon__held_encode(uint8_t out[CUPTIMON_HELD_SIZE], const struct cuptimon_held *m)
+{
+    const uint64_t w64[] = {m->cupti_ts, m->realtime_ns, m->since_ns,       m->bytes,
+                            m->records,  m->held_bytes,  m->flushes_skipped};
+    const uint32_t w32[] = {m->kind,      m->correlation_id, m->device_id,  m->context_id,
+                            m->stream_id, m->buffers,        m->slots_base, m->slots_max,
+                            m->slots_out, m->grown,          m->grown_peak, m->flags};
+    size_t o = 0;
+    for (size_t i = 0; i < sizeof w64 / sizeof w64[0]; i++, o += 8)
+        cuptimon__put_u64(out + o, w64[i]);
+    for (size_t i = 0; i < sizeof w32 / sizeof w32[0]; i++, o += 4)
+        cuptimon__put_u32(out + o, w32[i]);
+    cuptimon__put_u16(out + o, m->name_len);
+    cuptimon__put_u16(out + o + 2, 0);
+    memset(out + o + 4, 0, CUPTIMON_HELD_SIZE - o - 4);
+}
+
+int cuptimon__held_decode(const uint8_t *body, size_t len, struct cuptimon_held *m)
+{
+    if (len < CUPTIMON_HELD_SIZE)
+        return -EBADMSG;
+    uint64_t *w64[] = {&m->cupti_ts, &m->realtime_ns, &m->since_ns,       &m->bytes,
+                       &m->records,  &m->held_bytes,  &m->flushes_skipped};
+    uint32_t *w32[] = {&m->kind,      &m->correlation_id, &m->device_id,  &m->context_id,
+                       &m->stream_id, &m->buffers,        &m->slots_base, &m->slots_max,
+                       &m->slots_out, &m->grown,          &m->grown_peak, &m->flags};
+    size_t o = 0;
+    for (size_t i = 0; i < sizeof w64 / sizeof w64[0]; i++, o += 8)
+        *w64[i] = cuptimon__get_u64(body + o);
+    for (size_t i = 0; i < sizeof w32 / sizeof w32[0]; i++, o += 4)
+        *w32[i] = cuptimon__get_u32(body + o);
+    m->name_len = cuptimon__get_u16(body + o);
+    for (size_t i = o + 2; i < CUPTIMON_HELD_SIZE; i++)
+        if (body[i])
+            return -EBADMSG;
+    if (m->name_len > CUPTIMON_HELD_NAME_MAX || len != CUPTIMON_HELD_SIZE + m->name_len ||
+        (m->flags & ~CUPTIMON_HELD_UNSCANNED) || (m->kind & 0x80000000u) ||
+        m->slots_base > m->slots_max || m->slots_out > m->slots_max || m->grown > m->slots_max ||
+        m->grown_peak > m->slots_max)
+        return -EBADMSG;
     return 0;
 }
 

@@ -113,6 +113,25 @@ static void decode_body(uint16_t type, const uint8_t *body, size_t len)
         }
         break;
     }
+    case CUPTIMON_MSG_HELD: {
+        struct cuptimon_held m;
+        uint8_t h[CUPTIMON_HELD_SIZE];
+        if (cuptimon__held_decode(body, len, &m) == 0) {
+            /* A report that reads back holds only what it says: its name
+             * ends the body, and its fixed part re-encodes to the bytes. */
+            CHECK(len == CUPTIMON_HELD_SIZE + m.name_len && m.name_len <= CUPTIMON_HELD_NAME_MAX);
+            CHECK(m.slots_base <= m.slots_max && m.slots_out <= m.slots_max);
+            cuptimon__held_encode(h, &m);
+            CHECK(memcmp(h, body, CUPTIMON_HELD_SIZE) == 0);
+        } else {
+            CHECK(len < CUPTIMON_HELD_SIZE || len != CUPTIMON_HELD_SIZE + m.name_len ||
+                  m.name_len > CUPTIMON_HELD_NAME_MAX || m.flags || m.slots_base > m.slots_max ||
+                  m.slots_out > m.slots_max || m.grown > m.slots_max ||
+                  m.grown_peak > m.slots_max || (m.kind >> 31) ||
+                  memcmp(body + CUPTIMON_HELD_SIZE - 10, "\0\0\0\0\0\0\0\0\0\0", 10) != 0);
+        }
+        break;
+    }
     case CUPTIMON_MSG_STRINGS: walk_strings(body, len); break;
     default:
         /* JSON bodies are json-c's business; only the name lookup here. */

@@ -138,6 +138,26 @@ static void gen_frames(void)
     must(cuptimon__buf_append(&all, f.data, f.len));
     put_buf("frame", "ok-flush-done", &f);
 
+    const struct cuptimon_held hd = {.since_ns = 1,
+                                     .kind = 10,
+                                     .records = 9,
+                                     .held_bytes = 1944,
+                                     .buffers = 1,
+                                     .slots_base = 16,
+                                     .slots_max = 256,
+                                     .slots_out = 17,
+                                     .grown = 1,
+                                     .grown_peak = 1,
+                                     .name_len = 8};
+    uint8_t hb[CUPTIMON_HELD_SIZE + 8];
+    cuptimon__held_encode(hb, &hd);
+    memcpy(hb + CUPTIMON_HELD_SIZE, "_Z4holdv", 8);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_HELD, hb, sizeof hb));
+    must(cuptimon__buf_append(&all, f.data, f.len));
+    put_buf("frame", "ok-held", &f);
+    must(cuptimon__frame_append(&f, CUPTIMON_MSG_HELD, hb, sizeof hb - 1));
+    put_buf("frame", "bad-held-name", &f);
+
     strings_batch(&body);
     must(cuptimon__frame_append(&f, CUPTIMON_MSG_STRINGS, body.data, body.len));
     must(cuptimon__buf_append(&all, f.data, f.len));

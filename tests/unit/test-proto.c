@@ -435,15 +435,15 @@ START_TEST(test_type_names)
         {0x0101, "HELLO"},        {0x0102, "HELLO_ACK"},      {0x0103, "BYE"},
         {0x0201, "BUFFER_READY"}, {0x0202, "BUFFER_RELEASE"}, {0x0203, "STRINGS"},
         {0x0204, "FLUSH_DONE"},   {0x0205, "RANGES"},         {0x0206, "LAYOUTS"},
-        {0x0301, "FLUSH"},        {0x0302, "ENABLE"},         {0x0303, "DISABLE"},
-        {0x0304, "CONFIG"},       {0x0401, "CONTROL"},        {0x0501, "REPLY_OK"},
-        {0x0502, "REPLY_ERROR"},
+        {0x0207, "HELD"},         {0x0301, "FLUSH"},          {0x0302, "ENABLE"},
+        {0x0303, "DISABLE"},      {0x0304, "CONFIG"},         {0x0401, "CONTROL"},
+        {0x0501, "REPLY_OK"},     {0x0502, "REPLY_ERROR"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         ck_assert_msg(cuptimon__type_known(known[i].type), "type 0x%04x", known[i].type);
         ck_assert_str_eq(cuptimon__type_name(known[i].type), known[i].name);
     }
-    static const uint16_t unknown[] = {0x0000, 0x0100, 0x0104, 0x0200, 0x0207, 0x0300,
+    static const uint16_t unknown[] = {0x0000, 0x0100, 0x0104, 0x0200, 0x0208, 0x0300,
                                        0x0305, 0x0402, 0x0500, 0x0503, 0x0601, 0xffff};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         ck_assert_msg(!cuptimon__type_known(unknown[i]), "type 0x%04x", unknown[i]);
@@ -692,6 +692,89 @@ START_TEST(test_kind_names)
     ck_assert_int_eq(cuptimon__kind_parse("kernels", &k), -1);
     ck_assert_int_eq(cuptimon__kind_parse("", &k), -1);
     ck_assert_ptr_nonnull(strstr(cuptimon__kind_words(), "synchronization"));
+}
+END_TEST
+
+/* HELD (issue 33): the fixed part little-endian in its documented order, the name after
+ * it; a length that disagrees with name_len, reserved bytes, unknown flags, bit 31 in the
+ * kind and counts past the pool's slots are refused. */
+START_TEST(test_held)
+{
+    const struct cuptimon_held v = {.cupti_ts = 0x0102030405060708ull,
+                                    .realtime_ns = 0x1112131415161718ull,
+                                    .since_ns = 0x2122232425262728ull,
+                                    .bytes = 4096,
+                                    .records = 41087,
+                                    .held_bytes = 8706688,
+                                    .flushes_skipped = 6,
+                                    .kind = 10,
+                                    .correlation_id = 0xa1a2a3a4u,
+                                    .device_id = 1,
+                                    .context_id = 2,
+                                    .stream_id = 13,
+                                    .buffers = 35,
+                                    .slots_base = 16,
+                                    .slots_max = 256,
+                                    .slots_out = 35,
+                                    .grown = 19,
+                                    .grown_peak = 20,
+                                    .flags = CUPTIMON_HELD_UNSCANNED,
+                                    .name_len = 8};
+    uint8_t out[CUPTIMON_HELD_SIZE + 8];
+    memset(out, 0xee, sizeof out);
+    cuptimon__held_encode(out, &v);
+    memcpy(out + CUPTIMON_HELD_SIZE, "_Z4holdv", 8);
+    ck_assert_uint_eq(cuptimon__get_u64(out), v.cupti_ts);
+    ck_assert_uint_eq(cuptimon__get_u64(out + 16), v.since_ns);
+    ck_assert_uint_eq(cuptimon__get_u64(out + 48), v.flushes_skipped);
+    ck_assert_uint_eq(cuptimon__get_u32(out + 56), v.kind);
+    ck_assert_uint_eq(cuptimon__get_u32(out + 60), v.correlation_id);
+    ck_assert_uint_eq(cuptimon__get_u32(out + 72), v.stream_id);
+    ck_assert_uint_eq(cuptimon__get_u32(out + 88), v.slots_out);
+    ck_assert_uint_eq(cuptimon__get_u32(out + 100), v.flags);
+    ck_assert_uint_eq(cuptimon__get_u16(out + 104), 8);
+    for (size_t i = 106; i < CUPTIMON_HELD_SIZE; i++)
+        ck_assert_uint_eq(out[i], 0);
+
+    struct cuptimon_held m;
+    memset(&m, 0, sizeof m);
+    ck_assert_int_eq(cuptimon__held_decode(out, sizeof out, &m), 0);
+    ck_assert_uint_eq(m.realtime_ns, v.realtime_ns);
+    ck_assert_uint_eq(m.held_bytes, v.held_bytes);
+    ck_assert_uint_eq(m.records, v.records);
+    ck_assert_uint_eq(m.device_id, v.device_id);
+    ck_assert_uint_eq(m.context_id, v.context_id);
+    ck_assert_uint_eq(m.buffers, v.buffers);
+    ck_assert_uint_eq(m.slots_base, v.slots_base);
+    ck_assert_uint_eq(m.slots_max, v.slots_max);
+    ck_assert_uint_eq(m.grown, v.grown);
+    ck_assert_uint_eq(m.grown_peak, v.grown_peak);
+    ck_assert_uint_eq(m.bytes, v.bytes);
+    ck_assert_uint_eq(m.name_len, 8);
+
+    /* the name's length must be the rest of the body */
+    ck_assert_int_eq(cuptimon__held_decode(out, sizeof out - 1, &m), -EBADMSG);
+    ck_assert_int_eq(cuptimon__held_decode(out, CUPTIMON_HELD_SIZE - 1, &m), -EBADMSG);
+    struct {
+        size_t off, width;
+        uint64_t value;
+    } bad[] = {
+        {110, 1, 1},                          /* a reserved byte */
+        {100, 4, 2},                          /* a flag this version does not know */
+        {56, 4, 0x8000000au},                 /* an incomplete kind */
+        {80, 4, 257},                         /* more resident slots than the pool */
+        {88, 4, 257},                         /* more out than the pool */
+        {92, 4, 257},                         /* more grown */
+        {104, 2, CUPTIMON_HELD_NAME_MAX + 1}, /* a name over the bound */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t b[sizeof out];
+        memcpy(b, out, sizeof b);
+        for (size_t k = 0; k < bad[i].width; k++)
+            b[bad[i].off + k] = (uint8_t)(bad[i].value >> (8 * k));
+        ck_assert_msg(cuptimon__held_decode(b, sizeof b, &m) == -EBADMSG, "case %zu", i);
+    }
+    ck_assert_str_eq(cuptimon__type_name(CUPTIMON_MSG_HELD), "HELD");
 }
 END_TEST
 
@@ -1717,6 +1800,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, test_flush);
     tcase_add_test(t, test_flush_bad);
     tcase_add_test(t, test_flush_done);
+    tcase_add_test(t, test_held);
     tcase_add_test(t, test_kind_names);
     tcase_add_test(t, test_body_sizes);
     suite_add_tcase(s, t);
