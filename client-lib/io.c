@@ -64,6 +64,8 @@ struct io {
      * take LAYOUTS is left (once its buffers are back) for a new hello
      * describing the next generation. */
     int layouts, acked; /* acked: the HELLO_ACK came (says whether it takes LAYOUTS) */
+    int held;           /* the daemon's HELLO_ACK says it takes HELD */
+    long long held_ms;  /* when the last HELD report was considered */
     uint64_t sent_gen;
     int renew, renew_logged;
 };
@@ -171,6 +173,10 @@ static char *hello_json(struct shim *s, uint64_t gen)
     json_object_object_add(o, "kinds", kinds);
     json_object_object_add(pool, "slots", json_object_new_int64(s->nslots));
     json_object_object_add(pool, "slot_size", json_object_new_int64((int64_t)s->slot_size));
+    /* The resident slots; the rest grow the pool while CUPTI holds
+     * buffers behind running work, up to the cap (held.c). */
+    json_object_object_add(pool, "resident_slots", json_object_new_int64(s->nbase));
+    json_object_object_add(pool, "cap_from", json_object_new_string(s->pool_cap_why));
     json_object_object_add(o, "pool", pool);
     add_env(job, "slurm_job_id", "SLURM_JOB_ID");
     add_env(job, "rank", "RANK");
@@ -217,14 +223,12 @@ static void disconnect(struct io *io, const char *why)
     for (uint32_t i = 0; i < s->nslots; i++) {
         if (atomic_load(&s->slot_state[i]) != SLOT_SENT)
             continue;
-        memset(s->pool + (size_t)i * s->slot_size, 0, s->slot_used[i]);
-        s->slot_used[i] = 0;
         atomic_fetch_sub(&s->in_flight, 1);
         atomic_fetch_add(&s->buffers_lost, 1);
         /* Until a hello tells the next daemon, only the shim knows. */
         atomic_fetch_add(&s->unreported_buffers, 1);
         atomic_fetch_add(&s->unreported_records, s->slot_info[i].records);
-        cuptimon__slot_free(s, i);
+        cuptimon__slot_recycle(s, i, s->slot_used[i]);
     }
     s->strings_sent = 0;
     pthread_cond_broadcast(&s->drained);
@@ -292,6 +296,8 @@ static int try_connect(struct io *io)
     io->sent_gen = gen;
     io->layouts = 0;
     io->acked = 0;
+    io->held = 0;
+    cuptimon__held_reset();
     /* The hello carried the losses of earlier connections. */
     atomic_store(&s->unreported_buffers, 0);
     atomic_store(&s->unreported_records, 0);
@@ -341,10 +347,8 @@ static void drop_undescribed(struct io *io, uint32_t slot)
 {
     struct shim *s = io->s;
     static int logged;
-    memset(s->pool + (size_t)slot * s->slot_size, 0, s->slot_used[slot]);
-    s->slot_used[slot] = 0;
     atomic_fetch_add(&s->buffers_lost, 1);
-    cuptimon__slot_free(s, slot);
+    cuptimon__slot_recycle(s, slot, s->slot_used[slot]);
     pthread_mutex_lock(&s->qlock);
     atomic_fetch_sub(&s->in_flight, 1);
     signal_drained_locked(s);
@@ -369,6 +373,7 @@ static int buffers_out(struct shim *s)
  * interned), and its new strings are framed before it, so that every name
  * reaches the daemon before a buffer that uses it. */
 static void report_devices(struct io *io);
+static void report_held(struct io *io);
 
 static void collect(struct io *io)
 {
@@ -457,12 +462,11 @@ static void on_release(struct io *io, const uint8_t *body, size_t len)
         shim_debug(s, "ignoring a bad BUFFER_RELEASE");
         return;
     }
-    /* Zero what CUPTI wrote, here on the IO thread, so that the slot goes
-     * back pre-zeroed and CUPTI never zeroes on the job's thread. */
-    memset(s->pool + (size_t)m.slot * s->slot_size, 0, s->slot_used[m.slot]);
-    s->slot_used[m.slot] = 0;
+    /* Zero what CUPTI wrote (or give a grown slot's memory back), here on
+     * the IO thread, so that the slot goes back pre-zeroed and CUPTI never
+     * zeroes on the job's thread. */
     atomic_fetch_add(&s->buffers_released, 1);
-    cuptimon__slot_free(s, m.slot);
+    cuptimon__slot_recycle(s, m.slot, s->slot_used[m.slot]);
     pthread_mutex_lock(&s->qlock);
     atomic_fetch_sub(&s->in_flight, 1);
     signal_drained_locked(s);
@@ -617,6 +621,8 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     uint64_t before = atomic_load(&s->buffers_completed);
     uint64_t gen = atomic_fetch_add(&s->flush_gen, 1) + 1;
     int do_flush = 1;
+    struct shim_held h;
+    cuptimon__held_scan(s, &h);
     if (new_fence) {
         /* A new fence: what CUPTI was given before this flush must come back. */
         io->fence = f.fence;
@@ -628,13 +634,23 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
          * the pool from the job.  The periodic flush still comes. */
         do_flush = 0;
     }
+    if (do_flush && !forced && !fence && cuptimon__held_skip(s, &h, mono_ms())) {
+        /* The same work as at the last flush still holds every buffer
+         * after its own: this flush would close one more buffer behind it,
+         * a slot gone for nothing while it runs.  A window's end (a fence)
+         * still looks as often as it asks, within its bound. */
+        do_flush = 0;
+        atomic_fetch_add(&s->flushes_skipped, 1);
+    }
     /* cuptiActivityFlushAll delivers the buffers through the completion
      * callback before it returns, so everything it produced is queued
      * when FLUSH_DONE is framed after it.  Only the daemon of an older
      * protocol asks for a forced one. */
     uint32_t marked = do_flush && !forced ? cuptimon__mark_complete_held(s, gen) : 0;
-    if (do_flush)
+    if (do_flush) {
         s->cupti.FlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+        cuptimon__held_flushed(s, &h, mono_ms());
+    }
     if (forced)
         cuptimon__check_taken(s, gen);
     else if (marked)
@@ -652,6 +668,19 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
     uint8_t out[CUPTIMON_FLUSH_DONE_SIZE];
     cuptimon__flush_done_encode(out, &d);
     cuptimon__frame_append(&io->out, CUPTIMON_MSG_FLUSH_DONE, out, sizeof out);
+    report_held(io);
+}
+
+/* What CUPTI holds now, to a daemon that takes HELD: at each flush, and
+ * once a second between them (io_main). */
+static void report_held(struct io *io)
+{
+    struct shim_held h;
+    if (!io->held)
+        return;
+    io->held_ms = mono_ms();
+    cuptimon__held_scan(io->s, &h);
+    cuptimon__held_frame(io->s, &h, &io->out, io->held_ms);
 }
 
 /* A daemon message's JSON body, or NULL when it is not JSON (or out of
@@ -774,6 +803,7 @@ static void dispatch_input(struct io *io)
             io->busy_backoff_ms = 0;
             io->ranges = ack_says(body, h.length, "ranges");
             io->layouts = ack_says(body, h.length, "layouts");
+            io->held = ack_says(body, h.length, "held");
             io->acked = 1;
             break;
         case CUPTIMON_MSG_CONFIG: break;
@@ -795,9 +825,7 @@ static void reclaim_lost(struct shim *s)
         if (atomic_load(&s->slot_state[i]) != SLOT_CUPTI ||
             atomic_load(&s->slot_gen[i]) != UINT64_MAX)
             continue;
-        memset(s->pool + (size_t)i * s->slot_size, 0, s->slot_size);
-        s->slot_used[i] = 0;
-        cuptimon__slot_free(s, i);
+        cuptimon__slot_recycle(s, i, s->slot_size);
         n++;
     }
     if (n)
@@ -843,6 +871,8 @@ static void *io_main(void *arg)
             io->renew = 0;
         if (io->fd < 0 && now >= io->next_attempt)
             try_connect(io);
+        if (io->fd >= 0 && now - io->held_ms >= 1000)
+            report_held(io);
         if (io->fd >= 0) {
             collect(io);
             if (flush_out(io) < 0)
@@ -862,6 +892,9 @@ static void *io_main(void *arg)
         long long to_hook = hook_checked + 1000 - mono_ms();
         if (s->hook && to_hook < timeout)
             timeout = to_hook < 0 ? 0 : (int)to_hook;
+        long long to_held = io->held_ms + 1000 - mono_ms();
+        if (io->fd >= 0 && io->held && to_held < timeout)
+            timeout = to_held < 0 ? 0 : (int)to_held;
         if (s->v2 && cuptimon__v2_tick_in(mono_ms()) < timeout)
             timeout = (int)cuptimon__v2_tick_in(mono_ms()); /* HES flushes */
         int r = poll(p, io->fd >= 0 ? 2 : 1, timeout);

@@ -41,7 +41,16 @@ static _Atomic int tid_system;
 #define DEFAULT_EXIT_TIMEOUT_MS 1000
 #define MAX_EXIT_TIMEOUT_MS     60000
 #define DEFAULT_SLOT_SIZE       (4ull << 20)
-#define INTERN_CAP              (1u << 16)
+/* The pool's cap (issue 33; doc/libcuptimon.7): 1 GiB, the most the daemon
+ * takes by default (cuptimond.conf max_pool_bytes), and where PyTorch's own
+ * CUPTI monitor warns about its unbounded pool; less where the job's memory
+ * limit is small: an eighth of its cgroup's limit or of the node's RAM. */
+#define DEFAULT_POOL_MAX  (1ull << 30)
+#define POOL_MAX_FRACTION 8
+#define MAX_POOL_BYTES    (4ull << 30)
+/* The daemon takes at most this many slots (daemon/session.c). */
+#define MAX_POOL_SLOTS 4096u
+#define INTERN_CAP     (1u << 16)
 
 void cuptimon__log(const char *fmt, ...)
 {
@@ -152,6 +161,16 @@ static int read_config(struct shim *s)
                           v);
         else
             s->slot_size = n;
+    }
+    s->pool_max = 0; /* the default cap (pool_cap) */
+    if ((v = getenv("CUPTIMON_POOL_MAX")) && *v) {
+        uint64_t n;
+        if (parse_size(v, &n) < 0 || n > MAX_POOL_BYTES)
+            cuptimon__log("CUPTIMON_POOL_MAX='%s' is not a size up to 4G (for example 512M); "
+                          "using the default cap",
+                          v);
+        else
+            s->pool_max = n ? n : 1; /* 0: no growth (at most the resident slots) */
     }
     s->exit_timeout_ms = DEFAULT_EXIT_TIMEOUT_MS;
     if ((v = getenv("CUPTIMON_EXIT_TIMEOUT_MS")) && *v) {
@@ -299,19 +318,19 @@ static const char *cupti_err(struct shim *s, CUptiResult rc)
 
 /* ---- the pool ----------------------------------------------------------- */
 
-/* A Treiber stack of free slot indexes.  The head packs a tag with the index
+/* Treiber stacks of free slot indexes.  A head packs a tag with the index
  * so that a pop racing a pop+push of the same slot (ABA) fails its CAS.
  * CUPTI may request buffers from several threads at once; no lock. */
-static int slot_pop(struct shim *s)
+static int stack_pop(struct shim *s, _Atomic uint64_t *top)
 {
-    uint64_t head = atomic_load_explicit(&s->free_head, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(top, memory_order_acquire);
     for (;;) {
         uint32_t idx1 = (uint32_t)head;
         if (idx1 == 0)
             return -1;
         uint32_t next = atomic_load_explicit(&s->free_next[idx1 - 1], memory_order_relaxed);
         uint64_t nhead = ((head >> 32) + 1) << 32 | next;
-        if (atomic_compare_exchange_weak_explicit(&s->free_head, &head, nhead, memory_order_acq_rel,
+        if (atomic_compare_exchange_weak_explicit(top, &head, nhead, memory_order_acq_rel,
                                                   memory_order_acquire)) {
             atomic_fetch_sub_explicit(&s->pool_free, 1, memory_order_relaxed);
             return (int)(idx1 - 1);
@@ -319,33 +338,193 @@ static int slot_pop(struct shim *s)
     }
 }
 
-void cuptimon__slot_free(struct shim *s, uint32_t idx)
+/* A resident slot when one is free; else one past them, which grows the
+ * pool's memory by a slot (CUPTI's writes fault its pages in).  The pool
+ * grows for buffers CUPTI holds, not for buffers waiting for the daemon:
+ * while as many as the resident slots wait (READY or SENT), it grows only
+ * if the daemon gave one back since the last slot it grew by, so that a
+ * stopped or stalled daemon costs the job no memory past its resident
+ * pool (the old bound), while a daemon draining the buffers a long kernel
+ * held, after it ended, does not make CUPTI drop. */
+static int slot_pop(struct shim *s)
 {
+    int idx = stack_pop(s, &s->free_head);
+    if (idx >= 0)
+        return idx;
+    uint64_t released = atomic_load_explicit(&s->buffers_released, memory_order_relaxed);
+    if (atomic_load_explicit(&s->in_flight, memory_order_relaxed) >= s->nbase &&
+        released == atomic_load_explicit(&s->grow_mark, memory_order_relaxed))
+        return -1;
+    idx = stack_pop(s, &s->grow_head);
+    if (idx >= 0)
+        atomic_store_explicit(&s->grow_mark, released, memory_order_relaxed);
+    if (idx < 0)
+        return -1;
+    uint32_t n = atomic_fetch_add_explicit(&s->grown, 1, memory_order_relaxed) + 1;
+    uint32_t peak = atomic_load_explicit(&s->grown_peak, memory_order_relaxed);
+    while (n > peak && !atomic_compare_exchange_weak_explicit(
+                           &s->grown_peak, &peak, n, memory_order_relaxed, memory_order_relaxed))
+        ;
+    return idx;
+}
+
+static void slot_free(struct shim *s, uint32_t idx)
+{
+    _Atomic uint64_t *top = idx < s->nbase ? &s->free_head : &s->grow_head;
     atomic_store_explicit(&s->slot_state[idx], SLOT_FREE, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&s->free_head, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(top, memory_order_acquire);
     for (;;) {
         atomic_store_explicit(&s->free_next[idx], (uint32_t)head, memory_order_relaxed);
         uint64_t nhead = ((head >> 32) + 1) << 32 | (idx + 1);
-        if (atomic_compare_exchange_weak_explicit(&s->free_head, &head, nhead, memory_order_acq_rel,
+        if (atomic_compare_exchange_weak_explicit(top, &head, nhead, memory_order_acq_rel,
                                                   memory_order_acquire))
             break;
     }
     atomic_fetch_add_explicit(&s->pool_free, 1, memory_order_relaxed);
 }
 
+void cuptimon__slot_recycle(struct shim *s, uint32_t idx, uint64_t used)
+{
+    uint8_t *p = s->pool + (size_t)idx * s->slot_size;
+    static _Atomic int punch_failed;
+    if (used > s->slot_size)
+        used = s->slot_size;
+    /* A grown slot's pages go back to the system: a hole reads as zeros,
+     * which is the pre-zeroed slot CUPTI expects, and costs nothing until
+     * CUPTI writes there again. */
+    if (idx >= s->nbase && fallocate(s->pool_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                     (off_t)idx * (off_t)s->slot_size, (off_t)s->slot_size) == 0) {
+        atomic_fetch_sub_explicit(&s->grown, 1, memory_order_relaxed);
+    } else {
+        if (idx >= s->nbase) {
+            atomic_fetch_sub_explicit(&s->grown, 1, memory_order_relaxed);
+            if (!atomic_exchange(&punch_failed, 1))
+                cuptimon__log("cannot give a grown pool slot's memory back (fallocate: %s); "
+                              "it is zeroed and kept",
+                              strerror(errno));
+        }
+        memset(p, 0, used);
+    }
+    s->slot_used[idx] = 0;
+    slot_free(s, idx);
+}
+
+/* The job's memory limit: its cgroup's (v2 memory.max, v1
+ * memory.limit_in_bytes, the lowest on the way up to the root), else the
+ * node's RAM.  0 when none can be read. */
+static uint64_t cgroup_limit_at(const char *dir, const char *file)
+{
+    char path[640], buf[64];
+    uint64_t lim = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (strncmp(buf, "max", 3) != 0) {
+        char *end;
+        unsigned long long v = strtoull(buf, &end, 10);
+        /* v1 writes a page-rounded LLONG_MAX for "none" */
+        if (end != buf && v < (1ull << 60))
+            lim = v;
+    }
+    return lim;
+}
+
+static uint64_t memory_limit(char *why, size_t whylen)
+{
+    uint64_t best = 0;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0) {
+        best = (uint64_t)pages * (uint64_t)psz;
+        snprintf(why, whylen, "RAM");
+    }
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[600];
+    while (f && fgets(line, sizeof line, f)) {
+        /* "0::/path" (v2) or "N:a,memory,b:/path" (v1) */
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        char *rel = c2 + 1;
+        rel[strcspn(rel, "\n")] = '\0';
+        const char *root, *file;
+        if (c1[1] == '\0') {
+            root = "/sys/fs/cgroup";
+            file = "memory.max";
+        } else if (strstr(c1 + 1, "memory")) {
+            root = "/sys/fs/cgroup/memory";
+            file = "memory.limit_in_bytes";
+        } else {
+            continue;
+        }
+        char dir[600];
+        if (snprintf(dir, sizeof dir, "%s%s", root, rel) >= (int)sizeof dir)
+            continue;
+        for (;;) {
+            uint64_t lim = cgroup_limit_at(dir, file);
+            if (lim && (!best || lim < best)) {
+                best = lim;
+                snprintf(why, whylen, "the cgroup's memory limit");
+            }
+            char *slash = strrchr(dir, '/');
+            if (!slash || (size_t)(slash - dir) < strlen(root))
+                break;
+            *slash = '\0';
+        }
+    }
+    if (f)
+        fclose(f);
+    return best;
+}
+
+/* How many slots the pool may have, resident and grown (s->nbase
+ * resident).  Says in pool_cap_why where the cap came from. */
+static uint32_t pool_cap_slots(struct shim *s)
+{
+    uint64_t cap = DEFAULT_POOL_MAX;
+    char src[48] = "";
+    if (s->pool_max) {
+        cap = s->pool_max == 1 ? 0 : s->pool_max;
+        snprintf(s->pool_cap_why, sizeof s->pool_cap_why, "CUPTIMON_POOL_MAX");
+    } else {
+        uint64_t lim = memory_limit(src, sizeof src);
+        if (lim && lim / POOL_MAX_FRACTION < cap) {
+            cap = lim / POOL_MAX_FRACTION;
+            snprintf(s->pool_cap_why, sizeof s->pool_cap_why, "1/%d of %s (%llu MiB)",
+                     POOL_MAX_FRACTION, src, (unsigned long long)(lim >> 20));
+        } else {
+            snprintf(s->pool_cap_why, sizeof s->pool_cap_why, "the default");
+        }
+    }
+    uint64_t n = cap / s->slot_size;
+    if (n > MAX_POOL_SLOTS)
+        n = MAX_POOL_SLOTS;
+    return n < s->nbase ? s->nbase : (uint32_t)n;
+}
+
 static int pool_create(struct shim *s)
 {
+    s->nbase = s->nslots;
+    s->nslots = pool_cap_slots(s);
     size_t total = (size_t)s->nslots * s->slot_size;
     int fd = (int)syscall(SYS_memfd_create, "cuptimon-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
+    /* Sparse: a page costs memory only once CUPTI writes it. */
     if (ftruncate(fd, (off_t)total) < 0)
         goto fail;
-    /* Sealed against shrinking and growing, so that the daemon's read-only
-     * mapping can never SIGBUS; F_SEAL_SEAL so nobody changes that. */
+    /* Sealed against shrinking and growing, so that the daemon's reads
+     * never meet a pool of another size; F_SEAL_SEAL so nobody changes
+     * that.  Punching holes (a grown slot given back) is still allowed. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
         goto fail;
-    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
     if (p == MAP_FAILED)
         goto fail;
     s->pool = p;
@@ -354,16 +533,19 @@ static int pool_create(struct shim *s)
     s->slot_state = calloc(s->nslots, sizeof *s->slot_state);
     s->slot_used = calloc(s->nslots, sizeof *s->slot_used);
     s->slot_gen = calloc(s->nslots, sizeof *s->slot_gen);
+    s->slot_req = calloc(s->nslots, sizeof *s->slot_req);
     s->slot_info = calloc(s->nslots, sizeof *s->slot_info);
     s->slot_mark = calloc(s->nslots, 1);
+    s->scan = calloc(s->nslots, sizeof *s->scan);
+    s->scan_order = calloc(s->nslots, sizeof *s->scan_order);
     s->ring = calloc(s->nslots, sizeof *s->ring);
     s->intern = calloc(INTERN_CAP, sizeof *s->intern);
     s->intern_cap = INTERN_CAP;
-    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->slot_info ||
-        !s->slot_mark || !s->ring || !s->intern)
+    if (!s->free_next || !s->slot_state || !s->slot_used || !s->slot_gen || !s->slot_req ||
+        !s->slot_info || !s->slot_mark || !s->scan || !s->scan_order || !s->ring || !s->intern)
         return -ENOMEM;
     for (uint32_t i = s->nslots; i-- > 0;)
-        cuptimon__slot_free(s, i);
+        slot_free(s, i);
     return 0;
 fail:;
     int rc = -errno;
@@ -564,6 +746,10 @@ void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t 
     }
     atomic_store_explicit(&s->slot_state[idx], SLOT_CUPTI, memory_order_relaxed);
     atomic_store_explicit(&s->slot_gen[idx], atomic_load(&s->flush_gen), memory_order_relaxed);
+    /* CUPTI fills its buffers in the order it asks for them (held.c). */
+    atomic_store_explicit(&s->slot_req[idx],
+                          atomic_fetch_add_explicit(&s->req_next, 1, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     *buffer = s->pool + (size_t)idx * s->slot_size;
     *size = s->slot_size;
 }
@@ -782,10 +968,6 @@ uint32_t cuptimon__cupti_holds(struct shim *s, uint64_t gen)
     return n;
 }
 
-/* Records CUPTI has not completed carry bit 31 in their kind while they sit
- * in a buffer it holds (on the H200: docs/gpu-runs/20261204-h200-probe). */
-#define KIND_INCOMPLETE 0x80000000u
-
 /* 1 when slot i holds at least one record and every record in it is
  * complete; 0 when not; -1 when it cannot tell (a kind whose size this
  * build does not know).  The slot is CUPTI's: its bytes are read as they
@@ -798,10 +980,9 @@ uint32_t cuptimon__cupti_holds(struct shim *s, uint64_t gen)
 __attribute__((no_sanitize("thread"))) static int slot_all_complete(const struct shim *s,
                                                                     uint32_t i)
 {
-    const struct cuptimon_cupti_release *r = s->cupti.release;
     const uint8_t *b = s->pool + (size_t)i * s->slot_size;
     size_t off = 0, n = 0;
-    if (!r)
+    if (!s->cupti.release)
         return -1;
     while (off + sizeof(uint32_t) <= s->slot_size) {
         uint32_t kind =
@@ -810,12 +991,25 @@ __attribute__((no_sanitize("thread"))) static int slot_all_complete(const struct
             break;
         if (kind & KIND_INCOMPLETE)
             return 0;
-        if (kind >= CUPTIMON_LAYOUT_KINDS || !r->kinds[kind])
+        uint32_t size = cuptimon__record_size(s, kind);
+        if (size == 0)
             return -1;
-        off += r->kinds[kind]->size;
+        off += size;
         n++;
     }
     return n > 0;
+}
+
+uint32_t cuptimon__record_size(const struct shim *s, uint32_t kind)
+{
+    const struct cuptimon_cupti_release *r = s->cupti.release;
+    if (kind >= CUPTIMON_LAYOUT_KINDS || s->v2)
+        return 0;
+    /* What CUPTI's own walk stepped (the per-session check) wins over the
+     * table; a kind not measured yet has the release's size. */
+    if (s->rec_size[kind])
+        return s->rec_size[kind];
+    return r && r->kinds[kind] ? r->kinds[kind]->size : 0;
 }
 
 /* Before a plain flush of generation gen: marks the slots CUPTI got before

@@ -23,6 +23,10 @@ enum slot_state {
     SLOT_SENT
 };
 
+/* Records CUPTI has not completed carry bit 31 in their kind while they sit
+ * in a buffer it holds (on the H200: docs/gpu-runs/20261204-h200-probe). */
+#define KIND_INCOMPLETE 0x80000000u
+
 struct shim_cupti {
     void *handle;
     char path[512];
@@ -54,6 +58,29 @@ struct shim_ready {
     struct cuptimon_buffer_ready msg;
 };
 
+/* What the IO thread's walk knows of a slot CUPTI holds (held.c): records
+ * are appended and completed in order, so each pass continues where the
+ * last one stopped.  Reset when the slot is handed out again (req). */
+struct shim_scan {
+    uint64_t req;
+    uint32_t end, done;          /* bytes walked; bytes whose records are complete */
+    uint32_t records, done_recs; /* records in [0, end) and in [0, done) */
+};
+
+/* What CUPTI holds, as a walk of the held slots found it (held.c). */
+struct shim_held {
+    int scanned;        /* 0: a held slot could not be walked (unknown layout, v2) */
+    int head;           /* 1: some record is incomplete; the oldest is below */
+    uint32_t head_slot; /* where it is */
+    uint32_t head_off;
+    uint64_t head_req;
+    int complete_held;        /* some held slot holds only complete records */
+    uint32_t buffers;         /* held slots from the head's on (all held ones when no head) */
+    uint64_t records, bytes;  /* records in them from the head on, and their bytes */
+    struct cuptimon_held msg; /* the HELD message body's fixed part */
+    char name[CUPTIMON_HELD_NAME_MAX + 1];
+};
+
 /* What the IO thread knows of a slot it framed: its records (from the
  * walk), CUPTI's drop count that its BUFFER_READY carries, and where that
  * frame ends in the connection's byte stream (so that at exit the shim
@@ -80,8 +107,9 @@ struct shim_loss {
 
 struct shim {
     /* configuration, fixed after start */
-    uint32_t nslots;
+    uint32_t nslots; /* all slots, the resident ones (nbase) and those it may grow by */
     uint64_t slot_size;
+    uint64_t pool_max; /* CUPTIMON_POOL_MAX in bytes (0: the default cap, 1: none) */
     char sockets[SHIM_MAX_SOCKETS][108];
     int nsockets;
     uint32_t kinds[32];
@@ -96,15 +124,30 @@ struct shim {
     int v2_tid_system; /* the subscriber's records carry system thread ids */
     char v1_reason[200];
 
-    /* the pool */
+    /* The pool (issue 33): nslots slots in one sealed memfd.  The first
+     * nbase are the resident pool, zeroed and kept when they come back; the
+     * others grow it while CUPTI holds buffers behind running work (records
+     * complete in launch order), up to the cap pool_cap_why explains, and
+     * are punched out of the memfd, their memory given back, as soon as the
+     * daemon releases them.  Two free lists, so that a request takes a
+     * resident slot whenever one is free. */
     int pool_fd;
     uint8_t *pool;
-    _Atomic uint64_t free_head; /* (tag << 32) | (index + 1); 0 index = empty */
+    uint32_t nbase;
+    char pool_cap_why[96];
+    _Atomic uint64_t free_head; /* resident slots: (tag << 32) | (index + 1); 0 index = empty */
+    _Atomic uint64_t grow_head; /* slots past nbase, the same way */
     _Atomic uint32_t *free_next;
+    _Atomic uint32_t grown, grown_peak; /* slots past nbase out now, and most at once */
+    _Atomic uint64_t grow_mark;         /* buffers_released when the pool last grew */
     _Atomic uint8_t *slot_state;
     uint64_t *slot_used;        /* valid bytes per slot, for zeroing on release */
     _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */
-    uint8_t *slot_mark;         /* the IO thread's scratch, one byte a slot */
+    _Atomic uint64_t *slot_req; /* request number when CUPTI got it: CUPTI fills in that order */
+    _Atomic uint64_t req_next;
+    struct shim_scan *scan; /* the IO thread's walk of each held slot (held.c) */
+    uint32_t *scan_order;   /* its scratch: held slots by request number */
+    uint8_t *slot_mark;     /* the IO thread's scratch, one byte a slot */
     _Atomic uint64_t flush_gen;
     _Atomic int cupti_taken;      /* another client took the callbacks */
     _Atomic int not_taken;        /* ... yet one of those buffers came back to the shim */
@@ -170,6 +213,9 @@ struct shim {
      * its records incomplete (no times).  Told to the daemon in the BYE. */
     _Atomic uint64_t exit_running_buffers;
     _Atomic uint64_t records_walked, layout_mismatch;
+    /* Plain flushes not made because they could only have closed another
+     * buffer behind the same running work (held.c). */
+    _Atomic uint64_t flushes_skipped;
     _Atomic uint32_t in_flight; /* READY + SENT slots */
     /* How long the completion callback takes (it runs on CUPTI's thread,
      * under CUPTI's lock): log2 buckets of ns, and the longest. */
@@ -255,6 +301,21 @@ void cuptimon__v2_tick(struct shim *s, long long now_ms);
 long long cuptimon__v2_tick_in(long long now_ms); /* ms until the next tick is due */
 int cuptimon__v2_hes(void);
 
+/* held.c: the walk of what CUPTI holds (IO thread), the HELD report, and
+ * whether a plain flush could return anything. */
+void cuptimon__held_scan(struct shim *s, struct shim_held *h);
+/* Appends a HELD frame to out when the report says something new (or
+ * something is held and a second passed); 1 when it did. */
+int cuptimon__held_frame(struct shim *s, const struct shim_held *h, struct cuptimon_buf *out,
+                         long long now_ms);
+/* A new connection: its daemon gets the next report whatever it says. */
+void cuptimon__held_reset(void);
+/* 1 when a periodic flush now should not be made: the same work holds
+ * every buffer as at the last flush that ran, which was less than a
+ * backoff ago.  flushed: a flush ran. */
+int cuptimon__held_skip(struct shim *s, const struct shim_held *h, long long now_ms);
+void cuptimon__held_flushed(struct shim *s, const struct shim_held *h, long long now_ms);
+
 /* shim.c */
 enum {
     SHIM_SIZE_BY_NONE = 0,
@@ -263,7 +324,13 @@ enum {
 };
 /* IO thread, before a hello: asks a 13.2+ libcupti for its record sizes. */
 void cuptimon__measure_struct_sizes(struct shim *s);
-void cuptimon__slot_free(struct shim *s, uint32_t idx);
+/* Back to the pool once the daemon is done with it (or nobody is): a
+ * resident slot is zeroed where CUPTI wrote (used bytes), a grown one
+ * punched out of the memfd, so that its memory goes back.  IO thread. */
+void cuptimon__slot_recycle(struct shim *s, uint32_t idx, uint64_t used);
+/* The size of a kind's records in the running libcupti (measured, else
+ * the release's table), 0 when unknown. */
+uint32_t cuptimon__record_size(const struct shim *s, uint32_t kind);
 /* The buffer request callback (both paths: the v2 one adds an argument). */
 void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
 /* IO thread: walks a completed slot, interns its names; returns records. */

@@ -53,6 +53,7 @@ static struct {
     const char *range_log;
     uint64_t linger_ms;
     uint64_t kernel_ns; /* --kernel-us: every kernel lasts this long (0: the double's 1-5 us) */
+    uint64_t hold_ns;   /* --hold-us: first a kernel this long on a stream of its own */
     int no_sync;        /* --no-sync: return from main with the GPU still busy */
     int no_init, quiet;
     const char *v2sub, *v2first; /* --v2-subscriber, --v2-first-disallow */
@@ -141,6 +142,9 @@ static void usage(FILE *f)
         "  -l, --linger-ms MS     sleep MS ms before exiting (default 0); SIGUSR1 ends the\n"
         "                         sleep at once (a normal exit)\n"
         "      --kernel-us US     every kernel runs US microseconds (default: 1-5 us)\n"
+        "      --hold-us US       first launch kernel \"_Z4holdv\" of US microseconds on a\n"
+        "                         stream of its own (after the --streams): CUPTI completes\n"
+        "                         records in launch order, so it holds every later one\n"
         "      --no-sync          return from main without waiting for the fake GPU: work\n"
         "                         still runs while the process exits\n"
         "  -I, --no-init          do not call fakecuda_init (no CUDA_INJECTION64_PATH load)\n"
@@ -445,6 +449,7 @@ int main(int argc, char **argv)
         {"range-log", required_argument, NULL, 'R'},
         {"linger-ms", required_argument, NULL, 'l'},
         {"kernel-us", required_argument, NULL, 'K'},
+        {"hold-us", required_argument, NULL, 'H'},
         {"no-sync", no_argument, NULL, 'Y'},
         {"no-init", no_argument, NULL, 'I'},
         {"v2-subscriber", required_argument, NULL, 'V'},
@@ -464,7 +469,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:L:W:X:A:l:IqhSER:K:Y", longopts,
+    while ((c = getopt_long(argc, argv, "n:N:s:d:m:e:b:r:t:g:o:G:L:W:X:A:l:IqhSER:K:YH:", longopts,
                             NULL)) != -1) {
         int bad = 0;
 
@@ -511,6 +516,10 @@ int main(int argc, char **argv)
             opt.kernel_ns = v * 1000;
             break;
         case 'Y': opt.no_sync = 1; break;
+        case 'H':
+            bad = parse_u64(optarg, 3600000000ull, &v);
+            opt.hold_ns = v * 1000;
+            break;
         case 'I': opt.no_init = 1; break;
         case 'V': opt.v2sub = optarg; break;
         case 'F': opt.v2first = optarg; break;
@@ -588,6 +597,18 @@ int main(int argc, char **argv)
     }
     start_ns = realtime_ns();
     clock_gettime(CLOCK_MONOTONIC, &opt.t0);
+    uint64_t held = 0;
+    if (opt.hold_ns) {
+        /* A straggler, a collective waiting for another rank, a persistent
+         * kernel: every record launched after it waits for it. */
+        struct fakecuda_kernel k = {
+            .name = "_Z4holdv", .stream = opt.streams + 1, .duration_ns = opt.hold_ns};
+        uint64_t before = realtime_ns();
+        uint32_t corr = fakecuda_launch_kernel_ex(&k);
+        log_launch(&ws[0], 'K', corr, before);
+        note_corr(&ws[0], corr);
+        held = 1;
+    }
     if (opt.threads == 1) {
         run_worker(&ws[0]);
     } else {
@@ -657,6 +678,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
+    tot.kernels = held;
     for (uint32_t t = 0; t < opt.threads; t++) {
         tot.kernels += ws[t].kernels;
         tot.memcpys += ws[t].memcpys;

@@ -61,6 +61,8 @@ static int rq_dirty;
 static atomic_int dn_flush; /* call cuptiActivityFlushAll from the completion callback */
 static atomic_int requests;
 
+static uint8_t *_Atomic rq_first; /* the first buffer handed out since setup */
+
 static void CUPTIAPI rq(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
 {
     atomic_fetch_add(&requests, 1);
@@ -73,6 +75,8 @@ static void CUPTIAPI rq(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
     *buffer = aligned_alloc(8, rq_size);
     if (*buffer)
         memset(*buffer, rq_dirty ? 0xab : 0, rq_size);
+    uint8_t *none = NULL;
+    atomic_compare_exchange_strong(&rq_first, &none, *buffer);
     *size = rq_size;
     *maxNumRecords = rq_maxrec;
 }
@@ -225,6 +229,7 @@ static void setup(void)
     rq_dirty = 0;
     atomic_store(&dn_flush, 0);
     atomic_store(&requests, 0);
+    atomic_store(&rq_first, NULL);
 }
 
 static void teardown(void)
@@ -656,6 +661,57 @@ START_TEST(test_full_buffer_waits_for_its_records)
     ck_assert_uint_eq(col.recs[0].u.k.end - col.recs[0].u.k.start, 40000000);
     for (size_t i = 0; i < col.n; i++)
         ck_assert_uint_ne(col.recs[i].u.k.end, 0);
+    ck_assert_int_eq(col.bad_walk, 0);
+}
+END_TEST
+
+/* What the shim's in-flight view and its elastic pool depend on (issue 33; the H200:
+ * docs/gpu-runs/20261204-h200-probe and shared/reference/cupti-held-buffers.md): while one
+ * kernel runs, every buffer filled after its own is held, even full ones whose records'
+ * work ended long ago on other streams, so CUPTI keeps asking for new buffers; the
+ * running kernel's record sits in its buffer with bit 31 of its kind set, its times 0 and
+ * its launch-time fields (correlation id, device, stream, name) written; once it ends, one
+ * flush returns every buffer, in fill order, complete. */
+START_TEST(test_held_buffers_behind_running_work)
+{
+    struct fakecuda_kernel k = {.name = K0, .stream = 1, .duration_ns = 80000000};
+    CUpti_ActivityKernel10 held;
+    uint32_t c1;
+
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    rq_size = 4096; /* 18 kernel records */
+    c1 = fakecuda_launch_kernel_ex(&k);
+    for (int i = 0; i < 100; i++) /* 101 records: 5 full buffers and a sixth */
+        fakecuda_launch_kernel(K1, 0, 2 + i % 4, 0, 0);
+    usleep(20000); /* the short kernels have ended; the long one runs */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(nbufs(), 0);
+    ck_assert_int_eq(atomic_load(&requests), 6);
+    memcpy(&held, atomic_load(&rq_first), sizeof held);
+    ck_assert_uint_eq((uint32_t)held.kind, 0x80000000u | CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    ck_assert_uint_eq(held.correlationId, c1);
+    ck_assert_uint_eq(held.streamId, 1);
+    ck_assert_uint_eq(held.deviceId, 0);
+    ck_assert_ptr_eq(held.name, K0);
+    ck_assert_uint_eq(held.start, 0);
+    ck_assert_uint_eq(held.end, 0);
+    /* The record after it, on another stream, ended long ago: incomplete all the same. */
+    memcpy(&held, atomic_load(&rq_first) + sizeof held, sizeof held);
+    ck_assert_uint_eq((uint32_t)held.kind, 0x80000000u | CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    ck_assert_uint_eq(held.end, 0);
+    fakecuda_synchronize();
+    ck_assert_uint_eq(nbufs(), 0); /* nothing without a flush (the last one is not full) */
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(col.nbufs, 6);
+    ck_assert_uint_eq(col.n, 101);
+    ck_assert_uint_eq(col.recs[0].u.k.correlationId, c1);
+    ck_assert_uint_eq(col.recs[0].u.k.end - col.recs[0].u.k.start, 80000000);
+    for (size_t i = 0; i < col.n; i++) {
+        ck_assert_uint_ne(col.recs[i].u.k.end, 0);
+        if (i)
+            ck_assert_uint_gt(col.recs[i].u.k.correlationId, col.recs[i - 1].u.k.correlationId);
+    }
     ck_assert_int_eq(col.bad_walk, 0);
 }
 END_TEST
@@ -1452,6 +1508,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(tc, test_plain_flush_holds_running_work);
     tcase_add_test(tc, test_forced_flush_loses_running_work);
     tcase_add_test(tc, test_full_buffer_waits_for_its_records);
+    tcase_add_test(tc, test_held_buffers_behind_running_work);
     tcase_add_test(tc, test_max_records);
     tcase_add_test(tc, test_zeroed_out_attribute);
     tcase_add_test(tc, test_attributes);
