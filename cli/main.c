@@ -204,6 +204,43 @@ static int cmd_status(int argc, char **argv)
                        !cuptimon__json_get(s, "release_refuted")
                    ? " (CUPTI version unknown to this build: archived, not decoded, no names)"
                    : "");
+        /* What CUPTI holds behind running work (issue 33): the oldest
+         * record not complete for a second or more, and how the pool grew
+         * to keep what waits behind it. */
+        json_object *inf = cuptimon__json_get(s, "in_flight"),
+                    *pool = cuptimon__json_get(s, "pool");
+        double age = inf ? cuptimon__json_double(inf, "age_s", 0) : 0;
+        if (inf && age >= 1) {
+            char d[24], b[32];
+            human_duration(d, sizeof d, age);
+            human_bytes(b, sizeof b, (double)cuptimon__json_int(inf, "bytes_behind", 0));
+            printf("        waiting %s on %s (device %" PRId64 ", stream %" PRId64
+                   ", correlation %" PRId64 "): %" PRId64 " records (%s) in %" PRId64
+                   " buffers behind it\n",
+                   d, cuptimon__json_str(inf, "what", "?"), cuptimon__json_int(inf, "device", 0),
+                   cuptimon__json_int(inf, "stream", 0),
+                   cuptimon__json_int(inf, "correlation_id", 0),
+                   cuptimon__json_int(inf, "records_behind", 0), b,
+                   cuptimon__json_int(inf, "buffers_held", 0));
+        }
+        if (pool && cuptimon__json_int(pool, "grown_peak_slots", 0) > 0) {
+            char now_b[32], peak_b[32], cap_b[32];
+            double slot = (double)cuptimon__json_int(pool, "slot_size", 0);
+            human_bytes(now_b, sizeof now_b,
+                        slot * (double)cuptimon__json_int(pool, "grown_slots", 0));
+            human_bytes(peak_b, sizeof peak_b,
+                        slot * (double)cuptimon__json_int(pool, "grown_peak_slots", 0));
+            human_bytes(cap_b, sizeof cap_b,
+                        slot * (double)cuptimon__json_int(pool, "max_slots", 0));
+            printf("        pool grown by %s now, %s at most, past %" PRId64
+                   " resident slots; cap %s "
+                   "(%s)%s\n",
+                   now_b, peak_b, cuptimon__json_int(pool, "resident_slots", 0), cap_b,
+                   cuptimon__json_str(pool, "cap_from", "?"),
+                   cuptimon__json_bool(pool, "cap_reached", 0)
+                       ? ": reached, CUPTI dropped what found no buffer"
+                       : "");
+        }
         /* What the per-session check of the layout table found: the
          * release a shared version number turned out not to be, each kind
          * whose measured record size is not the table's, and the table

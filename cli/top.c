@@ -583,10 +583,21 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
                 snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %6s %5" PRIu64 " ", k, tt, pct,
                          p99, dr, cuptimon__json_uint(r, "lost_buffers", 0));
             out_cell(&row, line, fixed - 9 - lw - 1 - rw - 1);
-            /* The job, then the program's name without its directory. */
-            snprintf(rest, sizeof(rest), "%s%s%s%s", cuptimon__json_str(r, "job", ""),
+            /* The job, then the program's name without its directory, and
+             * the work that has held its records for a second or more. */
+            char held[200] = "";
+            json_object *age = cuptimon__json_get(r, "inflight_s");
+            if (age && json_object_get_double(age) >= 1) {
+                char d[32], hb[32];
+                fmt_ns(d, sizeof(d), (uint64_t)(json_object_get_double(age) * 1e9));
+                fmt_bytes(hb, sizeof(hb), (double)cuptimon__json_uint(r, "inflight_held_bytes", 0),
+                          "");
+                snprintf(held, sizeof(held), " [held %s by %s, %s behind]", d,
+                         cuptimon__json_str(r, "inflight_what", "?"), hb);
+            }
+            snprintf(rest, sizeof(rest), "%s%s%s%s%s", cuptimon__json_str(r, "job", ""),
                      *cuptimon__json_str(r, "job", "") ? " " : "", base ? base + 1 : exe,
-                     cuptimon__json_bool(r, "ended", 0) ? " (ended)" : "");
+                     cuptimon__json_bool(r, "ended", 0) ? " (ended)" : "", held);
             safe = cut(rest, v->width > fixed + 10 ? v->width - fixed : 10);
             if (safe != NULL)
                 out_add(&row, safe, strlen(safe));

@@ -81,6 +81,11 @@ struct asess {
     char path[16]; /* CUPTI's activity API: "v1", "v2+udr" */
     uint32_t record_bytes_per_kernel;
     uint64_t dropped, lost;
+    /* what CUPTI holds behind running work (HELD): since when the oldest
+     * record has not completed (Unix ns, 0: none), its name, what waits
+     * behind it, and the pool's growth in bytes */
+    uint64_t held_since_ns, held_records, held_bytes, grown_bytes;
+    char held_what[128];
     /* the rest: under mu */
     struct kent **k;
     size_t nk, kcap;

@@ -319,6 +319,41 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
         sb_ident(&b, a->sess[i]);
         sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->lost);
     }
+    /* What CUPTI holds behind running work (issue 33), read now. */
+    int64_t now = cuptimon__agg_now_ns();
+    sb_family(&b, "cuptimon_inflight_oldest_seconds", "gauge",
+              "How long the process's oldest GPU work whose record CUPTI has not completed has "
+              "held every record launched after it (0: nothing held).");
+    for (size_t i = 0; i < a->nsess; i++) {
+        const struct asess *s = a->sess[i];
+        uint64_t age = s->held_since_ns && !s->ended_ns && (int64_t)s->held_since_ns < now
+                           ? (uint64_t)(now - (int64_t)s->held_since_ns)
+                           : 0;
+        if (!shown_to(s, uid))
+            continue;
+        sb_printf(&b, "cuptimon_inflight_oldest_seconds{");
+        sb_ident(&b, s);
+        sb_printf(&b, "} %" PRIu64 ".%03" PRIu64 "\n", age / NS_PER_S, age % NS_PER_S / 1000000);
+    }
+    sb_family(&b, "cuptimon_inflight_held_bytes", "gauge",
+              "Bytes of the process's activity records that CUPTI holds behind that work.");
+    for (size_t i = 0; i < a->nsess; i++) {
+        if (!shown_to(a->sess[i], uid))
+            continue;
+        sb_printf(&b, "cuptimon_inflight_held_bytes{");
+        sb_ident(&b, a->sess[i]);
+        sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->ended_ns ? 0 : a->sess[i]->held_bytes);
+    }
+    sb_family(&b, "cuptimon_pool_grown_bytes", "gauge",
+              "Bytes the process's buffer pool has grown by past its resident slots, to keep "
+              "the records CUPTI holds; they go back when CUPTI hands them over.");
+    for (size_t i = 0; i < a->nsess; i++) {
+        if (!shown_to(a->sess[i], uid))
+            continue;
+        sb_printf(&b, "cuptimon_pool_grown_bytes{");
+        sb_ident(&b, a->sess[i]);
+        sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->ended_ns ? 0 : a->sess[i]->grown_bytes);
+    }
     sb_family(&b, "cuptimon_handoff_latency_seconds", "summary",
               "Time from a buffer's completion in the process to its aggregation in the "
               "daemon, after the archive write.");

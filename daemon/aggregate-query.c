@@ -370,6 +370,17 @@ static json_object *process_json(const struct asess *s, const struct hist *h)
     json_object_object_add(x, "dropped_records", u64j(s->dropped));
     json_object_object_add(x, "lost_buffers", u64j(s->lost));
     json_object_object_add(x, "kernels_folded", u64j(s->folded));
+    if (s->held_since_ns && !s->ended_ns) {
+        int64_t now = cuptimon__agg_now_ns();
+        json_object_object_add(
+            x, "inflight_s",
+            json_object_new_double((int64_t)s->held_since_ns < now
+                                       ? (double)(now - (int64_t)s->held_since_ns) / 1e9
+                                       : 0));
+        json_object_object_add(x, "inflight_what", json_object_new_string(s->held_what));
+        json_object_object_add(x, "inflight_held_bytes", u64j(s->held_bytes));
+    }
+    json_object_object_add(x, "pool_grown_bytes", u64j(s->ended_ns ? 0 : s->grown_bytes));
     json_object_object_add(x, "handoff_p50_ns", u64j(cuptimon__agg_hist_pct(&s->handoff, 500)));
     json_object_object_add(x, "handoff_p99_ns", u64j(cuptimon__agg_hist_pct(&s->handoff, 990)));
     json_object_object_add(x, "handoff_max_ns", u64j(s->handoff.count ? s->handoff.max : 0));

@@ -445,6 +445,21 @@ void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const 
     pthread_mutex_unlock(&a->mu);
 }
 
+void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
+                                const struct cuptimon_agg_held *h)
+{
+    pthread_mutex_lock(&a->mu);
+    struct asess *s = sess_find(a, session);
+    if (s != NULL) {
+        s->held_since_ns = h->since_ns;
+        s->held_records = h->records;
+        s->held_bytes = h->bytes;
+        s->grown_bytes = h->grown_bytes;
+        cuptimon__agg_copy_str(s->held_what, sizeof(s->held_what), h->what);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
 void cuptimon__agg_forget(struct cuptimon_agg *a, uint64_t session)
 {
     pthread_mutex_lock(&a->mu);

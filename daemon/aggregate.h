@@ -138,6 +138,18 @@ int cuptimon__agg_session(struct cuptimon_agg *a, uint64_t session,
 void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const char *path,
                                 uint32_t record_bytes_per_kernel);
 
+/* What CUPTI holds in the process behind running work (a HELD report):
+ * since_ns, when its oldest incomplete record was first seen (Unix ns; 0:
+ * none), what it is (a short text), the records and bytes behind it, and
+ * the bytes its pool grew by.  For top and the metrics.  An unknown
+ * session is ignored. */
+struct cuptimon_agg_held {
+    uint64_t since_ns, records, bytes, grown_bytes;
+    const char *what;
+};
+void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
+                                const struct cuptimon_agg_held *h);
+
 /*
  * Adds one buffer of session's records (len bytes at buf, walked with the
  * layout l; names, which may be NULL, resolves kernel names and is only

@@ -71,6 +71,7 @@ static const struct key keys[] = {
     {"window_gzip_level", T_COUNT, FIELD(window_gzip_level), 0, 9, 0, "0 = plain JSON"},
     {"window_per_process", T_BOOL, FIELD(window_per_process), 0, 0, 0, NULL},
     {"window_end_timeout_s", T_SECONDS, FIELD(window_end_timeout_s), 0.01, 3600, 0, NULL},
+    {"inflight_warn_s", T_SECONDS, FIELD(inflight_warn_s), 0, 86400, 0, "0 = never"},
     {"control_idle_timeout_s", T_SECONDS, FIELD(control_idle_s), 1, 86400, 0, NULL},
     {"control_group", T_GROUP, FIELD(control_group), 0, 0, 0, NULL},
     {"log_level", T_LEVEL, FIELD(log_level), 0, 0, 0, NULL},
@@ -100,6 +101,7 @@ void cuptimon__config_defaults(struct cuptimon_config *c)
     c->retention_period_s = 10.0;
     c->window_max_events = 50000000;
     c->window_end_timeout_s = 10.0;
+    c->inflight_warn_s = 60.0;
     c->control_idle_s = 60.0;
     c->log_level = LOG_INFO;
     c->shim_pool_slots = 16;

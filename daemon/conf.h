@@ -43,6 +43,7 @@ struct cuptimon_config {
     int window_gzip_level;       /* window traces: gzip level 1..9 (.json.gz), 0 = plain JSON */
     int window_per_process;      /* 1: each window also writes one trace per process */
     double window_end_timeout_s; /* a window's end waits this long for work still running */
+    double inflight_warn_s;      /* log work that held a process's records this long; 0 = never */
     double control_idle_s;       /* a control connection with no request in progress
                                   * and nothing received this long is closed */
 

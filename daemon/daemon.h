@@ -126,6 +126,14 @@ struct session {
     int fence;                     /* the shim answers FLUSH mode FENCE (its hello says so) */
     uint64_t seq_next;             /* one past the highest buffer sequence number received */
     struct window *window;         /* the open window this session is in, if any */
+    /* What CUPTI holds in the producer (HELD, issue 33): the last report
+     * and when it came (0: none yet), the head kernel's name (demangled,
+     * cleaned; NULL for none), and what was logged already. */
+    struct cuptimon_held held;
+    int64_t held_unix_ns;
+    char *held_name, *held_raw; /* shown; as the shim sent it */
+    uint64_t held_warned_since; /* the head whose inflight_warn_s line went out */
+    int cap_logged;             /* the pool's cap was reached (logged once) */
 
     /* live aggregates: the producer's record layout (from the hello) and
      * its string table, filled on the session's worker from STRINGS items,
@@ -282,6 +290,15 @@ int session_layout_string(struct session *s, uint64_t key, const char *str, size
                           size_t whylen);
 void session_layout_refresh(struct session *s);
 void session_layout_status(const struct session *s, json_object *o);
+/* session-held.c: the HELD reports (issue 33).  msg: -1 with why filled
+ * for a report that does not fit the session (a protocol error); check:
+ * the inflight_warn_s and pool-cap lines, at each report and flush tick;
+ * status and meta: their fields in status --json and meta.json's final. */
+int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *why, size_t whylen);
+void session_held_check(struct session *s);
+void session_held_status(const struct session *s, json_object *o);
+void session_held_meta(const struct session *s, json_object *final);
+void session_held_free(struct session *s);
 
 /* lossreport.c: the loss reports that exiting shims leave beside the
  * producer socket, and refusals, counted per user for status. */

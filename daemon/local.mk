@@ -19,7 +19,7 @@ DAEMON_CORE_LIBS = daemon/libcuptimond-core.la $(ARCHIVE_LIBS)
 
 sbin_PROGRAMS += daemon/cuptimond
 noinst_HEADERS += daemon/daemon.h
-daemon_cuptimond_SOURCES = daemon/main.c daemon/conn.c daemon/session.c daemon/session-layout.c \
+daemon_cuptimond_SOURCES = daemon/main.c daemon/conn.c daemon/session.c daemon/session-layout.c daemon/session-held.c \
 	daemon/control.c \
 	daemon/flush.c daemon/window.c daemon/window-write.c daemon/window-write.h \
 	daemon/lossreport.c

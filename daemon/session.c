@@ -616,6 +616,7 @@ static char *meta_json(struct session *s)
                                json_object_new_int64((int64_t)s->exit_running_buffers));
         json_object_object_add(st, "lost_buffers",
                                json_object_new_int64((int64_t)(s->shim_lost + s->write_errors)));
+        session_held_meta(s, st);
         json_object_object_add(m, "final", st);
     }
     char *txt = strdup(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PRETTY));
@@ -807,6 +808,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     json_object_object_add(ack, "archive", json_object_new_string(s->archive_dir));
     json_object_object_add(ack, "ranges", json_object_new_boolean(1));  /* send RANGES */
     json_object_object_add(ack, "layouts", json_object_new_boolean(1)); /* send LAYOUTS */
+    json_object_object_add(ack, "held", json_object_new_boolean(1));    /* send HELD */
     conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
     json_object_put(ack);
     /* The producer may be gone already (a job that exits right after
@@ -1239,6 +1241,12 @@ static void on_msg(struct conn *c, const struct cuptimon_msg_hdr *h, const uint8
     case CUPTIMON_MSG_LAYOUTS: on_layouts(s, body, h->length); break;
     case CUPTIMON_MSG_FLUSH_DONE: on_flush_done(s, body, h->length); break;
     case CUPTIMON_MSG_BYE: on_bye(s, body, h->length); break;
+    case CUPTIMON_MSG_HELD: {
+        char why[200];
+        if (session_held_msg(s, body, h->length, why, sizeof why) < 0)
+            protocol_error(s, why);
+        break;
+    }
     default: {
         char why[100];
         snprintf(why, sizeof why, "unexpected message %s (0x%04x) ignored",
@@ -1314,6 +1322,7 @@ static void session_maybe_free(struct session *s)
     if (d->agg)
         cuptimon__agg_end(d->agg, s->id);
     cuptimon__strtab_free(s->names);
+    session_held_free(s);
     json_object_put(s->hello);
     free(s->slot_held);
     free(s->queue);
@@ -1373,6 +1382,9 @@ static void on_flush_timer(uv_timer_t *t)
 {
     struct session *s = t->data;
     session_request_flush(s, 0, CUPTIMON_FLUSH_PLAIN, 0);
+    /* Work that holds the records of a process that stopped reporting
+     * still ages into its warning. */
+    session_held_check(s);
 }
 
 void session_request_flush(struct session *s, uint64_t flush_id, int mode, uint32_t fence)
@@ -1505,5 +1517,6 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "last_flush_unix_ns", json_object_new_int64(s->last_flush_unix_ns));
     json_object_object_add(o, "archive", json_object_new_string(s->archive_dir));
     session_layout_status(s, o);
+    session_held_status(s, o);
     return o;
 }

@@ -1,0 +1,148 @@
+#!/bin/bash
+# Held, never dropped (issue 33), against the libcupti double, which
+# completes records in launch order: one kernel that runs for seconds on a
+# stream of its own holds every record launched after it, on any stream, in
+# buffers CUPTI keeps (docs/gpu-runs/20261204-h200-probe).
+#  A. a 3 s kernel while another stream launches flat out: the pool grows
+#     past its resident slots instead of declining, so every kernel, copy
+#     and memset is archived exactly once and CUPTI drops nothing; status
+#     names the running kernel (name, stream, correlation id, age, what
+#     waits behind it) during the hold, the daemon logs it past
+#     inflight_warn_s; periodic flushes while it runs close no buffer (the
+#     held buffers are full ones); once it ends the grown slots go back and
+#     the pool's memory (its memfd's pages) shrinks back;
+#  B. the same against a small cap (CUPTIMON_POOL_MAX): CUPTI drops what no
+#     buffer is left for, and that is counted (status, meta.json), logged
+#     (the cap was reached) and is all that is missing.
+# With the fixed pool of before, A dropped most of what was launched
+# during the hold.
+. "$top_srcdir/tests/integration/lib.sh"
+
+printf '{"inflight_warn_s": 1}\n' >"$T/cuptimond.conf"
+start_daemon --flush-period 0.2 --config "$T/cuptimond.conf"
+
+# status_of PID: that process's session in status --json, as one line.
+status_of() {
+    ctl status --json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["sessions"]:
+    if s["pid"] == int(sys.argv[1]) and s["connected"]:
+        print(json.dumps(s))' "$1"
+}
+has_session() { [ -n "$(status_of "$1")" ]; }
+
+slot=131072
+held_run() { # NAME [ENV=VALUE...]: a held workload, its session polled while it runs
+    local name=$1
+    shift
+    env "$@" CUPTIMON_SLOT_SIZE=$slot CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
+        --hold-us 3000000 --kernels 60000 --rate 30000 --wait-file "$T/go-$name" \
+        --report "$T/$name.json" --launch-log "$T/$name.log" --linger-ms 4000 --quiet &
+    local w=$! i
+    wait_for 100 has_session $w || fail "$name: the workload did not connect"
+    touch "$T/go-$name"
+    # During the hold: the first report that shows the hold kernel a
+    # second old.
+    for i in $(seq 1 60); do
+        status_of $w >"$T/$name-during.json"
+        python3 -c '
+import json, sys
+f = json.load(open(sys.argv[1])).get("in_flight") or {}
+sys.exit(0 if f.get("name") == "hold()" and f["age_s"] >= 1 else 1)' "$T/$name-during.json" && break
+        sleep 0.1
+    done
+    # After it: nothing in flight, the grown slots back.
+    for i in $(seq 1 80); do
+        status_of $w >"$T/$name-after.json"
+        python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+sys.exit(0 if "in_flight" not in s and s["pool"]["grown_slots"] == 0 and
+         s["pool"]["grown_peak_slots"] > 0 else 1)' "$T/$name-after.json" && break
+        sleep 0.1
+    done
+    kill -USR1 $w
+    wait $w || fail "$name: the workload failed"
+}
+
+held_run a
+held_run b CUPTIMON_POOL_MAX=3M
+ctl status --json >"$T/status.json"
+stop_daemon
+
+python3 "$top_srcdir/tests/integration/check-archive.py" "$CTL" "$T/out" "$T/a.json" ||
+    fail "a held record was lost or archived twice"
+python3 "$top_srcdir/tests/integration/check-archive.py" --drops-ok "$CTL" "$T/out" "$T/b.json" ||
+    fail "past the cap, a record that was not dropped was lost or archived twice"
+
+python3 - "$T" "$slot" <<'PY' || fail "held buffers were not handled as they must be"
+import glob, json, sys
+T, slot = sys.argv[1], int(sys.argv[2])
+fails = []
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    ok or fails.append(what)
+
+def meta(name):
+    pid = json.load(open(f"{T}/{name}.json"))["pid"]
+    for m in glob.glob(f"{T}/out/archive/*-{pid}-*/meta.json"):
+        return json.load(open(m))
+    sys.exit(f"no meta.json for {name}")
+
+def hold_corr(name):
+    return int(open(f"{T}/{name}.log").readline().split()[1])
+
+for name in ("a", "b"):
+    rep = json.load(open(f"{T}/{name}.json"))
+    during = json.load(open(f"{T}/{name}-during.json"))
+    after = json.load(open(f"{T}/{name}-after.json"))
+    fl, pool = during.get("in_flight") or {}, during["pool"]
+    check(fl.get("name") == "hold()" and fl.get("kind") == "kernel",
+          f"{name}: status names the running kernel ({fl.get('what')})")
+    check(fl.get("stream") == rep["streams"] + 1 and fl.get("device") == 0,
+          f"{name}: on its stream {fl.get('stream')} and device {fl.get('device')}")
+    check(fl.get("correlation_id") == hold_corr(name),
+          f"{name}: with its correlation id {fl.get('correlation_id')}")
+    check(1 <= fl.get("age_s", 0) < 10, f"{name}: in flight for {fl.get('age_s', 0):.2f} s")
+    behind = fl.get("bytes_behind", 0)
+    check(fl.get("records_behind", 0) > 1000 and behind > 16 * slot,
+          f"{name}: {fl.get('records_behind')} records ({behind} bytes) wait behind it")
+    # The held buffers are full ones: while the same kernel runs, the
+    # periodic flushes (every 0.2 s) close none (each would be one more
+    # buffer behind it, nearly empty).
+    full = -(-behind // slot)
+    check(fl.get("buffers_held", 0) <= full + 2,
+          f"{name}: {fl.get('buffers_held')} buffers hold them, {full} would be full ones")
+    check(pool["grown_slots"] > 0 and pool["resident_slots"] == 16,
+          f"{name}: the pool grew by {pool['grown_slots']} past its 16 resident slots")
+    check(pool["flushes_skipped"] >= 3, f"{name}: {pool['flushes_skipped']} flushes skipped")
+    check("in_flight" not in after and after["pool"]["grown_slots"] == 0,
+          f"{name}: after the hold nothing is in flight and the grown slots are back")
+    # The pool's pages as the daemon sees them in the memfd (the job's
+    # RssShmem is a per-thread cached count, late by up to 64 pages).
+    rd, ra = pool["resident_bytes"], after["pool"]["resident_bytes"]
+    check(ra <= 16 * slot and rd >= ra + pool["grown_slots"] * slot // 2,
+          f"{name}: the pool's memory went from {rd >> 10} KiB to {ra >> 10} KiB")
+    m = meta(name)["final"]
+    check(m["pool_grown_peak_slots"] > 0, f"{name}: meta.json has the peak {m['pool_grown_peak_slots']}")
+    if name == "a":
+        check(rep["dropped"] == 0 and m["dropped_records"] == 0 and m["requests_declined"] == 0,
+              f"a: nothing dropped (the double: {rep['dropped']}, meta: {m['dropped_records']})")
+        check(pool["max_slots"] == 4096 and pool["cap_reached"] is False,
+              f"a: the default cap (4096 slots of {slot}) not reached")
+    else:
+        check(rep["dropped"] > 0 and m["dropped_records"] == rep["dropped"],
+              f"b: CUPTI's drops counted ({m['dropped_records']} of the double's {rep['dropped']})")
+        check(m["requests_declined"] > 0, f"b: {m['requests_declined']} requests declined")
+        check(pool["max_slots"] == 24 and after["pool"]["cap_reached"] is True and
+              after["pool"]["grown_peak_slots"] == 8,
+              f"b: the cap of 24 slots (3M) reached: {after['pool']}")
+sys.exit(1 if fails else 0)
+PY
+
+grep -q 'inflight: .*kernel hold() has held this process' "$T/daemon.log" ||
+    fail "no inflight_warn_s line in the daemon's log"
+[ "$(grep -c 'kernel hold() has held' "$T/daemon.log")" -eq 2 ] ||
+    fail "the in-flight warning is not once per held kernel: $(grep -c 'kernel hold() has held' "$T/daemon.log")"
+grep -q 'buffer pool reached its cap (24 slots' "$T/daemon.log" || fail "the cap was not logged"
+echo "PASS"
