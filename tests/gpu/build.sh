@@ -108,8 +108,8 @@ if bad:
 print("  CHECK    kernel table: %d kernels match the PTX entries%s" % (len(table), "" if have_filt else " (c++filt absent: demangled forms not checked)"))
 EOF
 
-# ---- long-work (edges-case.sh) and cupti-probe ---------------------------------
-for prog in long-work cupti-probe; do
+# ---- long-work (edges-case.sh), cupti-probe, held-work (held-case.sh) ------
+for prog in long-work cupti-probe held-work; do
     pf="-O2 -gencode arch=compute_$arch,code=sm_$arch"
     [ "$prog" = cupti-probe ] && pf="$pf -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib -lcupti -lcuda -ldl"
     if rebuild_needed "$out/$prog" "$NVCC $pf" "$here/$prog.cu"; then
