@@ -56,7 +56,9 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/build.sh tests/gpu/run.sh tests/gpu/
 	tests/gpu/window-case.sh tests/gpu/coexist-case.sh tests/gpu/kineto-ref.py \
 	tests/gpu/layout-case.sh \
 	tests/gpu/nvtx-case.sh tests/gpu/coexist-check.py tests/gpu/coexist-selftest.sh \
-	tests/gpu/ranks-case.sh tests/gpu/ranks-check.py
+	tests/gpu/ranks-case.sh tests/gpu/ranks-check.py \
+	tests/gpu/held-case.sh tests/gpu/held-check.py tests/gpu/held-work.cu tests/gpu/held-torch.py \
+	tests/gpu/pm-probe.sh tests/gpu/pm-probe.c tests/gpu/pm-load.cu
 # ... whose coexistence checker is checked here, against synthetic runs.
 TESTS += tests/gpu/coexist-selftest.sh
 include tests/unit/service.mk
