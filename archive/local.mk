@@ -5,8 +5,9 @@
 # demangling, typed getters for JSON members, the session reader (one
 # session's meta.json and strings), runtime/driver API names (a table
 # generated from CUPTI's cbid headers, committed), the streaming Chrome trace writer, the per-trace
-# summary and the statistics engine of cuptimonctl stats (libm: standard
-# deviations).  It depends only on proto/.
+# summary, the statistics engine of cuptimonctl stats (libm: standard
+# deviations) and the GPU metrics sessions (gpm.c: format, reader, counter
+# tracks, statistics).  It depends only on proto/.
 noinst_LTLIBRARIES += archive/libcuptimon-archive.la
 archive_libcuptimon_archive_la_SOURCES = \
 	archive/archive.c archive/archive.h \
@@ -20,6 +21,7 @@ archive_libcuptimon_archive_la_SOURCES = \
 	archive/pgzip.c archive/pgzip.h \
 	archive/summary.c archive/summary.h \
 	archive/stats.c archive/stats.h \
+	archive/gpm.c archive/gpm.h \
 	archive/utf8.c archive/utf8.h \
 	archive/cbid-names.c
 archive_libcuptimon_archive_la_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS) $(ZSTD_CFLAGS) $(ZLIB_CFLAGS)

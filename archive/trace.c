@@ -11,6 +11,8 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +23,7 @@
 #include "archive.h"
 #include "cbid.h"
 #include "demangle.h"
+#include "gpm.h"
 #include "pgzip.h"
 #include "strtab.h"
 #include "cuptimon-proto.h"
@@ -170,6 +173,32 @@ struct tproc {
     struct cuptimon_ev pend_data;
 };
 
+/* A GPU's process of metric counters (cuptimon__trace_add_gpu). */
+struct tgpu {
+    uint32_t pid;
+    int ordinal;
+    char *host; /* "" when not known */
+    char uuid[48], name[96], pci_bus_id[32], chip[16];
+    uint64_t samples;
+};
+
+/* A GPU metrics session's counter tracks: per metric the event name and
+ * the argument key, as JSON text, and whether a run of samples is open
+ * (its last sample's end, where the run's closing 0 goes). */
+struct tgpm {
+    uint32_t gpu; /* index in gpus */
+    uint32_t n;
+    uint64_t gap_ns; /* a sample starting more than this after the last one's end opens a new run */
+    int ended;
+    struct {
+        char name[6 * 160 + 8];
+        char key[6 * 20 + 8];
+        size_t name_len, key_len;
+        int open;
+        uint64_t last_end;
+    } m[CUPTIMON_GPM_METRICS_MAX];
+};
+
 struct cuptimon_trace {
     cuptimon_trace_write_fn fn;
     void *ud;
@@ -182,6 +211,10 @@ struct cuptimon_trace {
     struct cuptimon_trace_opts o;
     struct tproc **procs;
     size_t nprocs, procs_cap;
+    struct tgpu **gpus; /* GPU metrics: a process per device */
+    size_t ngpus, gpus_cap;
+    struct tgpm **gsess; /* ... and the counter tracks of each session */
+    size_t ngsess, gsess_cap;
     struct cuptimon_trace_stats st;
     char *tmp; /* NAME_JSON_MAX bytes, for names not cached */
     FILE *f;
@@ -2301,6 +2334,205 @@ int cuptimon__trace_buffer(struct cuptimon_trace *t, int proc, const struct cupt
     return t->err ? t->err : rc;
 }
 
+/* ---- GPU metric counters ---------------------------------------------- */
+
+/* A GPU's metrics process: pid GPU_PID_BASE + its ordinal (+ 0x10000 for
+ * each other GPU of the trace that has that ordinal: another host), far
+ * above Linux pids (< 2^22) and the writer's own 0x40000000 + process
+ * index; sorted after every process (CPU processes sort by rank or pid),
+ * by ordinal. */
+#define GPU_PID_BASE  0x48000000u
+#define GPU_SORT_BASE 0x50000000
+
+/* The writer's number format for a counter value: "%.10g" (ten significant
+ * digits), with a decimal comma, should a caller's locale ask for one,
+ * made a point. */
+static size_t value_text(char *out, size_t n, double v)
+{
+    int k = snprintf(out, n, "%.10g", v);
+
+    if (k < 0 || (size_t)k >= n) {
+        memcpy(out, "0", 2);
+        return 1;
+    }
+    for (int i = 0; i < k; i++)
+        if (out[i] == ',')
+            out[i] = '.';
+    return (size_t)k;
+}
+
+static void counter_event(struct cuptimon_trace *t, const struct tgpu *G, const struct tgpm *S,
+                          uint32_t i, uint64_t ts_ns, double v)
+{
+    char num[48];
+    size_t nl = value_text(num, sizeof num, v);
+    char *p = ev_open(t, S->m[i].name_len + S->m[i].key_len + nl + 160);
+
+    p = LIT(p, "{\"ph\":\"C\",\"cat\":\"gpu_metrics\",\"name\":");
+    memcpy(p, S->m[i].name, S->m[i].name_len);
+    p += S->m[i].name_len;
+    FIELD_U(p, "pid", G->pid);
+    FIELD_US(p, "ts", (int64_t)(ts_ns - t->o.base_ns));
+    p = LIT(p, ",\"args\":{");
+    memcpy(p, S->m[i].key, S->m[i].key_len);
+    p += S->m[i].key_len;
+    *p++ = ':';
+    memcpy(p, num, nl);
+    p = LIT(p + nl, "}}");
+    commit(t, p);
+    t->st.counters++;
+}
+
+int cuptimon__trace_add_gpu(struct cuptimon_trace *t, const struct cuptimon_gpm_meta *m)
+{
+    struct tgpu *G = NULL;
+    struct tgpm *S;
+    size_t gi;
+    char text[600];
+
+    if (t->finished || m->nmetrics == 0 || m->nmetrics > CUPTIMON_GPM_METRICS_MAX ||
+        m->ordinal < 0 || m->ordinal > CUPTIMON_GPM_ORDINAL_MAX)
+        return -EINVAL;
+    if (t->ngsess >= (1u << 20) || t->ngpus >= 4096)
+        return -E2BIG;
+    for (gi = 0; gi < t->ngpus; gi++) {
+        G = t->gpus[gi];
+        if (G->ordinal == m->ordinal && strcmp(G->uuid, m->uuid) == 0 &&
+            strcmp(G->host, m->hostname) == 0)
+            break;
+    }
+    if (gi == t->ngpus) {
+        if (t->ngpus == t->gpus_cap) {
+            size_t nc = t->gpus_cap ? t->gpus_cap * 2 : 4;
+            struct tgpu **ng = realloc(t->gpus, nc * sizeof(*ng));
+            if (ng == NULL)
+                return -ENOMEM;
+            t->gpus = ng;
+            t->gpus_cap = nc;
+        }
+        G = calloc(1, sizeof(*G));
+        if (G == NULL || (G->host = strdup(m->hostname)) == NULL) {
+            free(G);
+            return -ENOMEM;
+        }
+        G->ordinal = m->ordinal;
+        memcpy(G->uuid, m->uuid, sizeof G->uuid);
+        memcpy(G->name, m->name, sizeof G->name);
+        memcpy(G->pci_bus_id, m->pci_bus_id, sizeof G->pci_bus_id);
+        memcpy(G->chip, m->chip, sizeof G->chip);
+        G->uuid[sizeof G->uuid - 1] = G->name[sizeof G->name - 1] = '\0';
+        G->pci_bus_id[sizeof G->pci_bus_id - 1] = G->chip[sizeof G->chip - 1] = '\0';
+        G->pid = GPU_PID_BASE + (uint32_t)m->ordinal;
+        for (size_t k = 0; k < t->ngpus; k++)
+            if (t->gpus[k]->pid == G->pid) {
+                G->pid += 0x10000u;
+                k = (size_t)-1; /* look again from the first */
+            }
+        t->gpus[t->ngpus++] = G;
+        if (G->name[0])
+            snprintf(text, sizeof text, "GPU %d metrics (%s)", G->ordinal, G->name);
+        else
+            snprintf(text, sizeof text, "GPU %d metrics", G->ordinal);
+        meta_string(t, G->pid, 1, 0, "process_name", "name", text);
+        {
+            size_t n = (size_t)snprintf(text, sizeof text, "GPU metrics");
+#define ADDG(...)                                                                                  \
+    do {                                                                                           \
+        if (n < sizeof(text))                                                                      \
+            n += (size_t)snprintf(text + n, sizeof(text) - n, __VA_ARGS__);                        \
+    } while (0)
+            if (G->host[0])
+                ADDG(", host %s", G->host);
+            if (G->chip[0])
+                ADDG(", %s", G->chip);
+            if (G->pci_bus_id[0])
+                ADDG(", PCI %s", G->pci_bus_id);
+            if (G->uuid[0])
+                ADDG(", %s", G->uuid);
+#undef ADDG
+        }
+        meta_string(t, G->pid, 1, 0, "process_labels", "labels", text);
+        meta_int(t, G->pid, 1, 0, "process_sort_index", GPU_SORT_BASE + (int64_t)G->ordinal);
+    }
+    if (t->ngsess == t->gsess_cap) {
+        size_t nc = t->gsess_cap ? t->gsess_cap * 2 : 4;
+        struct tgpm **ns = realloc(t->gsess, nc * sizeof(*ns));
+        if (ns == NULL)
+            return -ENOMEM;
+        t->gsess = ns;
+        t->gsess_cap = nc;
+    }
+    S = calloc(1, sizeof(*S));
+    if (S == NULL)
+        return -ENOMEM;
+    S->gpu = (uint32_t)gi;
+    S->n = m->nmetrics;
+    S->gap_ns = m->interval_ns / 2 > 1000 ? m->interval_ns / 2 : 1000;
+    for (uint32_t i = 0; i < S->n; i++) {
+        const struct cuptimon_gpm_metric *mt = &m->metric[i];
+        /* "GPU 0 SM active" with the argument "(%)": Perfetto names a
+         * counter track by the event's name and the argument's key, "GPU
+         * 0 SM active (%)"; chrome://tracing shows the name, and the key
+         * as the series. */
+        snprintf(text, sizeof text, "GPU %d %.*s", G->ordinal, (int)sizeof mt->label - 1,
+                 mt->label[0] ? mt->label : mt->key);
+        S->m[i].name_len = cuptimon__json_escape(S->m[i].name, text, strnlen(text, 160));
+        if (mt->unit[0])
+            snprintf(text, sizeof text, "(%.*s)", (int)sizeof mt->unit - 1, mt->unit);
+        else
+            snprintf(text, sizeof text, "value");
+        S->m[i].key_len = cuptimon__json_escape(S->m[i].key, text, strnlen(text, 20));
+    }
+    t->gsess[t->ngsess++] = S;
+    return t->err ? t->err : (int)(t->ngsess - 1);
+}
+
+int cuptimon__trace_gpu_sample(struct cuptimon_trace *t, int h, const struct cuptimon_gpm_sample *s)
+{
+    struct tgpm *S;
+    struct tgpu *G;
+
+    if (h < 0 || (size_t)h >= t->ngsess || t->gsess[h]->ended || t->finished)
+        return -EINVAL;
+    S = t->gsess[h];
+    G = t->gpus[S->gpu];
+    if (s->end_ns <= s->start_ns || s->end_ns >= CUPTIMON_GPM_TIME_MAX)
+        return t->err; /* the reader never passes one */
+    for (uint32_t i = 0; i < S->n; i++) {
+        double v = s->value[i];
+        if (!isfinite(v)) {
+            /* No value: the run ends where the last sample did. */
+            if (S->m[i].open)
+                counter_event(t, G, S, i, S->m[i].last_end, 0);
+            S->m[i].open = 0;
+            continue;
+        }
+        if (S->m[i].open && s->start_ns > S->m[i].last_end + S->gap_ns)
+            counter_event(t, G, S, i, S->m[i].last_end, 0);
+        counter_event(t, G, S, i, s->start_ns, v);
+        S->m[i].open = 1;
+        S->m[i].last_end = s->end_ns;
+    }
+    G->samples++;
+    return t->err;
+}
+
+int cuptimon__trace_gpu_end(struct cuptimon_trace *t, int h)
+{
+    struct tgpm *S;
+
+    if (h < 0 || (size_t)h >= t->ngsess || t->gsess[h]->ended || t->finished)
+        return -EINVAL;
+    S = t->gsess[h];
+    for (uint32_t i = 0; i < S->n; i++)
+        if (S->m[i].open) {
+            counter_event(t, t->gpus[S->gpu], S, i, S->m[i].last_end, 0);
+            S->m[i].open = 0;
+        }
+    S->ended = 1;
+    return t->err;
+}
+
 /* ---- finish ----------------------------------------------------------- */
 
 static void put_text(struct cuptimon_trace *t, const char *s, size_t n)
@@ -2389,6 +2621,9 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
             ua_write(t, t->procs[i]);
         }
     }
+    for (size_t i = 0; i < t->ngsess; i++)
+        if (!t->gsess[i]->ended)
+            cuptimon__trace_gpu_end(t, (int)i);
     t->finished = 1;
     if (!t->started) {
         char *p = reserve(t, 96);
@@ -2464,6 +2699,25 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
     json_object_object_add(od, "ts_unit",
                            json_object_new_string("microseconds since base_unix_ns"));
     json_object_object_add(od, "processes", procs);
+    if (t->ngpus > 0) {
+        json_object *gl = json_object_new_array();
+        for (size_t i = 0; gl != NULL && i < t->ngpus; i++) {
+            const struct tgpu *G = t->gpus[i];
+            json_object *g = json_object_new_object();
+            if (g == NULL)
+                continue;
+            json_object_object_add(g, "trace_pid", json_object_new_int64(G->pid));
+            json_object_object_add(g, "ordinal", json_object_new_int(G->ordinal));
+            json_object_object_add(g, "name", json_object_new_string(G->name));
+            json_object_object_add(g, "uuid", json_object_new_string(G->uuid));
+            json_object_object_add(g, "pci_bus_id", json_object_new_string(G->pci_bus_id));
+            if (G->host[0])
+                json_object_object_add(g, "hostname", json_object_new_string(G->host));
+            json_object_object_add(g, "samples", json_object_new_uint64(G->samples));
+            json_object_array_add(gl, g);
+        }
+        json_object_object_add(od, "gpu_metrics", gl);
+    }
     {
         json_object *w = json_object_new_object();
         if (w != NULL) {
@@ -2480,6 +2734,8 @@ int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra)
                                    json_object_new_uint64(t->st.driver_nested));
             json_object_object_add(w, "device_properties_refused",
                                    json_object_new_uint64(t->st.devices_refused));
+            if (t->st.counters)
+                json_object_object_add(w, "counter_events", json_object_new_uint64(t->st.counters));
             json_object_object_add(od, "writer", w);
         }
     }
@@ -2532,6 +2788,14 @@ void cuptimon__trace_free(struct cuptimon_trace *t)
     for (size_t i = 0; i < t->nprocs; i++)
         proc_free(t->procs[i]);
     free(t->procs);
+    for (size_t i = 0; i < t->ngpus; i++) {
+        free(t->gpus[i]->host);
+        free(t->gpus[i]);
+    }
+    free(t->gpus);
+    for (size_t i = 0; i < t->ngsess; i++)
+        free(t->gsess[i]);
+    free(t->gsess);
     free(t->buf);
     free(t->tmp);
     cuptimon__pgz_free(t->gz);

@@ -53,6 +53,33 @@
  * NVTX markers are "b"/"e" async events scoped per process
  * ("id2":{"local":...}) or "i" instants; marker data (color, category,
  * payload) goes into the args of the marker it follows.
+ *
+ * GPU metrics (archive/gpm.h; cuptimon__trace_add_gpu) are counter events
+ * ("ph":"C", "cat":"gpu_metrics") in a process of their own per device
+ * (host, ordinal, UUID): pid 0x48000000 + ordinal (+ 0x10000 per other
+ * device of the trace with that ordinal), named "GPU d metrics (NAME)",
+ * labelled with host, chip, PCI bus id and UUID, and sorted after every
+ * process (sort index 0x50000000 + ordinal), as Kineto puts its "GPU d"
+ * processes after the CPU ones.  Not in the processes that ran on the
+ * device: GPU work is drawn inside each process (on its "GPU d stream s"
+ * tracks), and counters belong to one process in both viewers, so a GPU
+ * that several processes share would get its counters once per process;
+ * one process per device keeps one track per device and metric.  Each
+ * metric is one counter track: the event is named "GPU d LABEL" and its
+ * one argument is the unit in parentheses ("(%)"; "value" when the metric
+ * has none), so that Perfetto, which names a track by the event and the
+ * key, shows "GPU 0 SM active (%)", and chrome://tracing shows the name
+ * with the unit as its series.  Values: each sample is an event at its
+ * start with its value ("%.10g"); a run of samples ends with a 0 at the
+ * end of its last sample, where the next sample starts more than half the
+ * session's sampling interval (at least 1 us) after it, where a sample
+ * has no value for the metric (NaN), and at the session's end: a counter
+ * holds its last value until the next event, so without it a gap (the
+ * sampler paused, or a metric CUPTI did not give) would be drawn as the
+ * last value held, and the last sample would seem to last to the end of
+ * the trace.  A 0 inside a run is a measured 0; one at a run's end reads
+ * as "not sampled from here" (otherData.gpu_metrics lists the devices and
+ * their sample counts).
  */
 #ifndef CUPTIMON_TRACE_H
 #define CUPTIMON_TRACE_H
@@ -109,6 +136,7 @@ struct cuptimon_trace_stats {
     uint64_t ua_by_time;      /* GPU work given to an annotation by its launch's thread and time */
     uint64_t ua_ambiguous;    /* ... left out: ranges of several other threads were open then */
     uint64_t bytes;           /* bytes handed to the sink */
+    uint64_t counters;        /* GPU metric counter events (in events too) */
 };
 
 int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,
@@ -152,11 +180,30 @@ int cuptimon__trace_buffer(struct cuptimon_trace *t, int proc, const struct cupt
                            struct cuptimon_decode_stats *st);
 
 /*
+ * GPU metrics (the layout is above): adds a GPU metrics session of
+ * device m (archive/gpm.h; its process is made the first time its device
+ * is seen, by host, ordinal and UUID) and returns a handle (>= 0) for
+ * its samples, or -errno (-EINVAL: no metrics, or an ordinal out of
+ * range).  m is copied.
+ */
+struct cuptimon_gpm_meta;
+struct cuptimon_gpm_sample;
+int cuptimon__trace_add_gpu(struct cuptimon_trace *t, const struct cuptimon_gpm_meta *m);
+/* Writes one sample of session h (in time order: the reader's).  0 or the
+ * sink's error (sticky), -EINVAL for a handle that is not open. */
+int cuptimon__trace_gpu_sample(struct cuptimon_trace *t, int h,
+                               const struct cuptimon_gpm_sample *s);
+/* Ends session h: closes its open runs (cuptimon__trace_finish() ends
+ * those still open).  0 or the sink's error, -EINVAL. */
+int cuptimon__trace_gpu_end(struct cuptimon_trace *t, int h);
+
+/*
  * Ends the trace: flushes held markers, closes traceEvents, writes
  * displayTimeUnit, distributedInfo (rank/world_size of the processes: one
  * rank when all agree, else the lowest plus a "ranks" list; 0 and 1 when
  * none is known) and otherData (base, the writer's counts, the processes,
- * plus every member of extra when not NULL), and flushes the sink.
+ * the GPU metrics devices when there are any, plus every member of extra
+ * when not NULL), and flushes the sink.
  * 0 or -errno.  Call once; free afterwards either way.
  */
 int cuptimon__trace_finish(struct cuptimon_trace *t, struct json_object *extra);

@@ -1,7 +1,7 @@
 /*
- * Writes the seed corpus of the fuzz targets: gen-corpus DIR makes
- * DIR/frame/ and DIR/strings/ (both must exist) and fills them with valid
- * inputs (ok-*) and inputs each decoder must reject (bad-*).  The committed
+ * Writes the seed corpus of the fuzz targets: gen-corpus DIR fills DIR/frame/,
+ * DIR/strings/, DIR/ranges/ and DIR/gpm/ (all must exist) with valid inputs
+ * (ok-*) and inputs each decoder must reject (bad-*).  The committed
  * files under tests/fuzz/corpus are its output; replay.sh checks that they
  * still match, so after a layout change (and version bump) regenerate with
  *   tests/fuzz/gen-corpus $(top_srcdir)/tests/fuzz/corpus
@@ -9,10 +9,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "archive/archive.h"
+#include "archive/gpm.h"
 #include "cuptimon-proto.h"
 
 static const char *outdir;
@@ -300,10 +303,179 @@ static void gen_ranges(void)
     put("ranges", "bad-begin-zero", "01 2 3 4", 8);
 }
 
+/* GPU metrics sessions (tests/fuzz/fuzz-gpm.c): a 2-byte length, meta.json,
+ * then chunks as the archive writer stores them raw. */
+struct gpm_in {
+    uint8_t b[1 << 16];
+    size_t n;
+};
+
+static void gpm_meta(struct gpm_in *in, const char *text)
+{
+    size_t n = strlen(text);
+    in->b[0] = (uint8_t)n;
+    in->b[1] = (uint8_t)(n >> 8);
+    memcpy(in->b + 2, text, n);
+    in->n = 2 + n;
+}
+
+/* A chunk of len payload bytes whose header counts records. */
+static void gpm_chunk(struct gpm_in *in, uint64_t index, const uint8_t *p, size_t len,
+                      uint64_t records)
+{
+    struct cuptimon_chunk_hdr h;
+    memset(&h, 0, sizeof h);
+    h.version = CUPTIMON_CHUNK_VERSION;
+    h.header_size = CUPTIMON_CHUNK_HDR_SIZE;
+    h.index = index;
+    h.codec = CUPTIMON_CODEC_RAW;
+    h.cupti_ts = h.unix_ns = 1796208558000000000ull + index;
+    h.raw_size = h.stored_size = len;
+    h.records = records;
+    h.payload_crc = cuptimon__crc32c(0, p, len);
+    cuptimon__chunk_hdr_encode(in->b + in->n, &h);
+    memcpy(in->b + in->n + CUPTIMON_CHUNK_HDR_SIZE, p, len);
+    in->n += CUPTIMON_CHUNK_HDR_SIZE + len;
+}
+
+static void gpm_samples(struct gpm_in *in, uint64_t index, struct cuptimon_gpm_sample *s, size_t n,
+                        uint32_t nm)
+{
+    uint8_t p[8 * CUPTIMON_GPM_SAMPLE_SIZE(CUPTIMON_GPM_METRICS_MAX)];
+    cuptimon__gpm_encode(p, s, n, nm);
+    gpm_chunk(in, index, p, n * CUPTIMON_GPM_SAMPLE_SIZE(nm), n);
+}
+
+static void gen_gpm(void)
+{
+    static struct gpm_in in;
+    struct cuptimon_gpm_meta m;
+    struct cuptimon_gpm_sample s[8];
+    char *meta;
+
+    memset(&m, 0, sizeof m);
+    m.ordinal = 1;
+    snprintf(m.name, sizeof m.name, "NVIDIA H200");
+    snprintf(m.uuid, sizeof m.uuid, "GPU-7f3a9c1e-52d4-4a0b-9d55-3c1e0b2f6a91");
+    snprintf(m.pci_bus_id, sizeof m.pci_bus_id, "0000:19:00.0");
+    snprintf(m.chip, sizeof m.chip, "GH100");
+    m.interval_ns = 10000000;
+    m.start_unix_ns = 1796208557000000000ull;
+    m.nmetrics = 2;
+    snprintf(m.metric[0].key, sizeof m.metric[0].key, "sm_active");
+    snprintf(m.metric[0].cupti, sizeof m.metric[0].cupti,
+             "sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+    snprintf(m.metric[0].unit, sizeof m.metric[0].unit, "%%");
+    snprintf(m.metric[0].label, sizeof m.metric[0].label, "SM active");
+    snprintf(m.metric[1].key, sizeof m.metric[1].key, "dram_read");
+    snprintf(m.metric[1].cupti, sizeof m.metric[1].cupti, "dram__bytes_read.sum.per_second");
+    snprintf(m.metric[1].unit, sizeof m.metric[1].unit, "B/s");
+    snprintf(m.metric[1].label, sizeof m.metric[1].label, "DRAM \"read\"\n");
+    for (int i = 0; i < 8; i++) {
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].start_ns = 1796208557000000000ull + (uint64_t)i * 10000000u;
+        s[i].end_ns = s[i].start_ns + 10000000u;
+        s[i].value[0] = 12.5 * i;
+        s[i].value[1] = 1.5e12 / (i + 1);
+    }
+    meta = cuptimon__gpm_meta_json(&m, "node01", "gen-corpus");
+    if (meta == NULL)
+        exit(1);
+
+    gpm_meta(&in, meta);
+    gpm_samples(&in, 0, s, 4, 2);
+    gpm_samples(&in, 1, s + 4, 4, 2);
+    put("gpm", "ok-two-chunks", in.b, in.n);
+
+    /* A gap, a metric without a value, infinite values. */
+    gpm_meta(&in, meta);
+    s[2].value[1] = NAN;
+    s[5].value[0] = INFINITY;
+    s[6].value[1] = -INFINITY;
+    gpm_samples(&in, 0, s, 3, 2);
+    gpm_samples(&in, 1, s + 5, 3, 2);
+    put("gpm", "ok-gap-nan-inf", in.b, in.n);
+
+    /* Impossible times: no length, ending before the start, out of order,
+     * at 2^63. */
+    gpm_meta(&in, meta);
+    s[1].end_ns = s[1].start_ns;
+    s[2].end_ns = s[2].start_ns - 1;
+    s[4].start_ns = s[0].start_ns;
+    s[6].end_ns = 1ull << 63;
+    gpm_samples(&in, 0, s, 8, 2);
+    put("gpm", "bad-times", in.b, in.n);
+    for (int i = 0; i < 8; i++) {
+        s[i].start_ns = 1796208557000000000ull + (uint64_t)i * 10000000u;
+        s[i].end_ns = s[i].start_ns + 10000000u;
+    }
+
+    /* Chunks whose size is not a whole number of samples, or whose record
+     * count disagrees, then a good one. */
+    {
+        uint8_t p[4 * CUPTIMON_GPM_SAMPLE_SIZE(2)];
+        cuptimon__gpm_encode(p, s, 4, 2);
+        gpm_meta(&in, meta);
+        gpm_chunk(&in, 0, p, sizeof p - 8, 4);
+        gpm_chunk(&in, 1, p, sizeof p, 3);
+        gpm_chunk(&in, 2, p, sizeof p, UINT64_MAX / 8 + 4);
+        gpm_chunk(&in, 3, p, sizeof p, 4);
+        put("gpm", "bad-raw-size", in.b, in.n);
+    }
+    free(meta);
+
+    /* 32 metrics, one of them without a label or unit. */
+    m.nmetrics = 32;
+    for (unsigned i = 2; i < 32; i++) {
+        snprintf(m.metric[i].key, sizeof m.metric[i].key, "m%u", i);
+        snprintf(m.metric[i].unit, sizeof m.metric[i].unit, i == 31 ? "" : "Hz");
+        snprintf(m.metric[i].label, sizeof m.metric[i].label, i == 31 ? "" : "Metric %u", i);
+    }
+    for (int i = 0; i < 2; i++)
+        for (unsigned k = 0; k < 32; k++)
+            s[i].value[k] = k * 0.5 + i;
+    meta = cuptimon__gpm_meta_json(&m, NULL, NULL);
+    if (meta == NULL)
+        exit(1);
+    gpm_meta(&in, meta);
+    gpm_samples(&in, 0, s, 2, 32);
+    put("gpm", "ok-32-metrics", in.b, in.n);
+    free(meta);
+
+    /* meta.json that must be refused, with a good chunk behind. */
+    static const char *const bad[][2] = {
+        {"bad-meta-duplicate-key",
+         "{\"kind\": \"gpu_metrics\", \"archive_version\": 1, \"clock\": \"unix_ns\", "
+         "\"device\": {\"ordinal\": 0}, \"interval_ns\": 1, \"metrics\": [{\"key\": \"a\"}, "
+         "{\"key\": \"a\"}]}"},
+        {"bad-meta-key-chars",
+         "{\"kind\": \"gpu_metrics\", \"archive_version\": 1, \"clock\": \"unix_ns\", "
+         "\"device\": {\"ordinal\": 0}, \"interval_ns\": 1, \"metrics\": [{\"key\": "
+         "\"SM-active\"}]}"},
+        {"bad-meta-version",
+         "{\"kind\": \"gpu_metrics\", \"archive_version\": 2, \"clock\": \"unix_ns\", "
+         "\"device\": {\"ordinal\": 0}, \"interval_ns\": 1, \"metrics\": [{\"key\": \"a\"}]}"},
+        {"bad-meta-torn", "{\"kind\": \"gpu_metrics\", \"archive_version\": 1, \"clo"},
+        {"bad-meta-long-name",
+         "{\"kind\": \"gpu_metrics\", \"archive_version\": 1, \"clock\": \"unix_ns\", "
+         "\"device\": {\"ordinal\": 0, \"name\": "
+         "\"0123456789012345678901234567890123456789012345678901234567890123456789012345678901234"
+         "567890123456789\"}, \"interval_ns\": 1, \"metrics\": [{\"key\": \"a\"}]}"},
+        {"bad-process-session", "{\"pid\": 455, \"cupti_version\": 130001}"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gpm_meta(&in, bad[i][1]);
+        gpm_samples(&in, 0, s, 2, 1);
+        put("gpm", bad[i][0], in.b, in.n);
+    }
+    put("gpm", "empty", "", 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s DIR (with DIR/frame, DIR/strings and DIR/ranges present)\n",
+        fprintf(stderr,
+                "usage: %s DIR (with DIR/frame, DIR/strings, DIR/ranges and DIR/gpm present)\n",
                 argv[0]);
         return 2;
     }
@@ -311,5 +483,6 @@ int main(int argc, char **argv)
     gen_frames();
     gen_strings();
     gen_ranges();
+    gen_gpm();
     return failed;
 }

@@ -16,11 +16,18 @@ tests_fuzz_replay_strings_LDADD = $(FUZZ_REPLAY_LIBS)
 tests_fuzz_replay_ranges_SOURCES = tests/fuzz/fuzz-ranges.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_ranges_LDADD = $(FUZZ_REPLAY_LIBS)
 tests_fuzz_gen_corpus_SOURCES = tests/fuzz/gen-corpus.c
-tests_fuzz_gen_corpus_LDADD = $(FUZZ_REPLAY_LIBS)
+# The GPU metrics seeds are written with the archive library's encoders.
+tests_fuzz_gen_corpus_LDADD = $(FUZZ_LIB_LIBS)
 
 # The decoder and the archive reader (the daemon's library).
 FUZZ_LIB_LIBS = $(ARCHIVE_LIBS)
-check_PROGRAMS += tests/fuzz/replay-decode tests/fuzz/replay-archive tests/fuzz/replay-layouts
+check_PROGRAMS += tests/fuzz/replay-decode tests/fuzz/replay-archive tests/fuzz/replay-layouts \
+	tests/fuzz/replay-gpm
+# GPU metrics sessions (archive/gpm.c): meta.json, chunks and samples, the
+# counter tracks and statistics made of them.
+tests_fuzz_replay_gpm_SOURCES = tests/fuzz/fuzz-gpm.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_gpm_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
+tests_fuzz_replay_gpm_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_replay_layouts_SOURCES = tests/fuzz/fuzz-layouts.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_layouts_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_replay_decode_SOURCES = tests/fuzz/fuzz-decode.c tests/fuzz/fuzz-main.c
@@ -38,7 +45,11 @@ if FUZZING
 # from libcuptimon-proto.la, so that they carry libFuzzer's coverage
 # instrumentation (the library itself is built without it).
 noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings tests/fuzz/fuzz-decode \
-	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges tests/fuzz/fuzz-layouts
+	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges tests/fuzz/fuzz-layouts tests/fuzz/fuzz-gpm
+tests_fuzz_fuzz_gpm_SOURCES = tests/fuzz/fuzz-gpm.c
+tests_fuzz_fuzz_gpm_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS) $(JSONC_CFLAGS)
+tests_fuzz_fuzz_gpm_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_gpm_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_fuzz_layouts_SOURCES = tests/fuzz/fuzz-layouts.c
 tests_fuzz_fuzz_layouts_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_layouts_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
@@ -70,11 +81,11 @@ tests_fuzz_fuzz_ranges_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # tests/fuzz/corpus/TARGET/ once fixed.
 fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
 	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT) \
-	tests/fuzz/fuzz-layouts$(EXEEXT)
+	tests/fuzz/fuzz-layouts$(EXEEXT) tests/fuzz/fuzz-gpm$(EXEEXT)
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
-	for t in frame strings decode archive ranges layouts; do \
+	for t in frame strings decode archive ranges layouts gpm; do \
 	  mkdir "$$work/$$t"; \
 	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
 	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \
