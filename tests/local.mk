@@ -45,6 +45,7 @@ include tests/unit/proto.mk
 include tests/unit/util.mk
 include tests/unit/decode.mk
 include tests/unit/stats.mk
+include tests/unit/gpm.mk
 include tests/unit/daemon.mk
 include tests/unit/window.mk
 include tests/integration/local.mk
@@ -66,6 +67,7 @@ include tests/python/local.mk
 include tests/fault/local.mk
 include tests/unit/aggregate.mk
 include tests/unit/cupti.mk
+include tests/unit/fakepm.mk
 
 # distcheck proves that the tarball builds and that its tests find what
 # they need in it; check.sh runs it with these (make distcheck-short): the

@@ -80,3 +80,17 @@ tests_fakecupti_libothertool_late_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLA
 tests_fakecupti_libothertool_late_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
 tests_fakecupti_libothertool_late_la_LIBADD = tests/fakecupti/libcupti-fake.la
 endif
+
+# The PM sampling double (libpm-fake.so: CUPTI's PM Sampling API, the Profiler Host/Target
+# calls around it and the CUDA driver calls of daemon/gpm-cupti.h; fakepm.h): tests point
+# the daemon's GPU metrics sampler at it for both its libcupti and its libcuda.
+# cupti_profiler_host.h includes the C++ header <string>: cxx-shim/ holds an empty one.
+EXTRA_DIST += tests/fakecupti/cxx-shim/string
+if HAVE_CUPTI_HEADERS
+check_LTLIBRARIES += tests/fakecupti/libpm-fake.la
+tests_fakecupti_libpm_fake_la_SOURCES = tests/fakecupti/fakepm.c tests/fakecupti/fakepm.h
+tests_fakecupti_libpm_fake_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fakecupti/cxx-shim \
+	$(CUPTI_TEST_CFLAGS)
+tests_fakecupti_libpm_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
+tests_fakecupti_libpm_fake_la_LIBADD = $(PTHREAD_LIBS)
+endif
