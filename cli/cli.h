@@ -31,6 +31,9 @@ int cuptimon__cli_merge(int argc, char **argv);
 struct cuptimon_ctl;
 int cuptimon__cli_stats(struct cuptimon_ctl *ctl, int argc, char **argv);
 
+/* cuptimonctl gpu-metrics [status|pause|resume] (cli/gpumetrics.c). */
+int cuptimon__cli_gpu_metrics(struct cuptimon_ctl *ctl, int argc, char **argv);
+
 /* Writes the rows of one statistics report (archive/stats.h: the JSON
  * objects cuptimon__stats_rows() makes) to f: an aligned table, each line
  * starting with indent, text shortened in the middle to fit width columns

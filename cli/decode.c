@@ -38,6 +38,7 @@
 #include "archive/decode.h"
 #include "archive/archive.h"
 #include "archive/demangle.h"
+#include "archive/gpm.h"
 #include "archive/session.h"
 #include "archive/strtab.h"
 #include "archive/summary.h"
@@ -52,6 +53,11 @@ static void usage(FILE *f)
           "\n"
           "ARCHIVE_DIR is one session directory (the one holding meta.json) or an output\n"
           "root holding many; every session found is decoded into the same trace.\n"
+          "GPU metrics sessions (cuptimond's per-GPU hardware samples) become counter\n"
+          "tracks, a process \"GPU d metrics\" per GPU: the samples over the time the\n"
+          "decoded events span (--from/--to replace its ends), of every GPU, or with\n"
+          "--pid/--label/--split of the GPUs the chosen processes ran work on.  A GPU\n"
+          "metrics session alone is decoded into its counters.\n"
           "\n"
           "  -o, --output=FILE      write the trace to FILE (default: standard output);\n"
           "                         a regular FILE appears complete or not at all;\n"
@@ -169,8 +175,13 @@ struct session {
     struct cuptimon_archive_stats ast;
     int meta_rc;    /* cuptimon__archive_session_meta()'s, on the real pass */
     int group;      /* --split: the index of the first session of its file */
-    int skip;       /* not chosen by --pid/--label */
+    int skip;       /* not chosen by --pid/--label, or a GPU metrics session */
+    int gpm;        /* a GPU metrics session (archive/gpm.h): counters, not records */
     char gname[48]; /* --split: the file's name, without .json[.gz] */
+    /* The Unix ns span of the events kept (0, 0: none), and the devices
+     * their GPU work ran on: the GPU metrics shown beside them. */
+    uint64_t ev_first, ev_last;
+    struct cuptimon_gpm_devset devs;
 };
 
 enum {
@@ -450,6 +461,26 @@ static void progress_reader(struct progress *pg, const struct progress *base,
     pg->skipped = base->skipped + st->range_chunks;
 }
 
+/* Notes a kept event's time and device: the GPU metrics shown beside the
+ * events are those of its span and devices. */
+static void note_event(struct session *s, const struct cuptimon_ev *ev,
+                       const struct cuptimon_clock *clk)
+{
+    uint64_t a, b;
+
+    if (ev->start == 0)
+        return;
+    a = cuptimon__clock_map(clk, ev->start);
+    b = ev->end > ev->start ? cuptimon__clock_map(clk, ev->end) : a;
+    if (s->ev_first == 0 || a < s->ev_first)
+        s->ev_first = a;
+    if (b > s->ev_last)
+        s->ev_last = b;
+    if (ev->type == CUPTIMON_EV_KERNEL || ev->type == CUPTIMON_EV_MEMCPY ||
+        ev->type == CUPTIMON_EV_MEMCPY_P2P || ev->type == CUPTIMON_EV_MEMSET)
+        cuptimon__gpm_devset_add(&s->devs, ev->device_id);
+}
+
 /* Decodes session s into trace tr (and the summary): 0; 1 when the
  * session could not be opened (reported, passed over); -ENOMEM; -EIO when
  * writing the trace failed (reported).  skip_before: chunks completed
@@ -505,6 +536,7 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
                 continue;
             }
             s->kept++;
+            note_event(s, &ev, &clk);
             cuptimon__summary_event(sum, sproc, &ev);
             rc = cuptimon__trace_event(tr, tproc, &ev, &clk);
             if (rc < 0)
@@ -556,6 +588,100 @@ static int decode_one(struct session *s, struct cuptimon_trace *tr, struct cupti
     return 0;
 }
 
+/* ---- GPU metrics ------------------------------------------------------ */
+
+static int first_sample(void *ud, const struct cuptimon_gpm_meta *m,
+                        const struct cuptimon_gpm_sample *s)
+{
+    (void)m;
+    *(uint64_t *)ud = s->start_ns;
+    return 1;
+}
+
+/*
+ * Writes the counters of the GPU metrics sessions into the trace of group
+ * g (every chosen session without --split): their samples that overlap
+ * the span of the group's events, with --from and --to in place of its
+ * ends when given, of the devices the group's GPU work ran on when
+ * --pid, --label or --split chose the processes (else of every device).
+ * With no process session chosen at all (a GPU metrics session or an
+ * archive of them), every sample within --from/--to.  Each session's
+ * account goes into gl.  A session that cannot be read is said and left
+ * out; a failed write shows in the trace's finish.
+ */
+static void gpm_counters(struct session *sess, size_t nsess, int split, size_t g, int picks,
+                         const struct cuptimon_cli_select *sel, struct cuptimon_trace *tr,
+                         json_object *gl)
+{
+    struct cuptimon_gpm_devset devs = {.all = !(picks || split)};
+    uint64_t lo = 0, hi = 0, first = 0, last = 0;
+    size_t nproc = 0, ngpm = 0;
+
+    for (size_t i = 0; i < nsess; i++) {
+        const struct session *s = &sess[i];
+        if (s->gpm) {
+            ngpm++;
+            continue;
+        }
+        if (s->skip || (split && s->group != (int)g))
+            continue;
+        nproc++;
+        if (s->ev_first != 0 && (first == 0 || s->ev_first < first))
+            first = s->ev_first;
+        if (s->ev_last > last)
+            last = s->ev_last;
+        for (int k = 0; k < 4; k++)
+            devs.bits[k] |= s->devs.bits[k];
+    }
+    if (ngpm == 0)
+        return;
+    if (nproc == 0) {
+        devs.all = 1;
+        lo = sel->have_from ? sel->from : 0;
+        hi = sel->to;
+    } else {
+        if ((!sel->have_from || !sel->to) && first == 0) {
+            fprintf(stderr,
+                    PROG ": the GPU metrics are left out: the processes decoded have no event "
+                         "that gives their time range (--from and --to give one)\n");
+            return;
+        }
+        lo = sel->have_from ? sel->from : first;
+        hi = sel->to ? sel->to : last + 1;
+    }
+    for (size_t i = 0; i < nsess; i++) {
+        const struct session *s = &sess[i];
+        struct cuptimon_gpm_read_stats gst;
+        char why[640] = "";
+        int rc;
+
+        if (!s->gpm)
+            continue;
+        memset(&gst, 0, sizeof gst);
+        rc = cuptimon__gpm_trace_session(tr, s->dir, lo, hi, &devs, &gst, why, sizeof why);
+        if (rc < 0)
+            fprintf(stderr, PROG ": %s; its GPU metrics are left out\n", why);
+        if (gst.bad_chunks || gst.bad_samples || gst.bad_values || gst.damaged)
+            fprintf(stderr,
+                    PROG ": %s: GPU metrics: skipped %" PRIu64 " damaged chunk(s), %" PRIu64
+                         " chunk(s) whose size is not a whole number of samples and %" PRIu64
+                         " sample(s) with impossible or out-of-order times; %" PRIu64
+                         " infinite value(s) read as no value\n",
+                    s->dir, gst.damaged, gst.bad_chunks, gst.bad_samples, gst.bad_values);
+        json_object *o = json_object_new_object();
+        if (o == NULL)
+            continue;
+        json_object_object_add(o, "dir", json_object_new_string(s->dir));
+        json_object_object_add(o, "shown", json_object_new_boolean(rc > 0));
+        json_object_object_add(o, "samples", json_object_new_uint64(gst.samples));
+        json_object_object_add(o, "bad_chunks", json_object_new_uint64(gst.bad_chunks));
+        json_object_object_add(o, "bad_samples", json_object_new_uint64(gst.bad_samples));
+        json_object_object_add(o, "bad_values", json_object_new_uint64(gst.bad_values));
+        json_object_object_add(o, "damaged_chunks", json_object_new_uint64(gst.damaged));
+        json_object_array_add(gl, o);
+    }
+}
+
 static int decode_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -582,7 +708,7 @@ static int decode_main(int argc, char **argv)
     int split = SPLIT_NONE, gzip_level = -1, gzip_threads = 0;
     unsigned top = 20;
     char **dirs = NULL;
-    size_t nsess = 0;
+    size_t nsess = 0, nproc = 0, ngpm;
     struct session *sess = NULL;
     struct cuptimon_demangler *dm = NULL;
     struct cuptimon_trace *tr = NULL;
@@ -703,14 +829,28 @@ static int decode_main(int argc, char **argv)
     memset(&total, 0, sizeof(total));
     if (sess == NULL || cuptimon__demangler_new(0, &dm) < 0 || cuptimon__summary_new(&sum) < 0)
         goto oom;
-    for (size_t i = 0; i < nsess; i++)
+    /* GPU metrics sessions are never decoded as CUPTI records: they become
+     * counter tracks beside what the process sessions hold. */
+    for (size_t i = 0; i < nsess; i++) {
         sess[i].dir = dirs[i];
+        sess[i].gpm = sess[i].skip = cuptimon__cli_session_is_gpm(dirs[i]);
+        nproc += !sess[i].gpm;
+    }
+    ngpm = nsess - nproc;
+    if (split && nproc == 0) {
+        fprintf(stderr,
+                "cuptimonctl decode: --split: %s holds GPU metrics only, no process "
+                "session to split by; decode it without --split\n",
+                argv[optind]);
+        goto out;
+    }
     /* --pid/--label: every session's meta.json first, so that a value that
      * matches no session fails before anything is written (the trace would
      * silently lack what was asked for). */
     if (cuptimon__cli_select_picks(&sel)) {
         for (size_t i = 0; i < nsess; i++)
-            sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as, NULL);
+            if (!sess[i].gpm)
+                sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as, NULL);
         if (cuptimon__cli_select_unmatched(&sel, argv[optind]))
             goto out;
     }
@@ -737,6 +877,14 @@ static int decode_main(int argc, char **argv)
                 continue;
             uint64_t t = first_time(&sess[i]);
             if (t != 0 && (best == 0 || t < best))
+                best = t;
+        }
+        /* No process session to give one: the first GPU metrics sample. */
+        for (size_t i = 0; nproc == 0 && i < nsess; i++) {
+            uint64_t t = 0;
+            if (sess[i].gpm &&
+                cuptimon__gpm_read(sess[i].dir, 0, 0, first_sample, &t, NULL, NULL, 0) == 1 &&
+                t != 0 && (best == 0 || t < best))
                 best = t;
         }
         topts.base_ns = best - best % 1000000000u;
@@ -804,6 +952,13 @@ static int decode_main(int argc, char **argv)
             goto oom;
         }
         json_object_object_add(extra, "sessions", gsess);
+        if (ngpm > 0) {
+            json_object *gl = json_object_new_array();
+            if (gl == NULL)
+                goto oom;
+            gpm_counters(sess, nsess, split, g, cuptimon__cli_select_picks(&sel), &sel, tr, gl);
+            json_object_object_add(extra, "gpu_metrics_sessions", gl);
+        }
         if (sel.from || sel.to) {
             json_object *rg = json_object_new_object();
             json_object_object_add(rg, "from_unix_ns", json_object_new_uint64(sel.from));

@@ -49,6 +49,9 @@ static void usage(FILE *f)
            "                         screen on a terminal); see 'cuptimonctl top --help'\n"
            "  metrics                the live aggregates in the Prometheus text format\n"
            "  merge -o OUT TRACE...  combine per-node traces into one (aligned timestamps)\n"
+           "  gpu-metrics [status|pause|resume] [--device=N]\n"
+           "                         each GPU's hardware counters as the daemon samples them;\n"
+           "                         pause hands them to another profiler (ncu, DCGM)\n"
            "  reload                 make the daemon re-read its configuration file\n"
            "  decode ARCHIVE_DIR [--from=T] [--to=T] [-o FILE] [--summary]\n"
            "                         turn an archive (offline, no daemon needed) into a\n"
@@ -106,6 +109,40 @@ static void human_duration(char *out, size_t len, double s)
         snprintf(out, len, "%dd%02dh", (int)s / 86400, (int)s / 3600 % 24);
 }
 
+/* "gpus:      GPU 0 sampling (SM 43%, tensor 0%, DRAM 12%)" or why not. */
+static void gpu_line(json_object *gm)
+{
+    json_object *devs = cuptimon__json_get(gm, "devices");
+    if (!gm)
+        return;
+    if (strcmp(cuptimon__json_str(gm, "state", "off"), "on") != 0) {
+        printf("gpus:      metrics %s: %s\n", cuptimon__json_str(gm, "state", "off"),
+               cuptimon__json_str(gm, "why", "-"));
+        return;
+    }
+    for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
+        json_object *d = json_object_array_get_idx(devs, i), *ms = cuptimon__json_get(d, "metrics");
+        printf("%s GPU %" PRId64 " %s",
+               i ? "          " : "gpus:     ", cuptimon__json_int(d, "device", 0),
+               cuptimon__json_str(d, "state", ""));
+        int shown = 0;
+        for (size_t k = 0; ms && k < json_object_array_length(ms); k++) {
+            json_object *m = json_object_array_get_idx(ms, k),
+                        *v = cuptimon__json_get(m, "last_1s");
+            const char *key = cuptimon__json_str(m, "key", "");
+            if (!v || (strcmp(key, "sm_active") && strcmp(key, "tensor_active") &&
+                       strcmp(key, "dram_active")))
+                continue;
+            printf("%s%s %.0f%%", shown++ ? ", " : " (", cuptimon__json_str(m, "label", key),
+                   json_object_get_double(v));
+        }
+        printf("%s", shown ? ")" : "");
+        if (strcmp(cuptimon__json_str(d, "state", ""), "sampling") != 0)
+            printf(": %s", cuptimon__json_str(d, "why", ""));
+        printf("\n");
+    }
+}
+
 static int cmd_status(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -152,6 +189,7 @@ static int cmd_status(int argc, char **argv)
            cuptimon__json_int(dm, "sessions_total", 0));
     printf("producers: %s\narchive:   %s\n", cuptimon__json_str(dm, "producer_socket", ""),
            cuptimon__json_str(dm, "archive_dir", ""));
+    gpu_line(cuptimon__json_get(st, "gpu_metrics"));
     if (n == 0) {
         printf("\nno sessions: no process runs the shim (CUDA_INJECTION64_PATH=libcuptimon.so).\n");
         json_object_put(st);
@@ -825,6 +863,12 @@ static int run_stats(int argc, char **argv, const struct command *c)
     return cuptimon__cli_stats(&ctl, argc, argv);
 }
 
+static int run_gpu_metrics(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cuptimon__cli_gpu_metrics(&ctl, argc, argv);
+}
+
 static int run_help(int argc, char **argv, const struct command *c)
 {
     (void)argc;
@@ -848,6 +892,7 @@ static const struct command commands[] = {
     {"reload", run_reload, "reload"},
     {"decode", run_decode, NULL},
     {"stats", run_stats, NULL},
+    {"gpu-metrics", run_gpu_metrics, "gpu_metrics"},
     {"help", run_help, NULL},
 };
 

@@ -17,6 +17,7 @@
 
 #include "archive/archive.h"
 #include "archive/decode.h"
+#include "archive/gpm.h"
 #include "archive/strtab.h"
 #include "cli.h"
 
@@ -160,6 +161,18 @@ int cuptimon__cli_open(const char *prog, const char *dir, const char *eacces_hin
                 eacces_hint && rc == -EACCES ? eacces_hint : "");
     free(err);
     return rc < 0 ? rc : 0;
+}
+
+int cuptimon__cli_session_is_gpm(const char *dir)
+{
+    struct cuptimon_archive_reader *r;
+    int yes;
+
+    if (cuptimon__archive_open(dir, &r, NULL) < 0)
+        return 0;
+    yes = cuptimon__gpm_is_meta(cuptimon__archive_meta(r));
+    cuptimon__archive_close(r);
+    return yes;
 }
 
 int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *dir,

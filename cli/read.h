@@ -120,6 +120,11 @@ int cuptimon__cli_find_sessions(const char *prog, const char *root, char ***dirs
 int cuptimon__cli_open(const char *prog, const char *dir, const char *eacces_hint,
                        struct cuptimon_archive_reader **r);
 
+/* Whether dir is a GPU metrics session (archive/gpm.h), which decode and
+ * stats never read as CUPTI records; read quietly (a session that cannot
+ * be opened is taken for a process session, whose reading says why). */
+int cuptimon__cli_session_is_gpm(const char *dir);
+
 /* Opens dir and parses its meta.json into as, saying nothing of it (the
  * reading pass does): whether --pid/--label choose the session. */
 int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *dir,

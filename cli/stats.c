@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@
 #include "archive/archive.h"
 #include "archive/decode.h"
 #include "archive/demangle.h"
+#include "archive/gpm.h"
 #include "archive/json-get.h"
 #include "archive/session.h"
 #include "archive/stats.h"
@@ -47,6 +49,10 @@
 #include "cuptimon-proto.h"
 
 #define PROG "cuptimonctl stats"
+
+/* --report gpu: the GPU metrics sessions (archive/gpm.h), beside the
+ * engine's reports (a bit none of them uses). */
+#define REPORT_GPU (1u << 16)
 
 static void usage(FILE *f)
 {
@@ -61,7 +67,8 @@ static void usage(FILE *f)
             "root holding many; every session found is counted.\n"
             "\n"
             "      --report=LIST      reports, comma-separated: kernels, memory, api,\n"
-            "                         processes, or all (default kernels,memory,processes)\n"
+            "                         processes, gpu, or all (default\n"
+            "                         kernels,memory,processes)\n"
             "      --format=FMT       table (default: aligned for a terminal), csv (one\n"
             "                         header row per report, the report's name first,\n"
             "                         times in ns, sizes in bytes) or json\n"
@@ -95,6 +102,12 @@ static void usage(FILE *f)
             "CUPTI dropped are counted under the tables.  Names are demangled; on a\n"
             "terminal, long names are shortened in the middle to fit its width.\n"
             "\n"
+            "The gpu report: per GPU and metric of cuptimond's GPU metrics sessions, the\n"
+            "samples with a value, the time they cover (clipped to --from/--to), and\n"
+            "the mean and median weighted by that time, min and max.  It covers every\n"
+            "GPU, or with --pid/--label/--window the GPUs the chosen processes' work\n"
+            "ran on (by the CUDA device ordinal the processes saw).\n"
+            "\n"
             "Exit status: 0 on success (also when damaged chunks were skipped: they are\n"
             "reported on standard error), 1 on failure, 2 on bad usage.\n",
             CUPTIMON_STATS_EXACT_DEFAULT, CUPTIMON_STATS_MED_ERROR * 100);
@@ -111,6 +124,9 @@ enum cfmt {
     F_RANK, /* an integer, or nothing (null) */
     F_STR,  /* text, or nothing (null) */
     F_TIME, /* Unix ns: local time in a table */
+    F_VAL,  /* a measured value (double): in a table, two decimals, or an SI prefix */
+    F_VMED, /* F_VAL, ~ in a table when the row's med_exact is false */
+    F_SECS, /* ns: seconds with three decimals in a table */
 };
 
 struct col {
@@ -154,6 +170,13 @@ static const struct col proc_cols[] = {COL("pid", "PID", F_ID),
                                        COL("kernels", "Kernels", F_NUM),
                                        {"first_unix_ns", "First", "First (Unix ns)", F_TIME},
                                        {"last_unix_ns", "Last", "Last (Unix ns)", F_TIME}};
+
+static const struct col gpu_cols[] = {
+    COL("device", "Device", F_ID),    COL("name", "GPU", F_STR),
+    COL("label", "Metric", F_STR),    COL("unit", "Unit", F_STR),
+    COL("samples", "Samples", F_NUM), {"covered_ns", "Covered (s)", "Covered (ns)", F_SECS},
+    COL("mean", "Mean", F_VAL),       COL("med", "Med", F_VMED),
+    COL("min", "Min", F_VAL),         COL("max", "Max", F_VAL)};
 
 static const struct col *report_cols(enum cuptimon_stats_report r, size_t *n)
 {
@@ -307,6 +330,46 @@ static char *cell(json_object *row, const struct col *c, int table)
         }
         return strdup(buf + 1);
     case F_PCT: snprintf(buf, sizeof buf, "%.1f", json_object_get_double(v)); break;
+    case F_VAL:
+    case F_VMED: {
+        double d = json_object_get_double(v);
+        /* In a table, rates in B/s reach 10^12: from 10,000 on, an SI
+         * prefix with four significant digits ("1.290T" B/s). */
+        static const char si[] = "kMGTPE";
+        int e = 0;
+        if (!table) {
+            snprintf(buf + 1, sizeof buf - 1, "%.10g", d);
+        } else if (fabs(d) < 10000) {
+            snprintf(buf + 1, sizeof buf - 1, "%.2f", d);
+        } else {
+            while (fabs(d) >= 1000 && e < 6) {
+                d /= 1000;
+                e++;
+            }
+            if (fabs(d) >= 1000)
+                snprintf(buf + 1, sizeof buf - 1, "%.3e", d * 1e18);
+            else
+                snprintf(buf + 1, sizeof buf - 1, "%.*f%c",
+                         fabs(d) < 10    ? 3
+                         : fabs(d) < 100 ? 2
+                                         : 1,
+                         d, si[e - 1]);
+        }
+        if (c->f == F_VMED && table && !cuptimon__json_bool(row, "med_exact", 1)) {
+            buf[0] = '~';
+            return strdup(buf);
+        }
+        return strdup(buf + 1);
+    }
+    case F_SECS: {
+        uint64_t ns = json_object_get_uint64(v);
+        if (table)
+            snprintf(buf, sizeof buf, "%" PRIu64 ".%03u", ns / 1000000000u,
+                     (unsigned)(ns % 1000000000u / 1000000u));
+        else
+            snprintf(buf, sizeof buf, "%" PRIu64, ns);
+        break;
+    }
     case F_TIME: {
         uint64_t ns = json_object_get_uint64(v);
         if (!table) {
@@ -347,11 +410,12 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
-int cuptimon__cli_stats_print(FILE *f, enum cuptimon_stats_report r, struct json_object *rows,
-                              int csv, unsigned width, const char *indent)
+/* Prints rows with the columns cols: a table, or CSV whose lines start with
+ * name. */
+static int print_rows(FILE *f, const char *name, const struct col *cols, size_t ncol,
+                      struct json_object *rows, int csv, unsigned width, const char *indent)
 {
-    size_t ncol, nrow = rows ? json_object_array_length(rows) : 0;
-    const struct col *cols = report_cols(r, &ncol);
+    size_t nrow = rows ? json_object_array_length(rows) : 0;
     char **cells = calloc((nrow + 1) * ncol, sizeof(*cells));
     size_t *w = calloc(ncol, sizeof(*w));
     int rc = 0;
@@ -378,7 +442,7 @@ int cuptimon__cli_stats_print(FILE *f, enum cuptimon_stats_report r, struct json
         }
         fputc('\n', f);
         for (size_t i = 0; i < nrow; i++) {
-            fputs(cuptimon__stats_report_name(r), f);
+            fputs(name, f);
             for (size_t c = 0; c < ncol; c++) {
                 fputc(',', f);
                 csv_field(f, cells[i * ncol + c]);
@@ -445,6 +509,15 @@ out:
     return rc;
 }
 
+int cuptimon__cli_stats_print(FILE *f, enum cuptimon_stats_report r, struct json_object *rows,
+                              int csv, unsigned width, const char *indent)
+{
+    size_t ncol;
+    const struct col *cols = report_cols(r, &ncol);
+
+    return print_rows(f, cuptimon__stats_report_name(r), cols, ncol, rows, csv, width, indent);
+}
+
 unsigned cuptimon__cli_term_width(FILE *f)
 {
     struct winsize ws;
@@ -467,7 +540,9 @@ struct ssess {
     struct cuptimon_decode_stats dec;
     struct cuptimon_archive_stats ast;
     uint64_t chunks, kept;
-    int skip;
+    int skip; /* not chosen by --pid/--label, or a GPU metrics session */
+    int gpm;  /* a GPU metrics session: the gpu report's, never counted as records */
+    struct cuptimon_gpm_devset devs; /* the devices its counted GPU work ran on */
 };
 
 /* Said after a session --window cannot open for want of permission. */
@@ -573,6 +648,9 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             if ((rg->from || rg->to) && !cuptimon__ev_in_range(&ev, &clk, rg->from, rg->to))
                 continue;
             s->kept++;
+            if (ev.type == CUPTIMON_EV_KERNEL || ev.type == CUPTIMON_EV_MEMCPY ||
+                ev.type == CUPTIMON_EV_MEMCPY_P2P || ev.type == CUPTIMON_EV_MEMSET)
+                cuptimon__gpm_devset_add(&s->devs, ev.device_id);
             cuptimon__stats_event(st, proc, &ev, &clk);
         }
     }
@@ -582,6 +660,61 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
         fprintf(stderr, PROG ": %s: %" PRIu64 " byte(s) of records not decoded (in no table)\n",
                 s->dir, s->dec.undecodable_bytes);
     return 0;
+}
+
+/* ---- the gpu report ----------------------------------------------------------- */
+
+struct gpu_walk {
+    struct cuptimon_gpm_stats *gs;
+    const struct range *rg;
+};
+
+static int gpu_sample(void *ud, const struct cuptimon_gpm_meta *m,
+                      const struct cuptimon_gpm_sample *s)
+{
+    const struct gpu_walk *gw = ud;
+
+    (void)m;
+    return cuptimon__gpm_stats_sample(gw->gs, s, gw->rg->from, gw->rg->to);
+}
+
+/* Adds GPU metrics session dir to gs when its device is in devs: 0; 1 when
+ * it could not be read (said, passed over); -ENOMEM. */
+static int gpu_one(const char *dir, struct cuptimon_gpm_stats *gs, const struct range *rg,
+                   const struct cuptimon_gpm_devset *devs, struct cuptimon_gpm_read_stats *gst,
+                   int window)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_stats ast;
+    struct cuptimon_gpm_meta *m;
+    struct gpu_walk gw = {gs, rg};
+    char why[320];
+    int rc;
+
+    if (cuptimon__cli_read_open(PROG, dir, window ? WINDOW_EACCES : NULL, rg->skip_before, &r) < 0)
+        return 1;
+    if ((m = malloc(sizeof *m)) == NULL) {
+        cuptimon__archive_close(r);
+        return -ENOMEM;
+    }
+    if (cuptimon__gpm_meta_parse(cuptimon__archive_meta(r), m, why, sizeof why) < 0) {
+        fprintf(stderr, PROG ": %s/meta.json: %s; its GPU metrics are left out\n", dir, why);
+        cuptimon__archive_close(r);
+        free(m);
+        return 1;
+    }
+    if (!cuptimon__gpm_devset_has(devs, (uint32_t)m->ordinal)) {
+        cuptimon__archive_close(r);
+        free(m);
+        return 0;
+    }
+    rc = cuptimon__gpm_stats_session(gs, m);
+    if (rc == 0)
+        rc = cuptimon__gpm_read_chunks(r, m, rg->from, rg->to, gpu_sample, &gw, gst);
+    cuptimon__cli_read_close(PROG, dir, r, rc, &ast);
+    cuptimon__cli_read_damage(PROG, dir, &ast);
+    free(m);
+    return rc == -ENOMEM ? rc : 0;
 }
 
 /* ---- --window --------------------------------------------------------------- */
@@ -718,8 +851,32 @@ static void notes(FILE *f, json_object *info, json_object *procs, unsigned repor
     }
 }
 
+/* The gpu report: its rows (NULL: not asked for) and what they rest on. */
+struct gpu_out {
+    json_object *rows;
+    uint64_t sessions; /* GPU metrics sessions found */
+    int window;
+};
+
+static int samples_in(json_object *rows)
+{
+    for (size_t i = 0; rows && i < json_object_array_length(rows); i++)
+        if (cuptimon__json_uint(json_object_array_get_idx(rows, i), "samples", 0) > 0)
+            return 1;
+    return 0;
+}
+
+static const char *gpu_none(const struct gpu_out *g)
+{
+    if (g->sessions == 0)
+        return g->window ? "no GPU metrics session beside the window's processes' archive"
+                         : "the archive holds no GPU metrics: cuptimond writes a GPU metrics "
+                           "session per GPU while its sampler runs";
+    return "no GPU metric sample in the selection";
+}
+
 static int write_output(FILE *f, struct cuptimon_stats *st, unsigned reports, int format,
-                        size_t top, json_object *extra, unsigned width)
+                        size_t top, json_object *extra, unsigned width, const struct gpu_out *gpu)
 {
     json_object *rows[CUPTIMON_STATS_REPORTS] = {NULL}, *info = cuptimon__stats_info_json(st);
     int rc = 0;
@@ -744,6 +901,11 @@ static int write_output(FILE *f, struct cuptimon_stats *st, unsigned reports, in
         for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++)
             if (rows[r] != NULL)
                 json_object_object_add(o, cuptimon__stats_report_name(r), json_object_get(rows[r]));
+        if (gpu->rows != NULL) {
+            json_object_object_add(o, "gpu", json_object_get(gpu->rows));
+            json_object_object_add(info, "gpu_metrics_sessions",
+                                   json_object_new_uint64(gpu->sessions));
+        }
         json_object_object_foreach(extra, key, val)
         {
             json_object_object_add(info, key, json_object_get(val));
@@ -787,6 +949,29 @@ static int write_output(FILE *f, struct cuptimon_stats *st, unsigned reports, in
         if (rc < 0)
             goto out;
     }
+    if (gpu->rows != NULL) {
+        int any = samples_in(gpu->rows);
+        if (format == 't') {
+            fprintf(f, "%sGPU metrics by device (time-weighted):",
+                    reports & CUPTIMON_STATS_ALL ? "\n" : "");
+            fprintf(f, " %" PRIu64 " session(s)\n\n", gpu->sessions);
+            if (!any) {
+                fprintf(f, "  (%s)\n", gpu_none(gpu));
+            } else {
+                rc = print_rows(f, "gpu", gpu_cols, sizeof gpu_cols / sizeof gpu_cols[0], gpu->rows,
+                                0, width, " ");
+                if (rc < 0)
+                    goto out;
+            }
+        } else if (format == 'c') {
+            if (!any)
+                fprintf(stderr, PROG ": gpu: %s\n", gpu_none(gpu));
+            rc = print_rows(f, "gpu", gpu_cols, sizeof gpu_cols / sizeof gpu_cols[0], gpu->rows, 1,
+                            0, "");
+            if (rc < 0)
+                goto out;
+        }
+    }
     if (format == 't') {
         /* Under the tables, after a blank line, when there is anything to say. */
         char *nb = NULL;
@@ -829,7 +1014,7 @@ static unsigned parse_reports(const char *list)
         if (n == 0) {
             fprintf(stderr,
                     PROG ": --report: '%s' has an empty item (reports: kernels, memory, "
-                         "api, processes, all)\n",
+                         "api, processes, gpu, all)\n",
                     list);
             return 0;
         }
@@ -842,12 +1027,14 @@ static unsigned parse_reports(const char *list)
             m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_API);
         else if (n == 9 && strncmp(p, "processes", n) == 0)
             m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES);
+        else if (n == 3 && strncmp(p, "gpu", n) == 0)
+            m |= REPORT_GPU;
         else if (n == 3 && strncmp(p, "all", n) == 0)
-            m |= CUPTIMON_STATS_ALL;
+            m |= CUPTIMON_STATS_ALL | REPORT_GPU;
         else {
             fprintf(stderr,
                     PROG ": --report: '%.*s' is not a report (kernels, memory, api, processes, "
-                         "all)\n",
+                         "gpu, all)\n",
                     (int)n, p);
             return 0;
         }
@@ -901,6 +1088,9 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     struct progress pg = {.on = isatty(STDERR_FILENO)};
     struct range rg = {0, 0, 0};
     json_object *extra = NULL;
+    struct gpu_out gout = {.window = 0};
+    struct cuptimon_gpm_stats *gs = NULL;
+    char **gdirs = NULL; /* --window: the GPU metrics sessions beside its processes' */
 
     optind = 0; /* glibc: re-initialises getopt completely */
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
@@ -986,14 +1176,31 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     sess = calloc(nsess, sizeof(*sess));
     if (sess == NULL)
         goto oom;
-    for (size_t i = 0; i < nsess; i++)
+    /* GPU metrics sessions hold no CUPTI records: the gpu report reads
+     * them, nothing else counts them.  A window lists its processes' only;
+     * its GPUs' sessions lie beside them. */
+    for (size_t i = 0; i < nsess; i++) {
         sess[i].dir = dirs[i];
+        if (!window)
+            sess[i].gpm = sess[i].skip = cuptimon__cli_session_is_gpm(dirs[i]);
+    }
+    if (window && (reports & REPORT_GPU) && nsess > 0) {
+        char *root = strdup(dirs[0]), *slash = root ? strrchr(root, '/') : NULL;
+        if (root == NULL)
+            goto oom;
+        if (slash != NULL && slash != root)
+            *slash = '\0';
+        if (slash == NULL || slash == root || cuptimon__gpm_find_sessions(root, &gdirs) < 0)
+            gdirs = NULL;
+        free(root);
+    }
     /* --pid/--label: a value that matches no session fails before anything
      * is written (the tables would silently lack what was asked for). */
     if (cuptimon__cli_select_picks(&sel)) {
         for (size_t i = 0; i < nsess; i++)
-            sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as,
-                                                         window ? WINDOW_EACCES : NULL);
+            if (!sess[i].gpm)
+                sess[i].skip = !cuptimon__cli_session_picked(&sel, sess[i].dir, &sess[i].as,
+                                                             window ? WINDOW_EACCES : NULL);
         if (cuptimon__cli_select_unmatched(&sel, window ? "the window" : argv[optind]))
             goto out;
     }
@@ -1002,14 +1209,21 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     if (cuptimon__cli_out_open(PROG, &of, out_path) < 0)
         goto out;
 
-    struct cuptimon_stats_opts so = {.reports = reports, .exact_limit = exact};
+    /* The engine's reports (0 would be all of them: with only gpu asked
+     * for, the processes report, which is not printed). */
+    unsigned ereports = reports & CUPTIMON_STATS_ALL;
+    int gpu_devs = cuptimon__cli_select_picks(&sel) || window; /* the chosen processes' GPUs */
+    int read_procs = ereports != 0 || ((reports & REPORT_GPU) && gpu_devs);
+    struct cuptimon_stats_opts so = {
+        .reports = ereports ? ereports : CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES),
+        .exact_limit = exact};
     if (cuptimon__demangler_new(0, &dm) < 0 || cuptimon__stats_new(&so, &st) < 0)
         goto oom;
     rg.from = sel.have_from ? sel.from : 0;
     rg.to = sel.to;
     rg.skip_before = cuptimon__cli_select_skip_before(&sel);
     pg.t0 = pg.last = cuptimon__cli_mono_s();
-    for (size_t i = 0; i < nsess; i++) {
+    for (size_t i = 0; read_procs && i < nsess; i++) {
         if (sess[i].skip)
             continue;
         rc = count_one(&sess[i], st, dm, &rg, &pg, i, nsess, window != 0);
@@ -1017,6 +1231,35 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             goto oom;
     }
     progress_show(&pg, nsess, nsess, 1);
+    if (reports & REPORT_GPU) {
+        struct cuptimon_gpm_devset devs = {.all = !gpu_devs};
+        struct cuptimon_gpm_read_stats gst;
+        memset(&gst, 0, sizeof gst);
+        if (cuptimon__gpm_stats_new(CUPTIMON_GPM_EXACT_DEFAULT, &gs) < 0)
+            goto oom;
+        for (size_t i = 0; i < nsess; i++)
+            for (int k = 0; !sess[i].skip && k < 4; k++)
+                devs.bits[k] |= sess[i].devs.bits[k];
+        gout.window = window != 0;
+        for (size_t i = 0; window ? gdirs && gdirs[i] : i < nsess; i++) {
+            const char *d = window ? gdirs[i] : sess[i].dir;
+            if (!window && !sess[i].gpm)
+                continue;
+            gout.sessions++;
+            if (gpu_one(d, gs, &rg, &devs, &gst, window != 0) == -ENOMEM)
+                goto oom;
+        }
+        if (gst.bad_chunks || gst.bad_samples || gst.bad_values)
+            fprintf(stderr,
+                    PROG ": GPU metrics: skipped %" PRIu64 " chunk(s) whose size is not a whole "
+                         "number of samples and %" PRIu64 " sample(s) with impossible or "
+                         "out-of-order times; %" PRIu64 " infinite value(s) read as no value\n",
+                    gst.bad_chunks, gst.bad_samples, gst.bad_values);
+        if ((gout.rows = cuptimon__gpm_stats_rows(gs)) == NULL)
+            goto oom;
+        while (top && json_object_array_length(gout.rows) > top)
+            json_object_array_del_idx(gout.rows, json_object_array_length(gout.rows) - 1, 1);
+    }
 
     extra = json_object_new_object();
     if (extra == NULL)
@@ -1024,7 +1267,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     {
         uint64_t chunks = 0, undec = 0, recs = 0, kept = 0, nread = 0;
         for (size_t i = 0; i < nsess; i++) {
-            if (sess[i].skip)
+            if (sess[i].skip || !read_procs)
                 continue;
             nread++;
             chunks += sess[i].chunks;
@@ -1054,7 +1297,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (m == NULL)
             goto oom;
         rc = write_output(m, st, reports, format, (size_t)top, extra,
-                          of.is_file ? 0 : cuptimon__cli_term_width(stdout));
+                          of.is_file ? 0 : cuptimon__cli_term_width(stdout), &gout);
         if (fclose(m) != 0 || rc == -ENOMEM) {
             free(buf);
             goto oom;
@@ -1077,6 +1320,9 @@ oom:
 out:
     cuptimon__cli_out_close(PROG, &of, 0, out_path);
     json_object_put(extra);
+    json_object_put(gout.rows);
+    cuptimon__gpm_stats_free(gs);
+    cuptimon__archive_free_list(gdirs);
     cuptimon__stats_free(st);
     cuptimon__demangler_free(dm);
     for (size_t i = 0; sess != NULL && i < nsess; i++)

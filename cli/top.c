@@ -493,6 +493,49 @@ static void heading(struct out *o, const struct view *v, const char *text)
 }
 
 /* The table, at most max rows. */
+/* "     SM 43%  occupancy 20%  tensor 0%  DRAM 85% ..." for device dev from
+ * the reply's gpu_metrics (the last second's means); 0 when there are none. */
+static int gpu_counters(json_object *gm, int64_t dev, char *out, size_t n)
+{
+    static const struct {
+        const char *key, *label;
+        int pct;
+    } show[] = {{"sm_active", "SM", 1},
+                {"sm_occupancy", "occupancy", 1},
+                {"tensor_active", "tensor", 1},
+                {"dram_active", "DRAM", 1},
+                {"pcie_rx_bytes", "PCIe rx", 0},
+                {"pcie_tx_bytes", "tx", 0},
+                {"nvlink_rx_bytes", "NVLink rx", 0},
+                {"nvlink_tx_bytes", "tx", 0},
+                {"sm_clock", "clock", 0}};
+    size_t o = 0;
+    for (size_t i = 0; gm && i < json_object_array_length(gm); i++) {
+        json_object *d = json_object_array_get_idx(gm, i), *m = cuptimon__json_get(d, "last_1s");
+        if (cuptimon__json_int(d, "device", -2) != dev)
+            continue;
+        o = (size_t)snprintf(out, n, "     counters:");
+        for (size_t k = 0; m && k < sizeof show / sizeof show[0] && o < n; k++) {
+            json_object *v = cuptimon__json_get(m, show[k].key);
+            char b[32];
+            if (!v)
+                continue;
+            if (show[k].pct)
+                snprintf(b, sizeof b, "%.0f%%", json_object_get_double(v));
+            else if (strcmp(show[k].key, "sm_clock") == 0)
+                snprintf(b, sizeof b, "%.0f MHz", json_object_get_double(v) / 1e6);
+            else
+                fmt_bytes(b, sizeof b, json_object_get_double(v), "/s");
+            o += (size_t)snprintf(out + o, n - o, "  %s %s", show[k].label, b);
+        }
+        if (o <= strlen("     counters:"))
+            o = (size_t)snprintf(out, n, "     counters: %s",
+                                 cuptimon__json_str(d, "state", "not sampled"));
+        return 1;
+    }
+    return 0;
+}
+
 static void draw_table(struct out *o, const struct view *v, json_object *t, size_t max)
 {
     json_object *rows = cuptimon__json_get(t, "rows");
@@ -639,6 +682,12 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
                      100 * cuptimon__json_double(r, "busy_60s", 0), k, tt, h2d, d2h, d2d, oth, msb);
             out_line(o, line, v->width);
             out_printf(o, "%s", eol);
+            /* The GPU's own counters (the daemon's PM sampling), last second. */
+            if (gpu_counters(cuptimon__json_get(t, "gpu_metrics"),
+                             cuptimon__json_int(r, "device", -1), line, sizeof(line))) {
+                out_line(o, line, v->width);
+                out_printf(o, "%s", eol);
+            }
         }
     }
     if (rows != NULL && json_object_array_length(rows) == 0) {
