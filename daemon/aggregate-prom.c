@@ -444,7 +444,7 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
     return b.p;
 }
 
-int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path)
+int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path, const char *extra)
 {
     struct cuptimon_outfile of;
     char *text;
@@ -454,6 +454,15 @@ int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path)
     text = cuptimon__agg_prometheus(a);
     if (text == NULL)
         return -ENOMEM;
+    if (extra && *extra) {
+        char *both = NULL;
+        if (asprintf(&both, "%s%s", text, extra) < 0) {
+            free(text);
+            return -ENOMEM;
+        }
+        free(text);
+        text = both;
+    }
     len = strlen(text);
     /* It names every user's processes and kernels: not world-readable
      * (issue 21).  0640 whatever the umask; node_exporter reads it through

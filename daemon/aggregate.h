@@ -285,9 +285,10 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid);
 /* Writes cuptimon__agg_prometheus() to path atomically for node_exporter's
  * textfile collector: into path.tmp in the same directory (a name the
  * collector, which reads *.prom, ignores), mode 0640, then renamed over
- * path (no fsync: it is rewritten every interval).  0 or -errno (path.tmp
- * is removed on failure). */
-int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path);
+ * path (no fsync: it is rewritten every interval), with extra (the GPU
+ * metrics' families, may be NULL) after it.  0 or -errno (path.tmp is
+ * removed on failure). */
+int cuptimon__agg_write_prometheus(struct cuptimon_agg *a, const char *path, const char *extra);
 
 /* Counters of the aggregate itself, for status and tests. */
 struct cuptimon_agg_stats {

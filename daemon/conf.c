@@ -36,6 +36,7 @@ enum key_type {
     T_GROUP,   /* group name or gid, null = none */
     T_LEVEL,   /* syslog level name */
     T_BOOL,    /* int 0/1; JSON true/false, or text yes/no/true/false */
+    T_WORDS,   /* words of [A-Za-z0-9_.-] separated by commas; "" / null = the default */
 };
 
 struct key {
@@ -83,6 +84,15 @@ static const struct key keys[] = {
     {"aggregate", T_BOOL, FIELD(aggregate), 0, 0, 0, NULL},
     {"metrics_file", T_PATH, FIELD(metrics_file), 0, 0, 0, "none"},
     {"metrics_interval_s", T_SECONDS, FIELD(metrics_interval_s), 1, 3600, 0, NULL},
+    {"gpu_metrics", T_BOOL, FIELD(gpu_metrics), 0, 0, 0, NULL},
+    {"gpu_metrics_interval_s", T_SECONDS, FIELD(gpu_metrics_interval_s), 0.001, 60, 0, NULL},
+    {"gpu_metrics_window_interval_s", T_SECONDS, FIELD(gpu_metrics_window_interval_s), 0, 60, 0,
+     "0 = the same as gpu_metrics_interval_s"},
+    {"gpu_metrics_retry_s", T_SECONDS, FIELD(gpu_metrics_retry_s), 0.1, 3600, 0, NULL},
+    {"gpu_metrics_set", T_WORDS, FIELD(gpu_metrics_set), 0, 0, 0, "the default set"},
+    {"gpu_metrics_yield_to", T_WORDS, FIELD(gpu_metrics_yield_to), 0, 0, 0, "none"},
+    {"gpu_metrics_libcupti", T_PATH, FIELD(gpu_metrics_libcupti), 0, 0, 0, "the search"},
+    {"gpu_metrics_libcuda", T_PATH, FIELD(gpu_metrics_libcuda), 0, 0, 0, "libcuda.so.1"},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -111,6 +121,12 @@ void cuptimon__config_defaults(struct cuptimon_config *c)
     c->max_controls_per_user = 32;
     c->aggregate = 1;
     c->metrics_interval_s = 15.0;
+    c->gpu_metrics = 1;
+    c->gpu_metrics_interval_s = 0.1;
+    c->gpu_metrics_window_interval_s = 0.01;
+    c->gpu_metrics_retry_s = 30;
+    snprintf(c->gpu_metrics_yield_to, sizeof c->gpu_metrics_yield_to, "%s",
+             "ncu,nv-nsight-cu-cl,dcgmproftester,dcgmproftester1");
 }
 
 int cuptimon__config_default_path(char *out, size_t len)
@@ -204,6 +220,13 @@ static void allowed(char *out, size_t len, const struct key *k)
         snprintf(out, len,
                  "is not a yes or no: use true or false (or the strings \"yes\" or "
                  "\"no\")");
+        break;
+    case T_WORDS:
+        snprintf(
+            out, len,
+            "is not a list of words (letters, digits, '_', '-' and '.') separated by commas, of "
+            "at most %zu bytes (or null for %s)",
+            k->size - 1, k->note ? k->note : "the default");
         break;
     }
 }
@@ -416,6 +439,24 @@ static int apply(struct cuptimon_config *c, const struct key *k, const struct va
             return 0;
         }
         break;
+    case T_WORDS: {
+        if (v->kind == V_NULL || (v->kind == V_TEXT && v->text_len == 0)) {
+            memset(field, 0, k->size);
+            return 0;
+        }
+        int good = v->kind == V_TEXT && strlen(v->text) == v->text_len && v->text_len < k->size;
+        for (size_t i = 0; good && i < v->text_len; i++) {
+            char ch = v->text[i];
+            good = isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '-' || ch == ',' ||
+                   ch == ' ';
+        }
+        if (good) {
+            memset(field, 0, k->size);
+            memcpy(field, v->text, v->text_len);
+            return 0;
+        }
+        break;
+    }
     case T_GROUP: {
         gid_t gid;
         if (v->kind == V_NULL ||
@@ -835,6 +876,7 @@ char *cuptimon__config_dump(const struct cuptimon_config *c)
             memcpy(&u32, field, sizeof u32);
         switch (k->type) {
         case T_PATH:
+        case T_WORDS:
         case T_GROUP: v = field[0] ? json_object_new_string(field) : NULL; break;
         case T_LEVEL: v = json_object_new_string(level_names[c->log_level & 7]); break;
         case T_BOOL: {

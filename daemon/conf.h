@@ -76,6 +76,14 @@ struct cuptimon_config {
     int aggregate;             /* 1 = keep them (the default), 0 = off */
     char metrics_file[512];    /* Prometheus text file, "" = none */
     double metrics_interval_s; /* how often metrics_file is rewritten */
+
+    /* GPU hardware metrics (daemon/gpm.h) */
+    int gpu_metrics;
+    double gpu_metrics_interval_s, gpu_metrics_window_interval_s, gpu_metrics_retry_s;
+    char gpu_metrics_set[512];
+    char gpu_metrics_yield_to[256];
+    char gpu_metrics_libcupti[400];
+    char gpu_metrics_libcuda[400];
 };
 
 /* Fills in every default. */

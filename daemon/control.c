@@ -155,6 +155,8 @@ static void op_status(struct daemon *d, struct conn *conn, json_object *req)
 {
     (void)req;
     json_object *st = status_json(d, conn);
+    /* The node's GPUs, which name no process: shown to everyone. */
+    json_object_object_add(st, "gpu_metrics", cuptimon__gpm_status(d->gpm));
     conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, st);
     json_object_put(st);
 }
@@ -242,6 +244,7 @@ static void op_top(struct daemon *d, struct conn *conn, json_object *req)
     }
     if (conn->restricted)
         json_object_object_add(r, "only_uid", json_object_new_int64(conn->peer.uid));
+    json_object_object_add(r, "gpu_metrics", cuptimon__gpm_top(d->gpm));
     if (conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, r) < 0)
         conn_send_error(conn, "EFBIG", "the top view does not fit a reply; ask for fewer rows");
     json_object_put(r);
@@ -260,6 +263,15 @@ static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
         return;
     }
     text = cuptimon__agg_prometheus_of(d->agg, conn->restricted ? (int64_t)conn->peer.uid : -1);
+    char *gpu = cuptimon__gpm_prometheus(d->gpm, d->conf.metrics_interval_s);
+    if (text && gpu && *gpu) {
+        char *both = NULL;
+        if (asprintf(&both, "%s%s", text, gpu) >= 0) {
+            free(text);
+            text = both;
+        }
+    }
+    free(gpu);
     if (!text) {
         conn_send_error(conn, "ENOMEM", "cannot build the metrics");
         return;
@@ -273,6 +285,67 @@ static void op_metrics(struct daemon *d, struct conn *conn, json_object *req)
                         strlen(text));
     json_object_put(r);
     free(text);
+}
+
+/* gpu_metrics {"action": "status" | "pause" | "resume", "device": N (all
+ * when absent), "seconds": S (pause: 0 or absent until resumed)}.  Pause
+ * and resume are an operator's: they take the node's counters from, or
+ * give them to, every other profiler. */
+static void op_gpu_metrics(struct daemon *d, struct conn *conn, json_object *req)
+{
+    json_object *v;
+    const char *action =
+        json_object_object_get_ex(req, "action", &v) && json_object_is_type(v, json_type_string)
+            ? json_object_get_string(v)
+            : "status";
+    int device = -1;
+    double seconds = 0;
+    if (json_object_object_get_ex(req, "device", &v)) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > 1024) {
+            conn_send_error(conn, "EINVAL", "device must be a GPU's CUDA ordinal");
+            return;
+        }
+        device = (int)json_object_get_int64(v);
+    }
+    if (json_object_object_get_ex(req, "seconds", &v)) {
+        seconds = json_object_get_double(v);
+        if (!(seconds >= 0 && seconds <= 7 * 86400)) {
+            conn_send_error(conn, "EINVAL", "seconds %g is outside [0, 604800]", seconds);
+            return;
+        }
+    }
+    if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0) {
+        char who[96];
+        int rc;
+        if (conn->restricted) {
+            conn_send_error(conn, "EACCES",
+                            "uid %u may not %s the GPU metrics: the GPUs' counters are the "
+                            "node's; an operator (root, uid %u, or a member of control_group) "
+                            "may",
+                            (unsigned)conn->peer.uid, action, (unsigned)geteuid());
+            return;
+        }
+        snprintf(who, sizeof who, "uid %u (pid %d)", (unsigned)conn->peer.uid, (int)conn->peer.pid);
+        rc = action[0] == 'p' ? cuptimon__gpm_pause(d->gpm, device, seconds, who)
+                              : cuptimon__gpm_resume(d->gpm, device);
+        if (rc < 0) {
+            conn_send_error(conn, "ENODEV", "no GPU %d is sampled by this daemon", device);
+            return;
+        }
+        char which[32] = "every GPU";
+        if (device >= 0)
+            snprintf(which, sizeof which, "GPU %d", device);
+        log_notice("gpu-metrics", "%s %s %s%s", who,
+                   action[0] == 'p' ? "pauses the counters of" : "resumes sampling on", which,
+                   action[0] == 'p' && seconds > 0 ? " for a while" : "");
+    } else if (strcmp(action, "status") != 0) {
+        conn_send_error(conn, "EINVAL", "action \"%.32s\" is not status, pause or resume", action);
+        return;
+    }
+    json_object *st = cuptimon__gpm_status(d->gpm);
+    conn_send_json(conn, CUPTIMON_MSG_REPLY_OK, st);
+    json_object_put(st);
 }
 
 static void op_ping(struct daemon *d, struct conn *conn, json_object *req)
@@ -321,6 +394,7 @@ static const struct ctl_op ctl_ops[] = {
     {"ping", op_ping, CTL_ANYONE, "liveness checks of the Python package (cuptimon.ping)"},
     {"top", op_top, CTL_ANYONE, NULL},
     {"metrics", op_metrics, CTL_ANYONE, NULL},
+    {"gpu_metrics", op_gpu_metrics, CTL_ANYONE, NULL},
     {"window_prepare", window_op_prepare, CTL_ANYONE, NULL},
     {"window_start", window_op_start, CTL_ANYONE, NULL},
     {"window_begin", window_op_begin, CTL_ANYONE, NULL},

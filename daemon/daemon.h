@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "aggregate.h"
+#include "gpm.h"
 #include "archive/archive.h"
 #include "conf.h"
 #include "retention.h"
@@ -245,6 +246,9 @@ struct daemon {
     int retention_running;
     uint64_t bytes_since_sweep;
     struct cuptimon_live_set live;
+    /* GPU hardware metrics: the sampler thread (gpm.c), NULL only without
+     * memory. */
+    struct cuptimon_gpm *gpm;
     struct cuptimon_retention_stats last_sweep;
     int64_t last_sweep_ns;
 };
@@ -290,6 +294,9 @@ int session_layout_string(struct session *s, uint64_t key, const char *str, size
                           size_t whylen);
 void session_layout_refresh(struct session *s);
 void session_layout_status(const struct session *s, json_object *o);
+/* main.c: the GPU metrics sampler's settings from the configuration. */
+void daemon_gpm_config(const struct cuptimon_config *c, struct cuptimon_gpm_config *g);
+
 /* session-held.c: the HELD reports (issue 33).  msg: -1 with why filled
  * for a report that does not fit the session (a protocol error); check:
  * the inflight_warn_s and pool-cap lines, at each report and flush tick;

@@ -19,11 +19,11 @@ DAEMON_CORE_LIBS = daemon/libcuptimond-core.la $(ARCHIVE_LIBS)
 
 sbin_PROGRAMS += daemon/cuptimond
 noinst_HEADERS += daemon/daemon.h
-daemon_cuptimond_SOURCES = daemon/main.c daemon/conn.c daemon/session.c daemon/session-layout.c daemon/session-held.c \
+daemon_cuptimond_SOURCES = daemon/main.c daemon/conn.c daemon/session.c daemon/session-layout.c daemon/session-held.c daemon/gpm.c daemon/gpm.h daemon/gpm-cupti.h \
 	daemon/control.c \
 	daemon/flush.c daemon/window.c daemon/window-write.c daemon/window-write.h \
 	daemon/lossreport.c
 daemon_cuptimond_CFLAGS = $(AM_CFLAGS) $(LIBUV_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS)
-daemon_cuptimond_LDADD = $(DAEMON_CORE_LIBS) $(LIBUV_LIBS) $(SYSTEMD_LIBS)
+daemon_cuptimond_LDADD = $(DAEMON_CORE_LIBS) $(LIBUV_LIBS) $(SYSTEMD_LIBS) -ldl
 # Where a window's trace may go, and writing it for the user who asked.
 daemon_cuptimond_SOURCES += daemon/window-output.c daemon/window-output.h

@@ -317,6 +317,19 @@ static int config_read(const struct daemon *d, struct cuptimon_config *c, char *
 
 /* Puts c in effect for the values the running daemon reads.  The paths and
  * the aggregates are taken once, at startup (resolve_paths, start_loop). */
+void daemon_gpm_config(const struct cuptimon_config *c, struct cuptimon_gpm_config *g)
+{
+    memset(g, 0, sizeof *g);
+    g->enabled = c->gpu_metrics;
+    g->interval_s = c->gpu_metrics_interval_s;
+    g->window_interval_s = c->gpu_metrics_window_interval_s;
+    g->retry_s = c->gpu_metrics_retry_s;
+    snprintf(g->set, sizeof g->set, "%s", c->gpu_metrics_set);
+    snprintf(g->yield_to, sizeof g->yield_to, "%s", c->gpu_metrics_yield_to);
+    snprintf(g->libcupti, sizeof g->libcupti, "%s", c->gpu_metrics_libcupti);
+    snprintf(g->libcuda, sizeof g->libcuda, "%s", c->gpu_metrics_libcuda);
+}
+
 static void use_config(struct daemon *d, const struct cuptimon_config *c)
 {
     d->conf = *c;
@@ -339,6 +352,11 @@ static void use_config(struct daemon *d, const struct cuptimon_config *c)
         uv_timer_set_repeat(&d->retention_timer, (uint64_t)(d->retention_period_s * 1000));
     if (uv_is_active((uv_handle_t *)&d->metrics_timer))
         uv_timer_set_repeat(&d->metrics_timer, (uint64_t)(c->metrics_interval_s * 1000));
+    if (d->gpm) {
+        struct cuptimon_gpm_config g;
+        daemon_gpm_config(c, &g);
+        cuptimon__gpm_configure(d->gpm, &g);
+    }
 }
 
 /* The sockets and the archive directory are open, and the aggregates are
@@ -346,7 +364,7 @@ static void use_config(struct daemon *d, const struct cuptimon_config *c)
  * one of those keys says so and keeps the running value. */
 static void keep_startup_keys(const struct cuptimon_config *run, struct cuptimon_config *c)
 {
-    char changed[128] = "";
+    char changed[256] = "";
 #define KEEP_STR(f)                                                                                \
     if (strcmp(run->f, c->f) != 0) {                                                               \
         snprintf(changed + strlen(changed), sizeof changed - strlen(changed), "%s%s",              \
@@ -357,12 +375,18 @@ static void keep_startup_keys(const struct cuptimon_config *run, struct cuptimon
     KEEP_STR(control_socket)
     KEEP_STR(output_dir)
     KEEP_STR(metrics_file)
+    KEEP_STR(gpu_metrics_libcupti)
+    KEEP_STR(gpu_metrics_libcuda)
 #undef KEEP_STR
-    if (run->aggregate != c->aggregate) {
-        snprintf(changed + strlen(changed), sizeof changed - strlen(changed), "%saggregate",
-                 changed[0] ? ", " : "");
-        c->aggregate = run->aggregate;
+#define KEEP_INT(f)                                                                                \
+    if (run->f != c->f) {                                                                          \
+        snprintf(changed + strlen(changed), sizeof changed - strlen(changed), "%s%s",              \
+                 changed[0] ? ", " : "", #f);                                                      \
+        c->f = run->f;                                                                             \
     }
+    KEEP_INT(aggregate)
+    KEEP_INT(gpu_metrics)
+#undef KEEP_INT
     if (changed[0])
         log_warn("config", "changes to %s take effect at the next restart", changed);
 }
@@ -462,7 +486,9 @@ void daemon_wrote(struct daemon *d, uint64_t bytes)
 static void on_metrics_timer(uv_timer_t *t)
 {
     struct daemon *d = t->data;
-    int rc = cuptimon__agg_write_prometheus(d->agg, d->conf.metrics_file);
+    char *gpu = cuptimon__gpm_prometheus(d->gpm, d->conf.metrics_interval_s);
+    int rc = cuptimon__agg_write_prometheus(d->agg, d->conf.metrics_file, gpu);
+    free(gpu);
     if (rc < 0 && !d->metrics_failing)
         log_err("metrics", "cannot write %s: %s; retrying every %g s (still serving)",
                 d->conf.metrics_file, strerror(-rc), d->conf.metrics_interval_s);
@@ -873,6 +899,12 @@ static int start_loop(struct daemon *d)
     uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
 
     cuptimon__live_set_init(&d->live);
+    {
+        struct cuptimon_gpm_config g;
+        daemon_gpm_config(&d->conf, &g);
+        d->gpm = cuptimon__gpm_start(&g, d->archive_root, d->cfg.segment_bytes,
+                                     d->cfg.compress_level, &d->live);
+    }
     uv_timer_init(d->loop, &d->retention_timer);
     d->retention_timer.data = d;
     uv_timer_start(&d->retention_timer, on_retention_timer, 1000,
@@ -951,6 +983,8 @@ static int daemon_done(struct daemon *d)
     uv_walk(d->loop, on_walk_close, NULL);
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);
+    cuptimon__gpm_stop(d->gpm);
+    d->gpm = NULL;
     cuptimon__live_set_destroy(&d->live);
     lossreport_free(d);
     if (rc != 0)

@@ -26,6 +26,7 @@
 #include "cuptimon-proto.h"
 #include "archive/decode.h"
 #include "archive/demangle.h"
+#include "archive/gpm.h"
 #include "archive/session.h"
 #include "archive/strtab.h"
 #include "archive/stats.h"
@@ -46,6 +47,7 @@ struct wsession {
     struct cuptimon_idset out; /* ... and outside it (a process that joined only) */
     uint64_t api_in_window;    /* API records inside the window */
     uint64_t events, kernels, dropped, chunks;
+    struct cuptimon_gpm_devset devs; /* the devices its kept GPU work ran on */
 };
 
 static int is_api(const struct cuptimon_ev *ev)
@@ -176,6 +178,8 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
     s->events++;
     if (ev->type == CUPTIMON_EV_KERNEL)
         s->kernels++;
+    if (is_gpu(ev))
+        cuptimon__gpm_devset_add(&s->devs, ev->device_id);
     cuptimon__summary_event(p->sum, p->sproc, ev);
     cuptimon__stats_event(p->st, p->stproc, ev, clk);
     if (p->ptr != NULL) {
@@ -184,6 +188,70 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
             return rc;
     }
     return cuptimon__trace_event(p->tr, p->tproc, ev, clk);
+}
+
+/* ---- GPU metrics ----------------------------------------------------------- */
+
+/* The GPU metrics sessions beside the window's processes' (the daemon
+ * keeps every session under one archive directory), found once. */
+struct gpm_beside {
+    int looked;
+    char **dirs; /* NULL: none */
+    uint64_t sessions, samples;
+};
+
+static char **gpm_dirs(const struct cuptimon_window_spec *w, struct gpm_beside *g)
+{
+    if (!g->looked && w->nsrc > 0) {
+        char *root = strdup(w->src[0].archive_dir), *slash = root ? strrchr(root, '/') : NULL;
+        g->looked = 1;
+        if (slash != NULL && slash != root) {
+            *slash = '\0';
+            int rc = cuptimon__gpm_find_sessions(root, &g->dirs);
+            if (rc < 0) {
+                log_warn("window", "window %" PRIu64 ": looking for GPU metrics in %s: %s", w->id,
+                         root, strerror(-rc));
+                g->dirs = NULL;
+            }
+        }
+        free(root);
+    }
+    return g->dirs;
+}
+
+/* Writes the counter tracks of the GPU metrics sessions of the devices in
+ * devs over the window's [start, end] into t (count: into the reply's
+ * figures).  A session that cannot be read is logged and left out; a
+ * write error of the trace comes back from its finish.  The samples are
+ * what the sampler has archived by now: its chunks, like a process's
+ * buffers, reach the archive some time after they were taken. */
+static void gpm_write(const struct cuptimon_window_spec *w, struct gpm_beside *g,
+                      struct cuptimon_trace *t, const struct cuptimon_gpm_devset *devs, int count)
+{
+    char **dirs;
+
+    if (cuptimon__gpm_devset_empty(devs) || (dirs = gpm_dirs(w, g)) == NULL)
+        return;
+    for (size_t i = 0; dirs[i] != NULL; i++) {
+        struct cuptimon_gpm_read_stats st = {0};
+        char why[640] = "";
+        int rc = cuptimon__gpm_trace_session(t, dirs[i], w->start_ns, w->end_ns + 1, devs, &st, why,
+                                             sizeof why);
+        if (rc < 0) {
+            log_warn("window", "window %" PRIu64 ": GPU metrics %s left out: %s", w->id, dirs[i],
+                     why);
+            continue;
+        }
+        if (count && rc > 0) {
+            g->sessions++;
+            g->samples += st.samples;
+        }
+        if (st.bad_chunks || st.bad_samples || st.damaged)
+            log_warn("window",
+                     "window %" PRIu64 ": GPU metrics %s: %" PRIu64 " damaged chunk(s), %" PRIu64
+                     " chunk(s) of a wrong size, %" PRIu64 " bad sample(s) skipped",
+                     w->id, dirs[i], st.damaged, st.bad_chunks, st.bad_samples);
+    }
 }
 
 /* What otherData says of the window, in every trace it writes. */
@@ -238,6 +306,8 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     struct cuptimon_stats *st = NULL;
     struct cuptimon_demangler *dm = NULL;
     struct wsession *ss = calloc(w->nsrc ? w->nsrc : 1, sizeof *ss);
+    struct gpm_beside gb = {0};
+    struct cuptimon_gpm_devset alldevs = {0};
     uint64_t total = 0;
     int truncated = 0, rc, fd = -1;
     *summary = NULL;
@@ -322,8 +392,11 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         free(e);
         if (rc < 0 && rc != -ENOENT)
             goto out;
+        for (int k = 0; k < 4; k++)
+            alldevs.bits[k] |= s->devs.bits[k];
         if (p.ptr != NULL) {
             json_object *pextra = window_extra(w);
+            gpm_write(w, &gb, p.ptr, &s->devs, 0);
             rc = cuptimon__trace_finish(p.ptr, pextra);
             json_object_put(pextra);
             cuptimon__trace_free(ptr);
@@ -351,6 +424,8 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         cuptimon__idset_clear(&s->in);
         cuptimon__idset_clear(&s->out);
     }
+    /* The GPUs the window's processes ran work on, over its span. */
+    gpm_write(w, &gb, tr, &alldevs, 1);
     json_object *extra = window_extra(w);
     rc = cuptimon__trace_finish(tr, extra);
     json_object_put(extra);
@@ -381,6 +456,12 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
     json_object_object_add(res, "truncated", json_object_new_boolean(truncated));
     if (w->per_process)
         json_object_object_add(res, "process_traces", json_object_get(ptraces));
+    if (gb.sessions > 0) {
+        json_object *gm = json_object_new_object();
+        json_object_object_add(gm, "sessions", json_object_new_uint64(gb.sessions));
+        json_object_object_add(gm, "samples", json_object_new_uint64(gb.samples));
+        json_object_object_add(res, "gpu_metrics", gm);
+    }
     json_object *top = cuptimon__stats_rows(st, CUPTIMON_STATS_KERNELS, 10);
     if (top != NULL)
         json_object_object_add(res, "top_kernels", top);
@@ -403,5 +484,6 @@ out:
         cuptimon__idset_clear(&ss[i].out);
     }
     free(ss);
+    cuptimon__archive_free_list(gb.dirs);
     return rc;
 }

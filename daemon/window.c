@@ -82,6 +82,7 @@ struct window {
     int64_t owner_uid;               /* -1: an operator's window */
     struct cuptimon_requester req;   /* who asked: the trace is theirs; groups malloc'd */
     int user_dir;                    /* req chose the trace's directory (--output) */
+    int gpm_fine;                    /* asked the GPU metrics for their window interval */
     struct cuptimon_outdir_id dirid; /* the directory checked at prepare */
     int state;
     struct selector sel;
@@ -598,6 +599,10 @@ static void end_window(struct window *w)
     if (w->start_ns == 0)
         w->start_ns = w->end_ns; /* ended before it started: an empty window */
     w->state = W_ENDING;
+    if (w->gpm_fine) {
+        cuptimon__gpm_window(d->gpm, -1);
+        w->gpm_fine = 0;
+    }
     for (size_t i = 0; i < w->nm; i++) {
         struct session *s = find_session(d, w->m[i].session);
         if (s)
@@ -638,6 +643,9 @@ static void start_window(struct window *w)
     uint64_t *ids;
     size_t n;
     w->state = W_STARTING;
+    /* The GPUs' counters finer while a window is open (gpu_metrics_window_interval_s). */
+    cuptimon__gpm_window(w->d->gpm, +1);
+    w->gpm_fine = 1;
     member_ids(w, &ids, &n);
     /* PyTorch's start: a non-forced flush and a wait, so that what was
      * already buffered is behind us, then the start time. */

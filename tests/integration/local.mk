@@ -11,7 +11,8 @@ INTEGRATION_TESTS = tests/integration/cli.sh tests/integration/systemd.sh tests/
 	tests/integration/annotations.sh \
 	tests/integration/decode-range.sh \
 	tests/integration/user-defined.sh tests/integration/layouts.sh \
-	tests/integration/edges.sh tests/integration/held.sh tests/integration/v2.sh \
+	tests/integration/edges.sh tests/integration/held.sh tests/integration/gpu-metrics.sh \
+	tests/integration/v2.sh \
 	tests/integration/v2-old-daemon.sh
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/integration/kineto-check.py

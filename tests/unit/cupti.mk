@@ -17,3 +17,12 @@ EXTRA_DIST += tests/unit/cbid-names.sh tests/unit/no-cupti-headers.sh
 AM_TESTS_ENVIRONMENT += \
 	CUPTIMON_RUNTIME_CBID_H='$(CUPTIMON_RUNTIME_CBID_H)'; export CUPTIMON_RUNTIME_CBID_H; \
 	CUPTIMON_DRIVER_CBID_H='$(CUPTIMON_DRIVER_CBID_H)'; export CUPTIMON_DRIVER_CBID_H;
+# The GPU metrics sampler's declarations (daemon/gpm-cupti.h) likewise;
+# cupti_profiler_host.h includes <string>: an empty one for C (cxx-shim).
+if HAVE_CUPTI_HEADERS
+check_PROGRAMS += tests/unit/test-gpm-abi
+TESTS += tests/unit/test-gpm-abi
+tests_unit_test_gpm_abi_SOURCES = tests/unit/test-gpm-abi.c
+tests_unit_test_gpm_abi_CFLAGS = $(AM_CFLAGS) -I$(srcdir)/tests/fakecupti/cxx-shim $(CUPTI_TEST_CFLAGS)
+endif
+EXTRA_DIST += tests/fakecupti/cxx-shim/string

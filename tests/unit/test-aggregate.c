@@ -1353,9 +1353,9 @@ START_TEST(prometheus_file_is_written_atomically)
     snprintf(path, sizeof(path), "%s/cuptimon.prom", dir);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     old = umask(077);
-    ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path), 0);
+    ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path, NULL), 0);
     ck_assert_int_eq(cuptimon__agg_session(a, 5, NULL, 1, 0), 0);
-    ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path), 0);
+    ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path, NULL), 0);
     umask(old);
     ck_assert_int_eq(stat(path, &sb), 0);
     /* Every user's processes are in it: not world-readable. */
@@ -1371,7 +1371,7 @@ START_TEST(prometheus_file_is_written_atomically)
     ck_assert_ptr_nonnull(strstr(buf, "cuptimon_sessions 1\n"));
     /* A directory that is not there: an error, nothing left behind. */
     snprintf(path, sizeof(path), "%s/missing/cuptimon.prom", dir);
-    ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path), -ENOENT);
+    ck_assert_int_eq(cuptimon__agg_write_prometheus(a, path, NULL), -ENOENT);
     snprintf(path, sizeof(path), "%s/cuptimon.prom", dir);
     ck_assert_int_eq(unlink(path), 0);
     ck_assert_int_eq(rmdir(dir), 0);

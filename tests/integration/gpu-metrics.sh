@@ -1,0 +1,178 @@
+#!/bin/bash
+# GPU hardware metrics (issue 34) against libpm-fake.so, the double of
+# CUPTI's PM Sampling API (tests/fakecupti/fakepm.h), scripted to run a
+# memory-bound phase and then a tensor-core phase:
+#  - the daemon samples GPU 0 with the default set, less what the board
+#    lacks (NVLink on a single-GPU node), every 50 ms, 20 ms while a window
+#    is open;
+#  - a window over a workload spanning both phases holds counter tracks of
+#    GPU 0 whose values are the script's in each phase, beside the kernels;
+#  - stats --report gpu over the archive, the metrics file's families;
+#  - pause / resume (an operator's only), a busy device (another profiler:
+#    HARDWARE_BUSY) tried again until free, a yield while a process named in
+#    gpu_metrics_yield_to runs, and the counters released meanwhile (the
+#    double's lock file free);
+#  - a daemon the driver refuses the counters to (admin only): off, saying
+#    why; and one without a CUDA driver: off, saying why, serving the rest.
+. "$top_srcdir/tests/integration/lib.sh"
+FAKEPM=$top_builddir/tests/fakecupti/.libs/libpm-fake.so
+[ -e "$FAKEPM" ] || { echo "SKIP: libpm-fake.so is not built"; exit 77; }
+
+now=$(date +%s%N)
+p1=$((now + 1500000000)) p2=$((now + 3000000000)) p3=$((now + 4500000000))
+printf '%s %s stream\n%s %s gemm\n' "$p1" "$p2" "$p2" "$p3" >"$T/phases"
+mkdir -p "$T/pmlock"
+cat >"$T/cuptimond.conf" <<EOF
+{"gpu_metrics_libcupti": "$FAKEPM", "gpu_metrics_libcuda": "$FAKEPM",
+ "gpu_metrics_interval_s": 0.05, "gpu_metrics_window_interval_s": 0.02,
+ "gpu_metrics_retry_s": 0.3, "gpu_metrics_yield_to": "fakencu",
+ "metrics_file": "$T/metrics.prom", "metrics_interval_s": 1}
+EOF
+export FAKEPM_PHASES_FILE=$T/phases FAKEPM_BUSY_FILE=$T/busy FAKEPM_DIR=$T/pmlock
+start_daemon --flush-period 0.2 --config "$T/cuptimond.conf"
+gstate() { ctl gpu-metrics --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"]; print(d[0]["state"] if d else "none")'; }
+gwait() { for _ in $(seq 100); do [ "$(gstate)" = "$1" ] && return 0; sleep 0.05; done; return 1; }
+gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
+ctl gpu-metrics --json >"$T/gpm-start.json"
+
+# The workload spans both phases, on GPU 0; the window covers it.
+workload --kernels 40000 --rate 10000 --memcpy-every 0 --memset-every 0 --wait-file "$T/go" \
+    --report "$T/w.json" --quiet &
+wp=$!
+connected() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" -ge 1 ]; }
+wait_for 100 connected || fail "the workload did not connect"
+ctl begin-window --all --json >"$T/begin.json" || fail "begin-window failed"
+touch "$T/go"
+sleep 0.5
+ctl gpu-metrics --json >"$T/gpm-window.json"
+wait $wp || fail "the workload failed"
+ctl end-window --json >"$T/end.json" || fail "end-window failed"
+sleep 1.2 # the metrics file, rewritten every second
+cp "$T/metrics.prom" "$T/metrics-copy.prom" || fail "no metrics file"
+ctl top --by device --once >"$T/top.txt" 2>&1
+
+# Pause and resume: an operator's; nobody else's.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    chmod 755 "$T"
+    as_nobody "$CTL" --control-socket "$CUPTIMON_CONTROL_SOCKET" gpu-metrics pause >"$T/nobody.txt" 2>&1 &&
+        fail "uid nobody paused the GPU metrics"
+    grep -q "may not pause" "$T/nobody.txt" || fail "nobody's refusal does not say why: $(cat "$T/nobody.txt")"
+fi
+ctl gpu-metrics pause >/dev/null || fail "pause failed"
+gwait paused || fail "not paused: $(ctl gpu-metrics)"
+# The counters are released: the double's lock of the device is free.
+for f in "$T"/pmlock/*; do
+    [ -e "$f" ] || continue
+    flock -n "$f" true || fail "paused, yet the device's counters are held ($f)"
+done
+n1=$(ctl gpu-metrics --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["samples"])')
+sleep 0.5
+n2=$(ctl gpu-metrics --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["samples"])')
+[ "$n1" = "$n2" ] || fail "samples went on while paused ($n1 -> $n2)"
+# Another profiler holds the device: busy, tried again, sampled once free.
+touch "$T/busy"
+ctl gpu-metrics resume >/dev/null || fail "resume failed"
+gwait busy || fail "a busy device is not said so: $(ctl gpu-metrics)"
+ctl gpu-metrics --json >"$T/gpm-busy.json"
+rm -f "$T/busy"
+gwait sampling || fail "not sampled again once free: $(ctl gpu-metrics)"
+# A process named in gpu_metrics_yield_to: yielded while it runs.
+cp "$(command -v sleep)" "$T/fakencu"
+"$T/fakencu" 3 &
+np=$!
+gwait paused || fail "did not yield to fakencu: $(ctl gpu-metrics)"
+ctl gpu-metrics --json >"$T/gpm-yield.json"
+kill $np
+wait $np 2>/dev/null || true
+gwait sampling || fail "not sampled again after fakencu: $(ctl gpu-metrics)"
+ctl status >"$T/status.txt"
+stop_daemon
+
+"$CTL" stats "$T/out/archive" --report gpu >"$T/stats.txt" 2>&1 || fail "stats --report gpu: $(cat "$T/stats.txt")"
+"$CTL" stats "$T/out/archive" --report gpu --format json >"$T/stats.json" 2>&1 ||
+    fail "stats --report gpu --format json failed"
+
+python3 - "$T" "$p1" "$p2" "$p3" <<'PY' || fail "the GPU metrics are not what the double sampled"
+import json, re, sys
+T, p1, p2, p3 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fails = []
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    ok or fails.append(what)
+
+st = json.load(open(f"{T}/gpm-start.json"))
+d = st["devices"][0]
+keys = [m["key"] for m in d["metrics"]]
+check(st["state"] == "on" and d["state"] == "sampling" and d["chip"] == "GH100",
+      f"GPU 0 sampled ({d['state']}: {d['why']})")
+check(all(k in keys for k in ("sm_active", "tensor_active", "dram_active", "pcie_rx_bytes", "sm_clock")),
+      f"the default set ({', '.join(keys)})")
+check("nvlink_rx_bytes" in d.get("not_sampled", "") and "nvlink_rx_bytes" not in keys,
+      f"NVLink left out on a single-GPU node ({d.get('not_sampled')})")
+check(d["interval_ms"] == 50, f"every 50 ms ({d['interval_ms']})")
+w = json.load(open(f"{T}/gpm-window.json"))["devices"][0]
+check(w["interval_ms"] == 20, f"every 20 ms while the window is open ({w['interval_ms']})")
+
+end = json.load(open(f"{T}/end.json"))
+t = json.load(open(end["output"]))
+base = int(t["otherData"]["base_unix_ns"])
+series = {}
+kernels = 0
+for e in t["traceEvents"]:
+    if e.get("ph") == "C" and e.get("cat") == "gpu_metrics":
+        (v,) = e["args"].values()
+        series.setdefault(e["name"], []).append((base + round(e["ts"] * 1000), float(v)))
+    elif e.get("ph") == "X" and e.get("cat") == "kernel":
+        kernels += 1
+check(kernels > 1000, f"the window has the workload's kernels ({kernels})")
+check("GPU 0 DRAM active" in series and "GPU 0 Tensor pipe active" in series,
+      f"counter tracks of GPU 0 ({', '.join(sorted(series))})")
+def values(track, lo, hi):
+    return [v for ts, v in series.get(track, []) if lo <= ts < hi]
+# The samples wholly inside each phase read the script's values.
+m = 100_000_000
+dram_s = values("GPU 0 DRAM active", p1 + m, p2 - m)
+tens_s = values("GPU 0 Tensor pipe active", p1 + m, p2 - m)
+tens_g = values("GPU 0 Tensor pipe active", p2 + m, p3 - m)
+check(len(dram_s) >= 20 and all(abs(v - 85) < 1e-6 for v in dram_s),
+      f"DRAM active 85 % in the stream phase ({len(dram_s)} samples: {sorted(set(dram_s))[:4]})")
+check(tens_s and all(v < 1e-6 for v in tens_s), "tensor pipe 0 in the stream phase")
+check(len(tens_g) >= 20 and all(abs(v - 94) < 1e-6 for v in tens_g),
+      f"tensor pipe active 94 % in the GEMM phase ({len(tens_g)} samples)")
+# Samples every 20 ms inside the window.
+ts = sorted(ts for ts, _ in series["GPU 0 DRAM active"])
+gaps = sorted(b - a for a, b in zip(ts, ts[1:]))
+check(gaps and abs(gaps[len(gaps) // 2] - 20_000_000) < 1_000_000,
+      f"the window's samples 20 ms apart (median {gaps[len(gaps) // 2] / 1e6 if gaps else 0:.1f} ms)")
+prom = open(f"{T}/metrics-copy.prom").read()
+for fam in ("cuptimon_gpu_prof_sm_active", "cuptimon_gpu_prof_pipe_tensor_active",
+            "cuptimon_gpu_prof_dram_active", "cuptimon_gpu_sm_clock", "cuptimon_gpu_metrics_state"):
+    check(re.search(r"^%s\{gpu=\"0\",UUID=\"GPU-fa4e0000-" % fam, prom, re.M) is not None,
+          f"the metrics file has {fam}")
+busy = json.load(open(f"{T}/gpm-busy.json"))["devices"][0]
+check("HARDWARE_BUSY" in busy["why"], f"busy says why ({busy['why']})")
+y = json.load(open(f"{T}/gpm-yield.json"))["devices"][0]
+check("fakencu" in y["why"], f"the yield names the process ({y['why']})")
+top = open(f"{T}/top.txt").read()
+check("counters:" in top, "top shows the counters")
+stats = open(f"{T}/stats.txt").read()
+check("DRAM active" in stats and "Tensor pipe active" in stats, "stats --report gpu has the metrics")
+sys.exit(1 if fails else 0)
+PY
+grep -q "gpus:.*GPU 0 sampling" "$T/status.txt" || fail "status has no gpus line: $(cat "$T/status.txt")"
+
+# The driver gives the counters to administrators only: off, and why.
+FAKEPM_ADMIN_ONLY=all start_daemon --config "$T/cuptimond.conf"
+for _ in $(seq 100); do [ "$(gstate)" = "off" ] && break; sleep 0.05; done
+ctl gpu-metrics >"$T/admin.txt"
+grep -q "administrators only" "$T/admin.txt" || fail "the refusal does not say why: $(cat "$T/admin.txt")"
+stop_daemon
+# No CUDA driver: off, and why; the rest is served.
+printf '{"gpu_metrics_libcuda": "%s/none.so"}\n' "$T" >"$T/nodriver.conf"
+start_daemon --config "$T/nodriver.conf"
+for _ in $(seq 100); do ctl gpu-metrics --json | grep -q '"state":"off"\|"state": "off"' && break; sleep 0.05; done
+ctl gpu-metrics >"$T/nodriver.txt"
+grep -q "no CUDA driver" "$T/nodriver.txt" || fail "no driver is not said so: $(cat "$T/nodriver.txt")"
+workload --kernels 100 --quiet || fail "a workload without GPU metrics failed"
+stop_daemon
+echo PASS
