@@ -66,10 +66,22 @@ static uint64_t clk_ns(clockid_t c)
     clock_gettime(c, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-static uint64_t rt_ns(void) { return clk_ns(CLOCK_REALTIME); }
-static uint64_t mono_ns(void) { return clk_ns(CLOCK_MONOTONIC); }
-static double now_ms(void) { return (double)mono_ns() / 1e6; }
-static double cpu_ms(void) { return (double)clk_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e6; }
+static uint64_t rt_ns(void)
+{
+    return clk_ns(CLOCK_REALTIME);
+}
+static uint64_t mono_ns(void)
+{
+    return clk_ns(CLOCK_MONOTONIC);
+}
+static double now_ms(void)
+{
+    return (double)mono_ns() / 1e6;
+}
+static double cpu_ms(void)
+{
+    return (double)clk_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e6;
+}
 
 static const char *cstr(CUptiResult r)
 {
@@ -85,7 +97,12 @@ static CUptiResult logres(const char *step, CUptiResult r, double t0)
     fflush(stdout);
     return r;
 }
-#define CK(step, expr) ({ double t0_ = now_ms(); CUptiResult r_ = (expr); logres((step), r_, t0_); })
+#define CK(step, expr)                                                                             \
+    ({                                                                                             \
+        double t0_ = now_ms();                                                                     \
+        CUptiResult r_ = (expr);                                                                   \
+        logres((step), r_, t0_);                                                                   \
+    })
 
 static void result(const char *fmt, ...)
 {
@@ -99,7 +116,11 @@ static void result(const char *fmt, ...)
 }
 
 static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
 
 static int file_exists(const char *p)
 {
@@ -183,7 +204,12 @@ static CUresult culog(const char *step, CUresult r, double t0)
     fflush(stdout);
     return r;
 }
-#define CU(step, expr) ({ double t0_ = now_ms(); CUresult r_ = (expr); culog((step), r_, t0_); })
+#define CU(step, expr)                                                                             \
+    ({                                                                                             \
+        double t0_ = now_ms();                                                                     \
+        CUresult r_ = (expr);                                                                      \
+        culog((step), r_, t0_);                                                                    \
+    })
 
 /* ------------------------------------------------------ NVML (dlopen'ed) */
 typedef void *nvmlDevice_t;
@@ -234,8 +260,8 @@ static void nvml_open(const char *pci_bus_id, int cuda_index)
     if (r)
         r = nv.ByIndex((unsigned)(cuda_index < 0 ? 0 : cuda_index), &nv.dev);
     nv.ok = r == 0;
-    printf("INFO nvml device handle (%s): %s\n", pci_bus_id && pci_bus_id[0] ? pci_bus_id : "by index",
-           nv.ok ? "ok" : "failed");
+    printf("INFO nvml device handle (%s): %s\n",
+           pci_bus_id && pci_bus_id[0] ? pci_bus_id : "by index", nv.ok ? "ok" : "failed");
 }
 
 /* One line: what this process and the device use now, and the context state. */
@@ -248,8 +274,8 @@ static void mem_report(const char *stage, int cudev_valid, CUdevice cudev)
         int active = -1;
         CUresult a = drv.CtxGetCurrent(&cur);
         CUresult b = drv.DevicePrimaryCtxGetState(cudev, &flags, &active);
-        snprintf(ctxs, sizeof ctxs, "current_ctx=%s(rc%d) primary_active=%d(rc%d)", cur ? "yes" : "no", (int)a,
-                 active, (int)b);
+        snprintf(ctxs, sizeof ctxs, "current_ctx=%s(rc%d) primary_active=%d(rc%d)",
+                 cur ? "yes" : "no", (int)a, active, (int)b);
     }
     if (!nv.ok) {
         printf("MEM %-28s nvml=unavailable %s\n", stage, ctxs);
@@ -271,15 +297,18 @@ static void mem_report(const char *stage, int cudev_valid, CUdevice cudev)
                 others++;
         }
     }
-    printf("MEM %-28s device_used_MiB=%.1f (rc%d) this_pid=%s%.1f%s compute_procs=%u (rc%d) %s\n", stage,
-           rm == 0 ? (double)m.used / 1048576.0 : -1.0, rm, mine < 0 ? "not-listed(" : "",
-           mine < 0 ? 0.0 : (double)mine / 1048576.0, mine < 0 ? ")" : "MiB", rp == 0 ? n : 0, rp, ctxs);
+    printf("MEM %-28s device_used_MiB=%.1f (rc%d) this_pid=%s%.1f%s compute_procs=%u (rc%d) %s\n",
+           stage, rm == 0 ? (double)m.used / 1048576.0 : -1.0, rm, mine < 0 ? "not-listed(" : "",
+           mine < 0 ? 0.0 : (double)mine / 1048576.0, mine < 0 ? ")" : "MiB", rp == 0 ? n : 0, rp,
+           ctxs);
     fflush(stdout);
 }
 
 static void smi_apps(const char *stage)
 {
-    FILE *p = popen("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1", "r");
+    FILE *p = popen(
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1",
+        "r");
     if (!p) {
         printf("SMI %s popen failed\n", stage);
         return;
@@ -308,23 +337,35 @@ struct cand {
 };
 static const struct cand CANDS[] = {
     {"sm_active_pct (DCGM SM_ACTIVE)",
-     {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"}, 0},
+     {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+      "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"},
+     0},
     {"tensor_active_pct (DCGM PIPE_TENSOR_ACTIVE)",
      {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
       "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-      "sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"}, 0},
+      "sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"},
+     0},
     {"dram_read_Bps",
-     {"dram__bytes_read.sum.per_second", "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed"}, 0},
+     {"dram__bytes_read.sum.per_second",
+      "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed"},
+     0},
     {"dram_write_Bps",
-     {"dram__bytes_write.sum.per_second", "dramc__write_throughput.avg.pct_of_peak_sustained_elapsed"}, 0},
+     {"dram__bytes_write.sum.per_second",
+      "dramc__write_throughput.avg.pct_of_peak_sustained_elapsed"},
+     0},
     {"dram_throughput_pct (~DCGM DRAM_ACTIVE)",
-     {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "dramc__throughput.avg.pct_of_peak_sustained_elapsed"}, 0},
+     {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+      "dramc__throughput.avg.pct_of_peak_sustained_elapsed"},
+     0},
     {"gr_active_pct (DCGM GR_ENGINE_ACTIVE)",
-     {"gr__cycles_active.avg.pct_of_peak_sustained_elapsed", "gr__cycles_active.sum.pct_of_peak_sustained_elapsed"}, 0},
+     {"gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+      "gr__cycles_active.sum.pct_of_peak_sustained_elapsed"},
+     0},
     {"warps_active_pct (DCGM SM_OCCUPANCY)",
      {"sm__warps_active.avg.pct_of_peak_sustained_elapsed",
       "sm__warps_active_realtime.avg.pct_of_peak_sustained_elapsed",
-      "tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"}, 0},
+      "tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"},
+     0},
     {"sm_clock_Hz", {"gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second"}, 0},
     {"pcie_read_Bps", {"pcie__read_bytes.sum.per_second"}, 0},
     {"pcie_write_Bps", {"pcie__write_bytes.sum.per_second"}, 0},
@@ -333,9 +374,12 @@ static const struct cand CANDS[] = {
     {"sys_clock_Hz", {"sys__cycles_elapsed.avg.per_second"}, 0},
     {"hmma_active_pct",
      {"sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
-      "TPC.TriageCompute.sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"}, 0},
+      "TPC.TriageCompute.sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_"
+      "elapsed"},
+     0},
     {"tensor_active_pct, non-realtime counter (compare)",
-     {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"}, 0},
+     {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"},
+     0},
     /* extras, lower priority: raw per-sample sums (integrable) and other
      * units, to see how far one pass stretches */
     {"dram_read_bytes (raw sum)", {"dram__bytes_read.sum"}, 0},
@@ -349,11 +393,13 @@ static const struct cand CANDS[] = {
     {"fma_pipe_pct", {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"}, 1},
     {"alu_pipe_pct", {"sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed"}, 1},
     {"inst_executed_pct", {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed"}, 1},
-    {"shared_pipe_pct", {"sm__pipe_shared_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"}, 1},
+    {"shared_pipe_pct",
+     {"sm__pipe_shared_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"},
+     1},
     {"pcie_throughput_pct", {"pcie__throughput.avg.pct_of_peak_sustained_elapsed"}, 1},
 };
 #define NCANDS (sizeof CANDS / sizeof CANDS[0])
-#define MAXM 64
+#define MAXM   64
 
 /* ------------------------------------------------------------ PM state */
 struct pm {
@@ -377,7 +423,8 @@ static void host_deinit(struct pm *p)
 {
     if (!p->host)
         return;
-    CUpti_Profiler_Host_Deinitialize_Params d = {.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_Deinitialize_Params d = {
+        .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
     d.pHostObject = p->host;
     cuptiProfilerHostDeinitialize(&d);
     p->host = NULL;
@@ -386,11 +433,14 @@ static void host_deinit(struct pm *p)
 static CUptiResult host_init(struct pm *p, int quiet)
 {
     host_deinit(p);
-    CUpti_Profiler_Host_Initialize_Params ip = {.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_Initialize_Params ip = {
+        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     ip.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
     ip.pChipName = p->chip;
     ip.pCounterAvailabilityImage = p->avail;
-    CUptiResult r = quiet ? cuptiProfilerHostInitialize(&ip) : CK("cuptiProfilerHostInitialize(PM_SAMPLING)", cuptiProfilerHostInitialize(&ip));
+    CUptiResult r =
+        quiet ? cuptiProfilerHostInitialize(&ip)
+              : CK("cuptiProfilerHostInitialize(PM_SAMPLING)", cuptiProfilerHostInitialize(&ip));
     if (r == CUPTI_SUCCESS)
         p->host = ip.pHostObject;
     return r;
@@ -407,14 +457,17 @@ static CUptiResult build_config(struct pm *p, const char **m, int n, size_t *pas
             logres("cuptiProfilerHostInitialize", r, now_ms());
         return r;
     }
-    CUpti_Profiler_Host_ConfigAddMetrics_Params ap = {.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_ConfigAddMetrics_Params ap = {
+        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
     ap.pHostObject = p->host;
     ap.ppMetricNames = m;
     ap.numMetrics = (size_t)n;
-    r = quiet ? cuptiProfilerHostConfigAddMetrics(&ap) : CK("cuptiProfilerHostConfigAddMetrics", cuptiProfilerHostConfigAddMetrics(&ap));
+    r = quiet ? cuptiProfilerHostConfigAddMetrics(&ap)
+              : CK("cuptiProfilerHostConfigAddMetrics", cuptiProfilerHostConfigAddMetrics(&ap));
     if (r)
         return r;
-    CUpti_Profiler_Host_GetConfigImageSize_Params sp = {.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetConfigImageSize_Params sp = {
+        .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
     sp.pHostObject = p->host;
     r = cuptiProfilerHostGetConfigImageSize(&sp);
     if (r) {
@@ -424,7 +477,8 @@ static CUptiResult build_config(struct pm *p, const char **m, int n, size_t *pas
     free(p->config);
     p->config = calloc(1, sp.configImageSize);
     p->config_size = sp.configImageSize;
-    CUpti_Profiler_Host_GetConfigImage_Params gp = {.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetConfigImage_Params gp = {
+        .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
     gp.pHostObject = p->host;
     gp.configImageSize = p->config_size;
     gp.pConfigImage = p->config;
@@ -433,7 +487,8 @@ static CUptiResult build_config(struct pm *p, const char **m, int n, size_t *pas
         logres("cuptiProfilerHostGetConfigImage", r, now_ms());
         return r;
     }
-    CUpti_Profiler_Host_GetNumOfPasses_Params np = {.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetNumOfPasses_Params np = {
+        .structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
     np.configImageSize = p->config_size;
     np.pConfigImage = p->config;
     r = cuptiProfilerHostGetNumOfPasses(&np);
@@ -447,7 +502,8 @@ static CUptiResult build_config(struct pm *p, const char **m, int n, size_t *pas
 
 static void metric_props(struct pm *p, const char *name)
 {
-    CUpti_Profiler_Host_GetMetricProperties_Params pp = {.structSize = CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetMetricProperties_Params pp = {
+        .structSize = CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
     pp.pHostObject = p->host;
     pp.pMetricName = name;
     CUptiResult r = cuptiProfilerHostGetMetricProperties(&pp);
@@ -455,8 +511,9 @@ static void metric_props(struct pm *p, const char *name)
         printf("PROP %s rc=%d %s\n", name, (int)r, cstr(r));
         return;
     }
-    printf("PROP %s | type=%d hw=%s dim=%s | %s\n", name, (int)pp.metricType, pp.pHwUnit ? pp.pHwUnit : "",
-           pp.pDimUnit ? pp.pDimUnit : "", pp.pDescription ? pp.pDescription : "");
+    printf("PROP %s | type=%d hw=%s dim=%s | %s\n", name, (int)pp.metricType,
+           pp.pHwUnit ? pp.pHwUnit : "", pp.pDimUnit ? pp.pDimUnit : "",
+           pp.pDescription ? pp.pDescription : "");
 }
 
 /* Choose a one-pass set from CANDS (or from an explicit list). */
@@ -468,7 +525,8 @@ static int choose_metrics(struct pm *p, const char *explicit_list, int all_sets)
     memset(names, 0, sizeof names);
     if (explicit_list && *explicit_list) {
         char *dup = strdup(explicit_list), *save = NULL;
-        for (char *t = strtok_r(dup, ",", &save); t && nslots < MAXM; t = strtok_r(NULL, ",", &save)) {
+        for (char *t = strtok_r(dup, ",", &save); t && nslots < MAXM;
+             t = strtok_r(NULL, ",", &save)) {
             names[nslots][0] = t;
             roles[nslots] = "explicit";
             nslots++;
@@ -491,8 +549,8 @@ static int choose_metrics(struct pm *p, const char *explicit_list, int all_sets)
         for (int a = 0; a < MAXALT && names[s][a]; a++) {
             CUptiResult r = build_config(p, &names[s][a], 1, &passes, 1);
             valid[s][a] = r == CUPTI_SUCCESS && passes == 1;
-            printf("ALONE %-82s rc=%d %s passes=%zu config_bytes=%zu\n", names[s][a], (int)r, cstr(r), passes,
-                   r ? 0 : p->config_size);
+            printf("ALONE %-82s rc=%d %s passes=%zu config_bytes=%zu\n", names[s][a], (int)r,
+                   cstr(r), passes, r ? 0 : p->config_size);
             if (r == CUPTI_SUCCESS)
                 metric_props(p, names[s][a]);
         }
@@ -535,7 +593,8 @@ static int choose_metrics(struct pm *p, const char *explicit_list, int all_sets)
                 added = 1;
                 printf("GREEDY add %-76s -> fits (set of %d)\n", names[s][a], p->nm);
             } else {
-                printf("GREEDY add %-76s -> rc=%d passes=%zu: left out\n", names[s][a], (int)r3, passes);
+                printf("GREEDY add %-76s -> rc=%d passes=%zu: left out\n", names[s][a], (int)r3,
+                       passes);
             }
         }
         if (!added)
@@ -544,7 +603,8 @@ static int choose_metrics(struct pm *p, const char *explicit_list, int all_sets)
     /* final config on p->host */
     r = build_config(p, p->m, p->nm, &passes, 0);
     p->passes = passes;
-    result("chosen_set n=%d rc=%d passes=%zu config_bytes=%zu", p->nm, (int)r, passes, p->config_size);
+    result("chosen_set n=%d rc=%d passes=%zu config_bytes=%zu", p->nm, (int)r, passes,
+           p->config_size);
     for (int i = 0; i < p->nm; i++)
         result("chosen_metric %d %s role=\"%s\"", i, p->m[i], p->role[i]);
     return r == CUPTI_SUCCESS && passes == 1 ? 0 : -1;
@@ -558,24 +618,27 @@ static void list_metrics(struct pm *p, const char *path)
     const char *tn[] = {"counter", "ratio", "throughput"};
     size_t total = 0;
     for (int t = 0; t < 3; t++) {
-        CUpti_Profiler_Host_GetBaseMetrics_Params bp = {.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
+        CUpti_Profiler_Host_GetBaseMetrics_Params bp = {
+            .structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
         bp.pHostObject = p->host;
         bp.metricType = (CUpti_MetricType)t;
         CUptiResult r = CK("cuptiProfilerHostGetBaseMetrics", cuptiProfilerHostGetBaseMetrics(&bp));
         if (r)
             continue;
-        result("base_metrics chip=%s type=%s count=%zu avail_image=%s", p->chip, tn[t], bp.numMetrics,
-               p->avail ? "yes" : "no");
+        result("base_metrics chip=%s type=%s count=%zu avail_image=%s", p->chip, tn[t],
+               bp.numMetrics, p->avail ? "yes" : "no");
         total += bp.numMetrics;
         for (size_t i = 0; f && i < bp.numMetrics; i++)
             fprintf(f, "%s %s\n", tn[t], bp.ppMetricNames[i]);
     }
     /* sub-metrics of a few base metrics: shows the legal suffixes */
-    const char *subs[] = {"sm__cycles_active", "dram__bytes_read", "sm__pipe_tensor_cycles_active_realtime",
-                          "dram__throughput", "gpc__cycles_elapsed"};
+    const char *subs[] = {"sm__cycles_active", "dram__bytes_read",
+                          "sm__pipe_tensor_cycles_active_realtime", "dram__throughput",
+                          "gpc__cycles_elapsed"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         for (int t = 0; t < 3; t++) {
-            CUpti_Profiler_Host_GetSubMetrics_Params sp = {.structSize = CUpti_Profiler_Host_GetSubMetrics_Params_STRUCT_SIZE};
+            CUpti_Profiler_Host_GetSubMetrics_Params sp = {
+                .structSize = CUpti_Profiler_Host_GetSubMetrics_Params_STRUCT_SIZE};
             sp.pHostObject = p->host;
             sp.metricType = (CUpti_MetricType)t;
             sp.pMetricName = subs[i];
@@ -599,8 +662,10 @@ static void list_metrics(struct pm *p, const char *path)
 
 static void host_common(const char *chip, uint8_t *avail)
 {
-    CUpti_Profiler_Host_GetSupportedChips_Params sc = {.structSize = CUpti_Profiler_Host_GetSupportedChips_Params_STRUCT_SIZE};
-    if (CK("cuptiProfilerHostGetSupportedChips", cuptiProfilerHostGetSupportedChips(&sc)) == CUPTI_SUCCESS) {
+    CUpti_Profiler_Host_GetSupportedChips_Params sc = {
+        .structSize = CUpti_Profiler_Host_GetSupportedChips_Params_STRUCT_SIZE};
+    if (CK("cuptiProfilerHostGetSupportedChips", cuptiProfilerHostGetSupportedChips(&sc)) ==
+        CUPTI_SUCCESS) {
         printf("RESULT supported_chips n=%zu:", sc.numChips);
         for (size_t i = 0; i < sc.numChips; i++)
             printf(" %s", sc.ppChipNames[i]);
@@ -611,7 +676,8 @@ static void host_common(const char *chip, uint8_t *avail)
     mp.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
     mp.pChipName = chip;
     mp.pCounterAvailabilityImage = avail;
-    CUptiResult r = CK("cuptiProfilerHostGetMaxNumHardwareMetricsPerPass", cuptiProfilerHostGetMaxNumHardwareMetricsPerPass(&mp));
+    CUptiResult r = CK("cuptiProfilerHostGetMaxNumHardwareMetricsPerPass",
+                       cuptiProfilerHostGetMaxNumHardwareMetricsPerPass(&mp));
     if (r == CUPTI_SUCCESS)
         result("max_hw_metrics_per_pass chip=%s pm_sampling=%zu", chip, mp.maxMetricsPerPass);
     mp.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
@@ -653,27 +719,48 @@ static int parse(int argc, char **argv, struct opts *o)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (!strcmp(a, name) && v && (i++, 1))
-        if (OPT("--dev")) o->dev = atoi(v);
-        else if (OPT("--chip")) o->chip = v;
-        else if (OPT("--list")) o->list = v;
-        else if (OPT("--metrics")) o->metrics = v;
-        else if (OPT("--set")) o->all_sets = !strcmp(v, "all");
-        else if (OPT("--ctx")) o->ctx = v;
-        else if (!strcmp(a, "--no-cuinit")) o->no_cuinit = 1;
-        else if (!strcmp(a, "--no-profinit")) o->no_profinit = 1;
-        else if (OPT("--hwbuf")) o->hwbuf = strtoull(v, NULL, 0);
-        else if (OPT("--ms")) o->ms = atoi(v);
-        else if (OPT("--interval-ns")) o->interval_ns = strtoull(v, NULL, 0);
-        else if (OPT("--trigger")) o->sysclk = !strcmp(v, "sysclk");
-        else if (OPT("--max-samples")) o->max_samples = atoi(v);
-        else if (OPT("--decode-ms")) o->decode_ms = atoi(v);
-        else if (OPT("--first-decode-ms")) o->first_decode_ms = atoi(v);
-        else if (OPT("--append")) o->keep_latest = !strcmp(v, "latest");
-        else if (OPT("--duration-ms")) o->duration_ms = atoi(v);
-        else if (OPT("--stop-file")) o->stop_file = v;
-        else if (OPT("--ready")) o->ready = v;
-        else if (OPT("--csv")) o->csv = v;
-        else if (OPT("--phases-from")) o->phases = v;
+        if (OPT("--dev"))
+            o->dev = atoi(v);
+        else if (OPT("--chip"))
+            o->chip = v;
+        else if (OPT("--list"))
+            o->list = v;
+        else if (OPT("--metrics"))
+            o->metrics = v;
+        else if (OPT("--set"))
+            o->all_sets = !strcmp(v, "all");
+        else if (OPT("--ctx"))
+            o->ctx = v;
+        else if (!strcmp(a, "--no-cuinit"))
+            o->no_cuinit = 1;
+        else if (!strcmp(a, "--no-profinit"))
+            o->no_profinit = 1;
+        else if (OPT("--hwbuf"))
+            o->hwbuf = strtoull(v, NULL, 0);
+        else if (OPT("--ms"))
+            o->ms = atoi(v);
+        else if (OPT("--interval-ns"))
+            o->interval_ns = strtoull(v, NULL, 0);
+        else if (OPT("--trigger"))
+            o->sysclk = !strcmp(v, "sysclk");
+        else if (OPT("--max-samples"))
+            o->max_samples = atoi(v);
+        else if (OPT("--decode-ms"))
+            o->decode_ms = atoi(v);
+        else if (OPT("--first-decode-ms"))
+            o->first_decode_ms = atoi(v);
+        else if (OPT("--append"))
+            o->keep_latest = !strcmp(v, "latest");
+        else if (OPT("--duration-ms"))
+            o->duration_ms = atoi(v);
+        else if (OPT("--stop-file"))
+            o->stop_file = v;
+        else if (OPT("--ready"))
+            o->ready = v;
+        else if (OPT("--csv"))
+            o->csv = v;
+        else if (OPT("--phases-from"))
+            o->phases = v;
         else {
             fprintf(stderr, "pm-probe: unknown or incomplete option '%s'\n", a);
             return -1;
@@ -719,23 +806,28 @@ static CUptiResult pm_enable(struct pm *p)
 
 static CUptiResult pm_setconfig(struct pm *p, const struct opts *o)
 {
-    CUpti_PmSampling_SetConfig_Params sp = {.structSize = CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
+    CUpti_PmSampling_SetConfig_Params sp = {.structSize =
+                                                CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
     sp.pPmSamplingObject = p->obj;
     sp.configSize = p->config_size;
     sp.pConfig = p->config;
     sp.hardwareBufferSize = o->hwbuf;
     sp.samplingInterval = o->interval_ns;
-    sp.triggerMode = o->sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-    sp.hwBufferAppendMode = o->keep_latest ? CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST
-                                           : CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+    sp.triggerMode = o->sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL
+                               : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+    sp.hwBufferAppendMode = o->keep_latest
+                                ? CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST
+                                : CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
     printf("INFO SetConfig hwbuf=%zu interval=%" PRIu64 " %s append=%s\n", o->hwbuf, o->interval_ns,
-           o->sysclk ? "SYSCLK(cycles)" : "TIME(ns)", o->keep_latest ? "KEEP_LATEST" : "KEEP_OLDEST");
+           o->sysclk ? "SYSCLK(cycles)" : "TIME(ns)",
+           o->keep_latest ? "KEEP_LATEST" : "KEEP_OLDEST");
     return CK("cuptiPmSamplingSetConfig", cuptiPmSamplingSetConfig(&sp));
 }
 
 static CUptiResult pm_counter_image(struct pm *p, int max_samples)
 {
-    CUpti_PmSampling_GetCounterDataSize_Params gp = {.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
+    CUpti_PmSampling_GetCounterDataSize_Params gp = {
+        .structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
     gp.pPmSamplingObject = p->obj;
     gp.pMetricNames = p->m;
     gp.numMetrics = (size_t)p->nm;
@@ -743,16 +835,18 @@ static CUptiResult pm_counter_image(struct pm *p, int max_samples)
     CUptiResult r = CK("cuptiPmSamplingGetCounterDataSize", cuptiPmSamplingGetCounterDataSize(&gp));
     if (r)
         return r;
-    result("counter_data_image metrics=%d max_samples=%d bytes=%zu bytes_per_sample=%.0f", p->nm, max_samples,
-           gp.counterDataSize, (double)gp.counterDataSize / max_samples);
+    result("counter_data_image metrics=%d max_samples=%d bytes=%zu bytes_per_sample=%.0f", p->nm,
+           max_samples, gp.counterDataSize, (double)gp.counterDataSize / max_samples);
     p->cdi_size = gp.counterDataSize;
     p->cdi = calloc(1, p->cdi_size);
     p->cdi_blank = calloc(1, p->cdi_size);
-    CUpti_PmSampling_CounterDataImage_Initialize_Params ip = {.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    CUpti_PmSampling_CounterDataImage_Initialize_Params ip = {
+        .structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
     ip.pPmSamplingObject = p->obj;
     ip.counterDataSize = p->cdi_size;
     ip.pCounterData = p->cdi;
-    r = CK("cuptiPmSamplingCounterDataImageInitialize", cuptiPmSamplingCounterDataImageInitialize(&ip));
+    r = CK("cuptiPmSamplingCounterDataImageInitialize",
+           cuptiPmSamplingCounterDataImageInitialize(&ip));
     if (r == CUPTI_SUCCESS)
         memcpy(p->cdi_blank, p->cdi, p->cdi_size);
     return r;
@@ -776,7 +870,8 @@ static void pm_disable(struct pm *p)
 {
     if (!p->obj)
         return;
-    CUpti_PmSampling_Disable_Params dp = {.structSize = CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
+    CUpti_PmSampling_Disable_Params dp = {.structSize =
+                                              CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
     dp.pPmSamplingObject = p->obj;
     CK("cuptiPmSamplingDisable", cuptiPmSamplingDisable(&dp));
     p->obj = NULL;
@@ -784,9 +879,11 @@ static void pm_disable(struct pm *p)
 
 static void get_avail(struct pm *p)
 {
-    CUpti_PmSampling_GetCounterAvailability_Params ap = {.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
+    CUpti_PmSampling_GetCounterAvailability_Params ap = {
+        .structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
     ap.deviceIndex = (size_t)p->dev;
-    CUptiResult r = CK("cuptiPmSamplingGetCounterAvailability(size)", cuptiPmSamplingGetCounterAvailability(&ap));
+    CUptiResult r = CK("cuptiPmSamplingGetCounterAvailability(size)",
+                       cuptiPmSamplingGetCounterAvailability(&ap));
     if (r || !ap.counterAvailabilityImageSize) {
         printf("INFO going on without a counter availability image\n");
         return;
@@ -794,7 +891,8 @@ static void get_avail(struct pm *p)
     p->avail_size = ap.counterAvailabilityImageSize;
     p->avail = calloc(1, p->avail_size);
     ap.pCounterAvailabilityImage = p->avail;
-    r = CK("cuptiPmSamplingGetCounterAvailability(data)", cuptiPmSamplingGetCounterAvailability(&ap));
+    r = CK("cuptiPmSamplingGetCounterAvailability(data)",
+           cuptiPmSamplingGetCounterAvailability(&ap));
     result("counter_availability_image bytes=%zu rc=%d", p->avail_size, (int)r);
     if (r) {
         free(p->avail);
@@ -804,7 +902,8 @@ static void get_avail(struct pm *p)
 
 static void get_chip(struct pm *p, const char *fallback)
 {
-    CUpti_Device_GetChipName_Params cp = {.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    CUpti_Device_GetChipName_Params cp = {.structSize =
+                                              CUpti_Device_GetChipName_Params_STRUCT_SIZE};
     cp.deviceIndex = (size_t)p->dev;
     CUptiResult r = CK("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cp));
     if (r == CUPTI_SUCCESS && cp.pChipName) {
@@ -822,13 +921,17 @@ static void device_supported(struct pm *p, int have_dev, CUdevice d)
         printf("INFO cuptiProfilerDeviceSupported skipped: no CUdevice\n");
         return;
     }
-    CUpti_Profiler_DeviceSupported_Params sp = {.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
+    CUpti_Profiler_DeviceSupported_Params sp = {
+        .structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
     sp.cuDevice = d;
     sp.api = CUPTI_PROFILER_PM_SAMPLING;
-    CUptiResult r = CK("cuptiProfilerDeviceSupported(PM_SAMPLING)", cuptiProfilerDeviceSupported(&sp));
+    CUptiResult r =
+        CK("cuptiProfilerDeviceSupported(PM_SAMPLING)", cuptiProfilerDeviceSupported(&sp));
     if (r == CUPTI_SUCCESS)
-        result("device_supported isSupported=%d arch=%d sli=%d vgpu=%d cc=%d cmp=%d wsl=%d (3=SUPPORTED)",
-               sp.isSupported, sp.architecture, sp.sli, sp.vGpu, sp.confidentialCompute, sp.cmp, sp.wsl);
+        result("device_supported isSupported=%d arch=%d sli=%d vgpu=%d cc=%d cmp=%d wsl=%d "
+               "(3=SUPPORTED)",
+               sp.isSupported, sp.architecture, sp.sli, sp.vGpu, sp.confidentialCompute, sp.cmp,
+               sp.wsl);
     (void)p;
 }
 
@@ -896,13 +999,15 @@ static void on_sample(struct pm *p, struct stats *st, const struct sample *s)
 /* One decode round: decode, evaluate all completed samples, reset image.
  * Repeats while the counter data image was the limit.  Returns the
  * decode result of the last call. */
-static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose, CUpti_PmSampling_DecodeStopReason *why)
+static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose,
+                                CUpti_PmSampling_DecodeStopReason *why)
 {
     CUptiResult r;
     int loops = 0;
     do {
         double c0 = cpu_ms(), w0 = now_ms();
-        CUpti_PmSampling_DecodeData_Params dp = {.structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
+        CUpti_PmSampling_DecodeData_Params dp = {
+            .structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
         dp.pPmSamplingObject = p->obj;
         dp.pCounterDataImage = p->cdi;
         dp.counterDataImageSize = p->cdi_size;
@@ -913,8 +1018,8 @@ static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose, CUp
         if (why)
             *why = dp.decodeStopReason;
         if (r != CUPTI_SUCCESS || dp.overflow || verbose || (r != (CUptiResult)st->last_rc)) {
-            printf("DECODE t_rt=%" PRIu64 " rc=%d %s stop_reason=%d overflow=%u\n", rt_ns(), (int)r, cstr(r),
-                   (int)dp.decodeStopReason, (unsigned)dp.overflow);
+            printf("DECODE t_rt=%" PRIu64 " rc=%d %s stop_reason=%d overflow=%u\n", rt_ns(), (int)r,
+                   cstr(r), (int)dp.decodeStopReason, (unsigned)dp.overflow);
             fflush(stdout);
         }
         st->last_rc = (int)r;
@@ -922,7 +1027,8 @@ static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose, CUp
             st->decode_errors++;
         if (dp.overflow)
             st->overflow_flags++;
-        CUpti_PmSampling_GetCounterDataInfo_Params ip = {.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
+        CUpti_PmSampling_GetCounterDataInfo_Params ip = {
+            .structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
         ip.pCounterDataImage = p->cdi;
         ip.counterDataImageSize = p->cdi_size;
         CUptiResult ri = cuptiPmSamplingGetCounterDataInfo(&ip);
@@ -936,13 +1042,15 @@ static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose, CUp
         for (size_t i = 0; i < ip.numCompletedSamples; i++) {
             struct sample s;
             memset(&s, 0, sizeof s);
-            CUpti_PmSampling_CounterData_GetSampleInfo_Params gp = {.structSize = CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
+            CUpti_PmSampling_CounterData_GetSampleInfo_Params gp = {
+                .structSize = CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
             gp.pPmSamplingObject = p->obj;
             gp.pCounterDataImage = p->cdi;
             gp.counterDataImageSize = p->cdi_size;
             gp.sampleIndex = i;
             CUptiResult rs = cuptiPmSamplingCounterDataGetSampleInfo(&gp);
-            CUpti_Profiler_Host_EvaluateToGpuValues_Params ep = {.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+            CUpti_Profiler_Host_EvaluateToGpuValues_Params ep = {
+                .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
             ep.pHostObject = p->host;
             ep.pCounterDataImage = p->cdi;
             ep.counterDataImageSize = p->cdi_size;
@@ -953,8 +1061,8 @@ static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose, CUp
             CUptiResult re = cuptiProfilerHostEvaluateToGpuValues(&ep);
             if (rs || re) {
                 if (st->eval_errors++ < 5)
-                    printf("EVAL sample %zu getSampleInfo rc=%d %s evaluate rc=%d %s\n", i, (int)rs, cstr(rs),
-                           (int)re, cstr(re));
+                    printf("EVAL sample %zu getSampleInfo rc=%d %s evaluate rc=%d %s\n", i, (int)rs,
+                           cstr(rs), (int)re, cstr(re));
                 continue;
             }
             s.s = gp.startTimestamp;
@@ -977,38 +1085,50 @@ static CUptiResult decode_round(struct pm *p, struct stats *st, int verbose, CUp
         double w = now_ms() - w0;
         if (w > st->decode_wall_ms_max)
             st->decode_wall_ms_max = w;
-        if (r == CUPTI_SUCCESS && dp.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
+        if (r == CUPTI_SUCCESS &&
+            dp.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
             st->full_stops++;
-        if (r != CUPTI_SUCCESS || dp.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
+        if (r != CUPTI_SUCCESS ||
+            dp.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
             break;
     } while (++loops < 1000);
     return r;
 }
 
-static void stats_report(const char *tag, struct pm *p, struct stats *st, uint64_t rt_start, uint64_t cts_start,
-                         uint64_t rt_stop, uint64_t cts_stop, double wall_ms)
+static void stats_report(const char *tag, struct pm *p, struct stats *st, uint64_t rt_start,
+                         uint64_t cts_start, uint64_t rt_stop, uint64_t cts_stop, double wall_ms)
 {
-    result("%s samples=%zu decodes=%zu decode_errors=%zu overflow_flags=%zu counter_full_stops=%zu eval_errors=%zu",
-           tag, st->samples, st->decodes, st->decode_errors, st->overflow_flags, st->full_stops, st->eval_errors);
+    result("%s samples=%zu decodes=%zu decode_errors=%zu overflow_flags=%zu counter_full_stops=%zu "
+           "eval_errors=%zu",
+           tag, st->samples, st->decodes, st->decode_errors, st->overflow_flags, st->full_stops,
+           st->eval_errors);
     if (st->samples) {
-        result("%s sample_len_ns min=%" PRIu64 " mean=%.0f max=%" PRIu64 " zero_len=%zu gaps_over_half_interval=%zu max_gap_ns=%" PRIu64,
-               tag, st->min_len, st->sum_len / (double)st->samples, st->max_len, st->zero_len, st->gaps, st->max_gap);
-        result("%s samples_per_s=%.1f over wall %.0f ms (expected %.1f)", tag, st->samples / (wall_ms / 1000.0),
-               wall_ms, st->expect_ns > 0 ? 1e9 / st->expect_ns : 0.0);
-        result("%s ts first_sample_start=%" PRIu64 " last_sample_end=%" PRIu64, tag, st->first_s, st->last_e);
-        result("%s ts first_start_minus_realtime_at_Start_ns=%" PRId64 " first_start_minus_cuptiTs_at_Start_ns=%" PRId64,
+        result("%s sample_len_ns min=%" PRIu64 " mean=%.0f max=%" PRIu64
+               " zero_len=%zu gaps_over_half_interval=%zu max_gap_ns=%" PRIu64,
+               tag, st->min_len, st->sum_len / (double)st->samples, st->max_len, st->zero_len,
+               st->gaps, st->max_gap);
+        result("%s samples_per_s=%.1f over wall %.0f ms (expected %.1f)", tag,
+               st->samples / (wall_ms / 1000.0), wall_ms,
+               st->expect_ns > 0 ? 1e9 / st->expect_ns : 0.0);
+        result("%s ts first_sample_start=%" PRIu64 " last_sample_end=%" PRIu64, tag, st->first_s,
+               st->last_e);
+        result("%s ts first_start_minus_realtime_at_Start_ns=%" PRId64
+               " first_start_minus_cuptiTs_at_Start_ns=%" PRId64,
                tag, (int64_t)(st->first_s - rt_start), (int64_t)(st->first_s - cts_start));
-        result("%s ts last_end_minus_realtime_at_Stop_ns=%" PRId64 " last_end_minus_cuptiTs_at_Stop_ns=%" PRId64, tag,
-               (int64_t)(st->last_e - rt_stop), (int64_t)(st->last_e - cts_stop));
+        result("%s ts last_end_minus_realtime_at_Stop_ns=%" PRId64
+               " last_end_minus_cuptiTs_at_Stop_ns=%" PRId64,
+               tag, (int64_t)(st->last_e - rt_stop), (int64_t)(st->last_e - cts_stop));
     }
     for (int i = 0; st->samples && i < p->nm; i++)
         result("%s last_sample %-90s %.6g", tag, p->m[i], st->last.v[i]);
     if (st->lag_n)
-        result("%s decode_lag_ms (realtime at decode - end of newest sample, if ts are realtime) mean=%.1f max=%.1f n=%zu",
+        result("%s decode_lag_ms (realtime at decode - end of newest sample, if ts are realtime) "
+               "mean=%.1f max=%.1f n=%zu",
                tag, st->lag_sum_ms / st->lag_n, st->lag_max_ms, st->lag_n);
-    result("%s decode_cpu_ms=%.1f eval_cpu_ms=%.1f per_sample_eval_us=%.2f decode_round_wall_ms_max=%.1f", tag,
-           st->decode_cpu_ms, st->eval_cpu_ms, st->samples ? st->eval_cpu_ms * 1000.0 / st->samples : 0.0,
-           st->decode_wall_ms_max);
+    result("%s decode_cpu_ms=%.1f eval_cpu_ms=%.1f per_sample_eval_us=%.2f "
+           "decode_round_wall_ms_max=%.1f",
+           tag, st->decode_cpu_ms, st->eval_cpu_ms,
+           st->samples ? st->eval_cpu_ms * 1000.0 / st->samples : 0.0, st->decode_wall_ms_max);
 }
 
 /* --------------------------------------------- per-phase aggregation */
@@ -1065,8 +1185,9 @@ static void phases_report(struct pm *p, struct stats *st, const char *path, uint
             how = "sample ts far from realtime and no globaltimer offset: matching will be wrong";
         }
     }
-    result("phase_match %s (first_start - realtime_at_Start = %" PRId64 " ns, globaltimer-realtime=%lld)", how, d,
-           gt_minus_rt);
+    result("phase_match %s (first_start - realtime_at_Start = %" PRId64
+           " ns, globaltimer-realtime=%lld)",
+           how, d, gt_minus_rt);
     printf("RESULT phase_means %-8s %6s", "phase", "n");
     for (int i = 0; i < p->nm; i++)
         printf(" m%d", i);
@@ -1164,7 +1285,8 @@ static void bring_up(struct pm *p, struct opts *o, struct bringup *b)
         mem_report("after-ctx-create", b->have_dev, b->cudev);
     }
     if (!o->no_profinit) {
-        CUpti_Profiler_Initialize_Params ip = {.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+        CUpti_Profiler_Initialize_Params ip = {.structSize =
+                                                   CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
         CK("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip));
     } else {
         printf("INFO --no-profinit: cuptiProfilerInitialize is NOT called\n");
@@ -1194,7 +1316,8 @@ static void tear_down(struct pm *p, struct bringup *b)
     pm_disable(p);
     host_deinit(p);
     mem_report("after-disable", b->have_dev, b->cudev);
-    CUpti_Profiler_DeInitialize_Params dp = {.structSize = CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_DeInitialize_Params dp = {.structSize =
+                                                 CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE};
     CK("cuptiProfilerDeInitialize", cuptiProfilerDeInitialize(&dp));
     if (b->ctx_kind == 1)
         CU("cuDevicePrimaryCtxRelease", drv.DevicePrimaryCtxRelease(b->cudev));
@@ -1341,14 +1464,18 @@ static int cmd_sample(struct opts *o)
                 break;
         }
         getrusage(RUSAGE_SELF, &ru1);
-        double ucpu = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 + (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3;
-        double scpu = (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 + (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3;
+        double ucpu = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 +
+                      (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3;
+        double scpu = (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 +
+                      (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3;
         stats_report("sample", &p, &st, rt0, c0, rt1, c1, wall);
-        result("sample process_cpu_ms user=%.1f sys=%.1f over %.0f ms wall (%.2f%% of one core)", ucpu, scpu, wall,
-               100.0 * (ucpu + scpu) / wall);
+        result("sample process_cpu_ms user=%.1f sys=%.1f over %.0f ms wall (%.2f%% of one core)",
+               ucpu, scpu, wall, 100.0 * (ucpu + scpu) / wall);
         if (o->sysclk && st.samples)
-            result("sysclk_mode interval_cycles=%" PRIu64 " mean_sample_ns=%.0f => implied_sysclk_MHz=%.1f",
-                   o->interval_ns, st.sum_len / st.samples, (double)o->interval_ns / (st.sum_len / st.samples) * 1e3);
+            result("sysclk_mode interval_cycles=%" PRIu64
+                   " mean_sample_ns=%.0f => implied_sysclk_MHz=%.1f",
+                   o->interval_ns, st.sum_len / st.samples,
+                   (double)o->interval_ns / (st.sum_len / st.samples) * 1e3);
         if (o->phases)
             phases_report(&p, &st, o->phases, rt0);
         rc = st.decode_errors ? 2 : 0;
@@ -1363,7 +1490,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: pm-probe host|device|sample [options]   (see the head of pm-probe.c)\n");
+        fprintf(stderr,
+                "usage: pm-probe host|device|sample [options]   (see the head of pm-probe.c)\n");
         return 2;
     }
     struct opts o;
