@@ -19,30 +19,9 @@
 #include "archive/session.h"
 #include "cuptimon-proto.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz-archive: check failed: %s\n", #c);                               \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz-files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char dir[64];
-
-static void write_file(const char *name, const void *a, size_t alen, const void *b, size_t blen)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (alen)
-        CHECK(fwrite(a, 1, alen, f) == alen);
-    if (blen)
-        CHECK(fwrite(b, 1, blen, f) == blen);
-    CHECK(fclose(f) == 0);
-}
 
 static int count_str(void *ud, uint64_t ptr, const char *s, size_t len)
 {

@@ -36,7 +36,7 @@ tests_fuzz_replay_archive_SOURCES = tests/fuzz/fuzz-archive.c tests/fuzz/fuzz-ma
 tests_fuzz_replay_archive_LDADD = $(FUZZ_LIB_LIBS)
 
 TESTS += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh
-EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh tests/fuzz/corpus
+EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh tests/fuzz/corpus tests/fuzz/fuzz-files.h
 
 FUZZ_SECONDS = 30
 
