@@ -1112,6 +1112,8 @@ void cuptimon__gpm_configure(struct cuptimon_gpm *g, const struct cuptimon_gpm_c
 int cuptimon__gpm_pause(struct cuptimon_gpm *g, int device, double seconds, const char *who)
 {
     int n = 0;
+    if (!g)
+        return device < 0 ? 0 : -ENODEV;
     pthread_mutex_lock(&g->mu);
     for (int i = 0; i < g->ndev; i++) {
         if (device >= 0 && i != device)
@@ -1123,12 +1125,15 @@ int cuptimon__gpm_pause(struct cuptimon_gpm *g, int device, double seconds, cons
     }
     pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
-    return n ? 0 : -ENODEV;
+    /* Every GPU of none is all of them. */
+    return n || device < 0 ? 0 : -ENODEV;
 }
 
 int cuptimon__gpm_resume(struct cuptimon_gpm *g, int device)
 {
     int n = 0;
+    if (!g)
+        return device < 0 ? 0 : -ENODEV;
     pthread_mutex_lock(&g->mu);
     for (int i = 0; i < g->ndev; i++) {
         if (device >= 0 && i != device)
@@ -1141,7 +1146,7 @@ int cuptimon__gpm_resume(struct cuptimon_gpm *g, int device)
     }
     pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
-    return n ? 0 : -ENODEV;
+    return n || device < 0 ? 0 : -ENODEV;
 }
 
 void cuptimon__gpm_window(struct cuptimon_gpm *g, int delta)

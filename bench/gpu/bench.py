@@ -29,7 +29,7 @@ Environment (run.sh passes it through):
                          round when it would leave too little time for the
                          later rounds' known-work modes; the rounds stop
                          when not even those fit
-  BENCH_GPU_MODES        the modes to run (default "a b bw c d ta tb tc tk")
+  BENCH_GPU_MODES        the modes to run (default "a b bw c d ap ta tap tb tc tk")
   BENCH_GPU_KW_ARGS      known-work's arguments (default below)
   BENCH_GPU_TORCH_ARGS   torch-launch.py's arguments (default below)
   BENCH_GPU_LINGER_MS    how long c, d and tc linger after their report
@@ -70,7 +70,12 @@ MODES = [
     ("bw", "kw", "bare CUPTI floor, window kinds (b')", "a"),
     ("c", "kw", "cuptimon always-on, daemon running", "b"),
     ("d", "kw", "cuptimon inside a trace window", "bw"),
+    # The daemon samples the GPU's counters (issue 34) during every mode
+    # above; these two pause it for their run: a/ap and ta/tap are what the
+    # sampling costs the job.
+    ("ap", "kw", "no tracing, GPU metrics paused", None),
     ("ta", "torch", "no tracing", None),
+    ("tap", "torch", "no tracing, GPU metrics paused", None),
     ("tb", "torch", "bare CUPTI floor (kernel, memcpy, memset)", "ta"),
     ("tc", "torch", "cuptimon always-on, daemon running", "tb"),
     ("tk", "torch", "torch.profiler (Kineto, CPU+CUDA)", "ta"),
@@ -394,6 +399,10 @@ class Bench:
 
         run = {"mode": mode, "round": rnd, "seq": self.seq, "warmup": warmup,
                "started_unix_ns": time.time_ns(), "errors": []}
+        if mode in ("ap", "tap"):
+            rc, _, err = self.ctl("gpu-metrics", "pause")
+            if rc != 0:
+                run["errors"].append("gpu-metrics pause failed (rc %s): %s" % (rc, err[-300:]))
         win = None
         if mode == "d":
             rc, j, err = self.ctl_json("begin-window", "--all", "--json")
@@ -528,6 +537,15 @@ class Bench:
                 if outp and outp.startswith(self.W) and os.path.exists(outp):
                     run["window"]["trace_bytes"] = os.path.getsize(outp)
                     os.unlink(outp)
+        if mode in ("ap", "tap"):
+            # Sampling again before the next run (bring-up takes under a second).
+            self.ctl("gpu-metrics", "resume")
+            for _ in range(50):
+                rc, j, _ = self.ctl_json("gpu-metrics", "--json")
+                devs = (j or {}).get("devices") or []
+                if rc != 0 or not devs or devs[0].get("state") in ("sampling", "off"):
+                    break
+                time.sleep(0.1)
         run["ok"] = not run["errors"] and run.get("work_ns") is not None
         if warmup:
             self.warmups.append(run)
@@ -678,7 +696,7 @@ class Bench:
         R = {}
         for x, y in (("b", "a"), ("bw", "a"), ("c", "a"), ("c", "b"), ("d", "a"), ("d", "bw"),
                      ("d", "c"), ("tb", "ta"), ("tc", "ta"), ("tc", "tb"), ("tk", "ta"),
-                     ("tk", "tb")):
+                     ("tk", "tb"), ("a", "ap"), ("ta", "tap")):
             r = self.ratio(modes, x, y)
             if r:
                 R["%s/%s" % (x, y)] = r
@@ -690,7 +708,9 @@ class Bench:
                            ("known-work: window vs bare window kinds (d/bw-1)", "d", "bw"),
                            ("torch: bare CUPTI vs none (tb/ta-1)", "tb", "ta"),
                            ("torch: cuptimon vs none (tc/ta-1)", "tc", "ta"),
-                           ("torch: torch.profiler vs none (tk/ta-1)", "tk", "ta")):
+                           ("torch: torch.profiler vs none (tk/ta-1)", "tk", "ta"),
+                           ("known-work: GPU metrics sampled vs paused (a/ap-1)", "a", "ap"),
+                           ("torch: GPU metrics sampled vs paused (ta/tap-1)", "ta", "tap")):
             r = R.get("%s/%s" % (x, y))
             if r:
                 over[name] = 100.0 * (r["of_medians"] - 1.0)
