@@ -259,8 +259,8 @@ static int load(struct cuptimon_gpm *g)
         *(void **)&a->field = dlsym(a->h, name);                                                   \
         if (!a->field) {                                                                           \
             snprintf(g->why, sizeof g->why,                                                        \
-                     "%.300s has no %s (PM sampling needs CUPTI 12.6 or later): no GPU metrics", path, \
-                     name);                                                                        \
+                     "%.300s has no %s (PM sampling needs CUPTI 12.6 or later): no GPU metrics",   \
+                     path, name);                                                                  \
             return -ENOSYS;                                                                        \
         }                                                                                          \
     } while (0)
@@ -513,11 +513,10 @@ static void refused(struct cuptimon_gpm *g, struct gpm_dev *d, const char *call,
     switch (rc) {
     case GPM_ERROR_HARDWARE_BUSY:
         d->state = DEV_BUSY;
-        snprintf(
-            d->why, sizeof d->why,
-            "another profiler holds the GPU's counters (%s: CUPTI_ERROR_HARDWARE_BUSY: DCGM "
-            "profiling, Nsight Compute or Systems, another sampler); trying again every %g s",
-            call, g->cfg.retry_s);
+        snprintf(d->why, sizeof d->why,
+                 "another profiler holds the GPU's counters (%s: CUPTI_ERROR_HARDWARE_BUSY: DCGM "
+                 "profiling, Nsight Compute or Systems, another sampler); trying again every %g s",
+                 call, g->cfg.retry_s);
         d->retry_at_ns = now + (int64_t)(g->cfg.retry_s * 1e9);
         break;
     case GPM_ERROR_INSUFFICIENT_PRIVILEGES:
