@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "archive/archive.h"
@@ -75,8 +74,7 @@ static uint64_t read_all(size_t size, uint64_t *sum, struct cuptimon_archive_sta
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/cuptimon-fuzz-archive-%d", (int)getpid());
-        mkdir(dir, 0700);
+        make_dir("cuptimon-fuzz-archive");
         write_file("meta.json", "{}", 2, NULL, 0);
     }
     uint8_t hdr[CUPTIMON_SEG_HDR_SIZE] = {0};

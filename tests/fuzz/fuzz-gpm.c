@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -101,10 +100,7 @@ static int sink_write(void *ud, const void *buf, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/cuptimon-fuzz-gpm-%d", (int)getpid());
-        mkdir(dir, 0700);
-    }
+    make_dir("cuptimon-fuzz-gpm");
     size_t mlen = size >= 2 ? (size_t)data[0] | (size_t)data[1] << 8 : 0;
     size_t off = size >= 2 ? 2 : size;
     if (mlen > size - off)
