@@ -31,7 +31,13 @@ printf '{"inflight_warn_s": 5}\n' >"$W/cuptimond.conf"
 "$B/daemon/cuptimond" --socket "$P" --control-socket "$C" --output-dir "$W/out" \
     --config "$W/cuptimond.conf" --log-level info 2>>"$W/daemon.log" &
 dpid=$!
-trap 'kill $dpid 2>/dev/null' EXIT
+# Stopped early (a timeout's TERM), what was gathered still comes back.
+finish() {
+    kill $dpid 2>/dev/null
+    [ -d "$W" ] && tar -C "$W" -czf "$OUT/held-work.tgz" --exclude=out --exclude='*.trace.json' . 2>/dev/null && rm -rf "$W"
+}
+trap finish EXIT
+trap 'echo "stopped by a signal" >&2; exit 143' TERM INT
 for _ in $(seq 100); do ctl status >/dev/null 2>&1 && break; sleep 0.05; done
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:${CUDA_HOME:-/usr/local/cuda}/targets/x86_64-linux/lib
 
@@ -94,6 +100,4 @@ python3 "$here/held-check.py" "$W" >"$OUT/held-report.txt" 2>&1
 rc=$?
 cat "$OUT/held-report.txt"
 grep -E 'inflight|cap' "$W/daemon.log" >>"$OUT/held-report.txt"
-tar -C "$W" -czf "$OUT/held-work.tgz" --exclude=out --exclude='*.trace.json' . 2>/dev/null
-rm -rf "$W"
 exit $rc

@@ -30,7 +30,13 @@ printf '{"metrics_file": "%s/metrics.prom", "metrics_interval_s": 1}\n' "$W" >"$
 "$B/daemon/cuptimond" --socket "$P" --control-socket "$C" --output-dir "$W/out" \
     --config "$W/cuptimond.conf" --log-level info 2>>"$W/daemon.log" &
 dpid=$!
-trap 'kill $dpid 2>/dev/null' EXIT
+# Stopped early (a timeout's TERM), what was gathered still comes back.
+finish() {
+    kill $dpid 2>/dev/null
+    [ -d "$W" ] && tar -C "$W" -czf "$OUT/pm-work.tgz" --exclude=out . 2>/dev/null && rm -rf "$W"
+}
+trap finish EXIT
+trap 'echo "stopped by a signal" >&2; exit 143' TERM INT
 for _ in $(seq 100); do ctl status >/dev/null 2>&1 && break; sleep 0.05; done
 sampling() { ctl gpu-metrics --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"]; sys.exit(0 if d and d[0]["state"] == "sampling" else 1)'; }
 for _ in $(seq 100); do sampling && break; sleep 0.1; done
@@ -89,6 +95,4 @@ kill -TERM "$dpid"; wait "$dpid"; echo "daemon exit $?" >>"$W/exits.txt"; dpid=
 python3 "$here/pm-check.py" "$W" >"$OUT/pm-report.txt" 2>&1
 rc=$?
 cat "$OUT/pm-report.txt"
-tar -C "$W" -czf "$OUT/pm-work.tgz" --exclude=out . 2>/dev/null
-rm -rf "$W"
 exit $rc
