@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,6 +121,9 @@ __attribute__((no_sanitize("thread"))) static int walk(struct shim *s, uint32_t 
  * A string in this process's memory at an address CUPTI wrote, read
  * without trusting it: write(2) from a bad address fails with EFAULT where
  * a load would kill the job.  A pipe, page by page, up to the first NUL.
+ * The write is a raw system call: the bytes after the NUL, up to the
+ * chunk's end, are read too, which the kernel does safely and a
+ * sanitizer's write(2) interceptor reports as an overflow.
  * Returns the length read (0: none).
  */
 static size_t read_own_string(uint64_t addr, char *out, size_t max)
@@ -132,7 +136,7 @@ static size_t read_own_string(uint64_t addr, char *out, size_t max)
         size_t chunk = 4096 - (size_t)((addr + got) & 4095);
         if (chunk > max - got)
             chunk = max - got;
-        ssize_t n = write(p[1], (const void *)(uintptr_t)(addr + got), chunk);
+        ssize_t n = (ssize_t)syscall(SYS_write, p[1], (const void *)(uintptr_t)(addr + got), chunk);
         if (n <= 0 || read(p[0], out + got, (size_t)n) != n)
             break;
         const char *z = memchr(out + got, '\0', (size_t)n);
