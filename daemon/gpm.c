@@ -2,7 +2,7 @@
  * GPU hardware metrics (issue 34): CUPTI's PM Sampling API on every GPU of
  * the node, from the daemon, never from the jobs.
  *
- * What the H200 showed (docs/gpu-runs/20261205-h200-pmprobe,
+ * What the H200 showed (docs/gpu-runs/20261205-h200-pm-probe,
  * docs/reference-pmsampling.md) and this code relies on:
  *  - cuInit, then cuptiProfilerInitialize, must come first (without them
  *    CUPTI crashes rather than failing); no CUDA context is needed, and
@@ -19,6 +19,9 @@
  *    with its own counters) makes SetConfig or the availability query
  *    answer CUPTI_ERROR_HARDWARE_BUSY; while we sample, ncu fails (exit 9):
  *    we yield on request, and when a profiler's process appears;
+ *  - once the hardware buffer overflowed (KEEP_OLDEST), every decode
+ *    answers OUT_OF_MEMORY and hands over nothing: the overflow is counted
+ *    and the device's sampling restarted;
  *  - the cost on the GPU was not measurable at 10 ms (within the run to
  *    run spread), evaluating a sample costs 0.1-0.25 ms of CPU.
  *
@@ -141,6 +144,7 @@ struct gpm_dev {
     uint32_t max_samples;
     uint64_t interval_ns; /* the running configuration's */
     int64_t started_ns;
+    int overflowed; /* a decode said the hardware buffer overflowed */
     /* the metric set in use: indexes into the wanted set's names */
     uint32_t nm;
     struct cuptimon_gpm_metric m[CUPTIMON_GPM_METRICS_MAX];
@@ -840,6 +844,8 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
             }
             free(raw);
         }
+        if (dp.overflow)
+            d->overflowed = 1;
         pthread_mutex_lock(&g->mu);
         d->samples += got;
         d->overflows += dp.overflow ? 1 : 0;
@@ -998,6 +1004,16 @@ static void *gpm_main(void *arg)
             }
             if (state == DEV_SAMPLING) {
                 decode_dev(g, d);
+                /* After a KEEP_OLDEST overflow the H200 decodes nothing
+                 * more (OUT_OF_MEMORY each time) until sampling restarts. */
+                if (d->overflowed) {
+                    log_warn("gpu-metrics",
+                             "GPU %d: the hardware buffer overflowed (the sampler fell behind): "
+                             "samples lost (counted); sampling restarts",
+                             d->ordinal);
+                    stop_dev(g, d, DEV_IDLE, "restarting after its hardware buffer overflowed");
+                    d->overflowed = 0;
+                }
             } else if (state == DEV_IDLE || state == DEV_PAUSED ||
                        ((state == DEV_BUSY || state == DEV_FAILED) && now >= d->retry_at_ns)) {
                 if (start_dev(g, d) < 0) {

@@ -280,6 +280,7 @@ struct CUpti_PmSampling_Object {
     struct span *ring;
     size_t ring_alloc, ring_head, ring_n;
     int overflow; /* samples were lost since the last DecodeData */
+    int wedged;   /* KEEP_OLDEST overflowed: DecodeData hands over nothing until Start */
     uint64_t lost;
 };
 
@@ -798,6 +799,8 @@ static void lose(struct CUpti_PmSampling_Object *o, uint64_t n)
         return;
     o->overflow = 1;
     o->lost += n;
+    if (!o->keep_latest && strcmp(env_str("FAKEPM_OVERFLOW_RESULT", "wedge"), "wedge") == 0)
+        o->wedged = 1;
     lg("device %d: hardware buffer full (%" PRIu64 " samples): %" PRIu64 " %s samples lost", o->dev,
        o->hw_cap, n, o->keep_latest ? "oldest" : "newest");
 }
@@ -1619,6 +1622,10 @@ static CUptiResult start(CUpti_PmSampling_Start_Params *p)
         return CUPTI_ERROR_INVALID_OPERATION;
     }
     o->started = 1;
+    o->wedged = 0;
+    o->overflow = 0;
+    o->ring_n = 0;
+    o->ring_head = 0;
     o->t_start = now_ns();
     o->lead = env_u64("FAKEPM_FIRST_SAMPLE_LEAD_NS", 800000000, 0, UINT64_C(3600000000000));
     o->next_i = 0;
@@ -1763,6 +1770,16 @@ static CUptiResult decode(CUpti_PmSampling_DecodeData_Params *p)
         return CUPTI_ERROR_INVALID_PARAMETER;
     }
     advance(o, now_ns());
+    if (o->wedged) {
+        /* What the H200 did: OUT_OF_MEMORY and nothing decoded, every time. */
+        p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER;
+        p->overflow = 1;
+        o->overflow = 0;
+        lg("cuptiPmSamplingDecodeData: device %d: hardware buffer overflowed (keep oldest): "
+           "nothing decoded",
+           o->dev);
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    }
     rec = cd_record(hd.metrics);
     if (o->ring_n && hd.populated < hd.capacity)
         load_phases();
@@ -1790,7 +1807,8 @@ static CUptiResult decode(CUpti_PmSampling_DecodeData_Params *p)
     lg("cuptiPmSamplingDecodeData: device %d: %" PRIu64 " samples decoded, %zu pending, %s%s",
        o->dev, moved, o->ring_n, o->ring_n ? "COUNTER_DATA_FULL" : "END_OF_RECORDS",
        overflow ? ", overflow" : "");
-    if (overflow && !o->keep_latest && strcmp(env_str("FAKEPM_OVERFLOW_RESULT", "oom"), "oom") == 0)
+    if (overflow && !o->keep_latest &&
+        strcmp(env_str("FAKEPM_OVERFLOW_RESULT", "wedge"), "oom") == 0)
         return CUPTI_ERROR_OUT_OF_MEMORY;
     return CUPTI_SUCCESS;
 }

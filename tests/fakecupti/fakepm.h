@@ -88,11 +88,14 @@
  *     A sample is completed, and enters the hardware buffer, once the clock passes its end;
  *     timestamps are on the double's clock, CLOCK_REALTIME ns by default (as the H200's and
  *     cuptiGetTimestamp's).  Samples are exact: no jitter.
- *   The hardware buffer full: KEEP_OLDEST drops the new samples (sampling goes on once a
- *     decode makes room: a gap in the timestamps); KEEP_LATEST drops the oldest.  Either way
- *     the next DecodeData reports overflow=1 (once); with KEEP_OLDEST it also returns
- *     CUPTI_ERROR_OUT_OF_MEMORY, as the header documents (FAKEPM_OVERFLOW_RESULT=success:
- *     CUPTI_SUCCESS), having decoded what was kept all the same.
+ *   The hardware buffer full: KEEP_LATEST drops the oldest samples, and the next DecodeData
+ *     reports overflow=1 (once).  KEEP_OLDEST drops the new ones and, as the H200 did
+ *     (docs/gpu-runs/20261205-h200-pm-probe, item 5), every DecodeData from then on returns
+ *     CUPTI_ERROR_OUT_OF_MEMORY with overflow=1 and decodes nothing, until Start begins a
+ *     new run (Start empties the hardware buffer).  FAKEPM_OVERFLOW_RESULT=oom: what the
+ *     header documents instead, OUT_OF_MEMORY and overflow=1 once, having decoded what was
+ *     kept, sampling going on once a decode makes room (a gap in the timestamps);
+ *     =success: the same with CUPTI_SUCCESS.
  *   DecodeData (after SetConfig, else INVALID_OPERATION; an image of this object whose
  *     metrics the config has, else INVALID_PARAMETER) moves completed samples, oldest first,
  *     into the image until it is full: decodeStopReason COUNTER_DATA_FULL if samples are
@@ -187,8 +190,8 @@
  *                                  (default 800000000; 0: the first sample is like the rest).
  *   FAKEPM_HW_SAMPLE_BYTES=N       hardware buffer bytes per sample (default 1024).
  *   FAKEPM_SYSCLK_HZ=N             SYS clock for GPU_SYSCLK_INTERVAL (default 1.6e9).
- *   FAKEPM_OVERFLOW_RESULT=R       oom (default) or success: DecodeData's result on a
- *                                  KEEP_OLDEST overflow.
+ *   FAKEPM_OVERFLOW_RESULT=R       wedge (default, the H200), oom or success: what a
+ *                                  KEEP_OLDEST overflow does to DecodeData (above).
  *   FAKEPM_LOG=1                   every call and its result on stderr ("fakepm[PID]: ").
  *
  * Threads: one lock serializes every call.  Not modelled: contexts, MIG/vGPU, jitter in

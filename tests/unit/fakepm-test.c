@@ -1035,9 +1035,11 @@ START_TEST(test_counter_data_metrics)
 }
 END_TEST
 
-/* The hardware buffer holds hardwareBufferSize / 1024 samples.  KEEP_OLDEST keeps the first
- * ones (DecodeData: overflow=1 and CUPTI_ERROR_OUT_OF_MEMORY), and records again once there
- * is room; KEEP_LATEST keeps the last ones. */
+/* The hardware buffer holds hardwareBufferSize / 1024 samples.  KEEP_OLDEST: as on the
+ * H200, once it overflowed every DecodeData answers CUPTI_ERROR_OUT_OF_MEMORY with
+ * overflow=1 and decodes nothing, until sampling starts again; FAKEPM_OVERFLOW_RESULT=oom
+ * (the header's account): OUT_OF_MEMORY once, having decoded the first ones kept, and
+ * records again once there is room.  KEEP_LATEST keeps the last ones. */
 START_TEST(test_overflow)
 {
     struct sess s;
@@ -1050,6 +1052,32 @@ START_TEST(test_overflow)
     clock_set(T0 + 100 * MS); /* exactly full: no overflow */
     ck_assert_int_eq(decode(s.o, &s.cd, &reason, &overflow), CUPTI_SUCCESS);
     ck_assert_int_eq(overflow, 0);
+    ck_assert_uint_eq(count(&s.cd), 10);
+    clock_set(T0 + 350 * MS); /* 25 more: 15 lost */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(decode(s.o, &s.cd, &reason, &overflow), CUPTI_ERROR_OUT_OF_MEMORY);
+        ck_assert_int_eq(overflow, 1);
+        ck_assert_int_eq(reason, CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER);
+        ck_assert_uint_eq(count(&s.cd), 10); /* nothing decoded, each time */
+        clock_set(T0 + (400 + 50 * (uint64_t)i) * MS);
+    }
+    clock_set(T0 + 600 * MS);
+    ck_assert_int_eq(stop(s.o), CUPTI_SUCCESS); /* a new run decodes again */
+    ck_assert_int_eq(start(s.o), CUPTI_SUCCESS);
+    clock_set(T0 + 600 * MS + 50 * MS);
+    ck_assert_int_eq(cd_init(s.o, &s.cd), CUPTI_SUCCESS);
+    ck_assert_int_eq(decode(s.o, &s.cd, &reason, &overflow), CUPTI_SUCCESS);
+    ck_assert_int_eq(overflow, 0);
+    ck_assert_uint_eq(count(&s.cd), 5);
+    sample(s.o, &s.cd, 0, &st, &en);
+    ck_assert_uint_eq(st, T0 + 600 * MS);
+    sess_end(&s);
+
+    setenv("FAKEPM_OVERFLOW_RESULT", "oom", 1);
+    clock_set(T0);
+    s = sess_start(core, NCORE, 10 * MS, 10 * HWBYTE, OLDEST, 100);
+    clock_set(T0 + 100 * MS);
+    ck_assert_int_eq(decode(s.o, &s.cd, &reason, &overflow), CUPTI_SUCCESS);
     ck_assert_uint_eq(count(&s.cd), 10);
     clock_set(T0 + 350 * MS); /* 25 more: 15 lost */
     ck_assert_int_eq(decode(s.o, &s.cd, &reason, &overflow), CUPTI_ERROR_OUT_OF_MEMORY);
