@@ -20,9 +20,7 @@
 FAKEPM=$top_builddir/tests/fakecupti/.libs/libpm-fake.so
 [ -e "$FAKEPM" ] || { echo "SKIP: libpm-fake.so is not built"; exit 77; }
 
-now=$(date +%s%N)
-p1=$((now + 1500000000)) p2=$((now + 3000000000)) p3=$((now + 4500000000))
-printf '%s %s stream\n%s %s gemm\n' "$p1" "$p2" "$p2" "$p3" >"$T/phases"
+: >"$T/phases" # the phases, once the workload runs
 mkdir -p "$T/pmlock"
 cat >"$T/cuptimond.conf" <<EOF
 {"gpu_metrics_libcupti": "$FAKEPM", "gpu_metrics_libcuda": "$FAKEPM",
@@ -45,6 +43,12 @@ connected() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 
 wait_for 100 connected || fail "the workload did not connect"
 ctl begin-window --all --json >"$T/begin.json" || fail "begin-window failed"
 touch "$T/go"
+# The phases from now (the double reads the file again when it changes), so
+# that a slow start (a sanitizer build, a loaded machine) does not miss them;
+# the workload runs 4 s or more.
+now=$(date +%s%N)
+p1=$((now + 200000000)) p2=$((now + 1700000000)) p3=$((now + 3200000000))
+printf '%s %s stream\n%s %s gemm\n' "$p1" "$p2" "$p2" "$p3" >"$T/phases"
 sleep 0.5
 ctl gpu-metrics --json >"$T/gpm-window.json"
 wait $wp || fail "the workload failed"
