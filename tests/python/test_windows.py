@@ -16,7 +16,7 @@ def kernels_of(events, pid):
 
 
 def test_window_by_pid(daemon, workload):
-    p = workload("--kernels", 60000, "--rate", 20000)
+    p = workload("--kernels", 120000, "--rate", 20000)
     assert wait_for(lambda: session_of(daemon, p.pid), 10), "the workload did not connect"
     time.sleep(0.3)
     w = cuptimon.begin_window(pid=p.pid)
@@ -49,9 +49,9 @@ def test_window_by_pid(daemon, workload):
 
 def test_trace_window_by_label_with_output(daemon, workload, tmp_path):
     # They linger, so that a loaded machine's slow start still finds them.
-    a = workload("--kernels", 60000, "--rate", 20000, "--linger-ms", 5000,
+    a = workload("--kernels", 120000, "--rate", 20000, "--linger-ms", 5000,
                  env={"CUPTIMON_LABEL": "pytest-a"})
-    b = workload("--kernels", 60000, "--rate", 20000, "--linger-ms", 5000,
+    b = workload("--kernels", 120000, "--rate", 20000, "--linger-ms", 5000,
                  env={"CUPTIMON_LABEL": "pytest-b"})
     assert wait_for(lambda: session_of(daemon, a.pid) and session_of(daemon, b.pid), 10)
     out = tmp_path / "label-window.json"
@@ -72,7 +72,7 @@ def test_trace_window_by_label_with_output(daemon, workload, tmp_path):
 
 
 def test_prepare_then_start(daemon, workload):
-    p = workload("--kernels", 60000, "--rate", 20000)
+    p = workload("--kernels", 120000, "--rate", 20000)
     assert wait_for(lambda: session_of(daemon, p.pid), 10)
     w = cuptimon.prepare_window(pid=[p.pid])
     assert w["state"] == "prepared"
@@ -85,7 +85,7 @@ def test_prepare_then_start(daemon, workload):
 
 
 def test_window_with_duration_ends_by_itself(daemon, workload):
-    p = workload("--kernels", 60000, "--rate", 20000)
+    p = workload("--kernels", 120000, "--rate", 20000)
     assert wait_for(lambda: session_of(daemon, p.pid), 10)
     w = cuptimon.begin_window(pid=p.pid, duration_s=0.4)
     done = wait_for(lambda: [x for x in cuptimon.windows()
@@ -96,7 +96,7 @@ def test_window_with_duration_ends_by_itself(daemon, workload):
 
 
 def test_trace_window_ends_when_the_block_raises(daemon, workload):
-    p = workload("--kernels", 60000, "--rate", 20000)
+    p = workload("--kernels", 120000, "--rate", 20000)
     assert wait_for(lambda: session_of(daemon, p.pid), 10)
     with pytest.raises(KeyError):
         with cuptimon.trace_window(pid=p.pid) as w:
