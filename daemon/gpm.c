@@ -20,8 +20,9 @@
  *    answer CUPTI_ERROR_HARDWARE_BUSY; while we sample, ncu fails (exit 9):
  *    we yield on request, and when a profiler's process appears;
  *  - once the hardware buffer overflowed (KEEP_OLDEST), every decode
- *    answers OUT_OF_MEMORY and hands over nothing: the overflow is counted
- *    and the device's sampling restarted;
+ *    answered OUT_OF_MEMORY and handed over nothing: an overflow is
+ *    counted, and where a decode hands over nothing after it the device's
+ *    sampling is restarted;
  *  - the cost on the GPU was not measurable at 10 ms (within the run to
  *    run spread), evaluating a sample costs 0.1-0.25 ms of CPU.
  *
@@ -144,7 +145,7 @@ struct gpm_dev {
     uint32_t max_samples;
     uint64_t interval_ns; /* the running configuration's */
     int64_t started_ns;
-    int overflowed; /* a decode said the hardware buffer overflowed */
+    int overflowed; /* a decode said the buffer overflowed and decoded nothing */
     /* the metric set in use: indexes into the wanted set's names */
     uint32_t nm;
     struct cuptimon_gpm_metric m[CUPTIMON_GPM_METRICS_MAX];
@@ -844,10 +845,17 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
             }
             free(raw);
         }
-        if (dp.overflow)
+        /* Wedged: an overflow that handed over nothing (what the H200 did
+         * after one); one that still decodes goes on, a gap counted. */
+        if (dp.overflow && got == 0)
             d->overflowed = 1;
         pthread_mutex_lock(&g->mu);
         d->samples += got;
+        if (dp.overflow && got && d->overflows == 0)
+            log_warn("gpu-metrics",
+                     "GPU %d: the hardware buffer overflowed (the sampler fell "
+                     "behind): samples lost (counted, logged once)",
+                     d->ordinal);
         d->overflows += dp.overflow ? 1 : 0;
         d->first_dropped += first_dropped;
         d->eval_errors += eval_errors;
