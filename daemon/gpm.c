@@ -145,7 +145,7 @@ struct gpm_dev {
     uint32_t max_samples;
     uint64_t interval_ns; /* the running configuration's */
     int64_t started_ns;
-    int overflowed; /* a decode said the buffer overflowed and decoded nothing */
+    int wedged; /* overflowed, and the decode that said so handed over nothing */
     /* the metric set in use: indexes into the wanted set's names */
     uint32_t nm;
     struct cuptimon_gpm_metric m[CUPTIMON_GPM_METRICS_MAX];
@@ -845,18 +845,20 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
             }
             free(raw);
         }
-        /* Wedged: an overflow that handed over nothing (what the H200 did
-         * after one); one that still decodes goes on, a gap counted. */
-        if (dp.overflow && got == 0)
-            d->overflowed = 1;
+        /* An overflow that still decodes goes on, a gap counted (logged
+         * the first time); one that hands over nothing is the wedge the
+         * H200 showed after one: counted once, and the caller restarts. */
+        int overflow = dp.overflow && !d->wedged;
+        if (overflow && got == 0)
+            d->wedged = 1;
         pthread_mutex_lock(&g->mu);
         d->samples += got;
-        if (dp.overflow && got && d->overflows == 0)
+        if (overflow && (d->wedged || d->overflows == 0))
             log_warn("gpu-metrics",
-                     "GPU %d: the hardware buffer overflowed (the sampler fell "
-                     "behind): samples lost (counted, logged once)",
-                     d->ordinal);
-        d->overflows += dp.overflow ? 1 : 0;
+                     "GPU %d: the hardware buffer overflowed (the sampler fell behind): samples "
+                     "lost (counted)%s",
+                     d->ordinal, d->wedged ? "; sampling restarts" : "");
+        d->overflows += overflow ? 1 : 0;
         d->first_dropped += first_dropped;
         d->eval_errors += eval_errors;
         for (size_t i = 0; i < got; i++) {
@@ -1014,13 +1016,9 @@ static void *gpm_main(void *arg)
                 decode_dev(g, d);
                 /* After a KEEP_OLDEST overflow the H200 decodes nothing
                  * more (OUT_OF_MEMORY each time) until sampling restarts. */
-                if (d->overflowed) {
-                    log_warn("gpu-metrics",
-                             "GPU %d: the hardware buffer overflowed (the sampler fell behind): "
-                             "samples lost (counted); sampling restarts",
-                             d->ordinal);
+                if (d->wedged) {
                     stop_dev(g, d, DEV_IDLE, "restarting after its hardware buffer overflowed");
-                    d->overflowed = 0;
+                    d->wedged = 0;
                 }
             } else if (state == DEV_IDLE || state == DEV_PAUSED ||
                        ((state == DEV_BUSY || state == DEV_FAILED) && now >= d->retry_at_ns)) {

@@ -92,7 +92,8 @@
  *     reports overflow=1 (once).  KEEP_OLDEST drops the new ones and, as the H200 did
  *     (docs/gpu-runs/20261205-h200-pm-probe, item 5), every DecodeData from then on returns
  *     CUPTI_ERROR_OUT_OF_MEMORY with overflow=1 and decodes nothing, until Start begins a
- *     new run (Start empties the hardware buffer).  FAKEPM_OVERFLOW_RESULT=oom: what the
+ *     new run (Start empties the hardware buffer: assumed, not seen on the H200; the
+ *     daemon disables and enables the device, which starts afresh either way).  FAKEPM_OVERFLOW_RESULT=oom: what the
  *     header documents instead, OUT_OF_MEMORY and overflow=1 once, having decoded what was
  *     kept, sampling going on once a decode makes room (a gap in the timestamps);
  *     =success: the same with CUPTI_SUCCESS.

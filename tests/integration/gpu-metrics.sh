@@ -15,7 +15,8 @@
 #  - a daemon the driver refuses the counters to (admin only): off, saying
 #    why; and one without a CUDA driver: off, saying why, serving the rest;
 #  - a sampler that fell behind (the hardware buffer overflowed): counted,
-#    logged, and sampling restarted.
+#    logged, and sampling restarted where CUPTI then decodes nothing (the
+#    H200), not where it still decodes (the header's account).
 . "$top_srcdir/tests/integration/lib.sh"
 FAKEPM=$top_builddir/tests/fakecupti/.libs/libpm-fake.so
 [ -e "$FAKEPM" ] || { echo "SKIP: libpm-fake.so is not built"; exit 77; }
@@ -200,4 +201,22 @@ wait_for 50 more ||
     fail "no samples after the overflow ($n1, then $(gsamples samples)): $(ctl gpu-metrics)"
 [ "$(gsamples overflows)" -ge 1 ] || fail "the overflow is not counted: $(ctl gpu-metrics)"
 stop_daemon
+grep -q "samples lost (counted); sampling restarts" "$T/daemon.log" || fail "the restart is not logged"
+# A CUPTI that decodes what it kept after an overflow (the header's account,
+# FAKEPM_OVERFLOW_RESULT=oom): counted and logged, sampling goes on, no restart.
+: >"$T/daemon.log"
+FAKEPM_OVERFLOW_RESULT=oom FAKEPM_HW_SAMPLE_BYTES=1048576 start_daemon --config "$T/cuptimond.conf"
+gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
+kill -STOP "$DPID"
+sleep 2.5
+kill -CONT "$DPID"
+wait_for 50 grep -q "hardware buffer overflowed" "$T/daemon.log" || fail "no overflow logged (oom)"
+n1=$(gsamples samples)
+wait_for 50 more || fail "no samples after the overflow (oom): $(ctl gpu-metrics)"
+[ "$(gsamples overflows)" -ge 1 ] || fail "the overflow is not counted (oom): $(ctl gpu-metrics)"
+stop_daemon
+starts=$(grep -c 'GPU 0 (NVIDIA H200, GH100): sampling' "$T/daemon.log" || true)
+if grep -q "sampling restarts" "$T/daemon.log" || [ "$starts" -ne 1 ]; then
+    fail "sampling restarted where CUPTI still decoded: $(grep gpu-metrics "$T/daemon.log")"
+fi
 echo PASS
