@@ -63,8 +63,15 @@
 #include "archive/gpm.h"
 
 #define GPM_DEVICES_MAX 64
-#define RING            1200          /* samples kept per device for status/top/metrics */
-#define HW_BUFFER_BYTES (32u << 20)   /* CUPTI's hardware buffer per device */
+#define RING            1200 /* samples kept per device for status/top/metrics */
+/* CUPTI's hardware buffer per device.  On the H100 under a memory-bound
+ * load, 32 MiB at 10 ms overflowed before the first decode, every time
+ * (OUT_OF_MEMORY, no sample), where 64 MiB never did, whatever the decode
+ * period or the counter data image's size (docs/gpu-runs/20261205-h100-
+ * held-pm-edges, pm-overflow.txt).  A device that still wedges restarts
+ * with twice the buffer, up to HW_BUFFER_MAX. */
+#define HW_BUFFER_BYTES (64ull << 20)
+#define HW_BUFFER_MAX   (256ull << 20)
 #define DECODE_MAX_NS   1000000000ull /* decode at least every second */
 #define DECODE_MIN_NS   200000000ull  /* and at most every 200 ms */
 #define SCAN_NS         500000000ull  /* look for profilers' processes twice a second */
@@ -145,7 +152,8 @@ struct gpm_dev {
     uint32_t max_samples;
     uint64_t interval_ns; /* the running configuration's */
     int64_t started_ns;
-    int wedged; /* overflowed, and the decode that said so handed over nothing */
+    int wedged;         /* overflowed, and the decode that said so handed over nothing */
+    uint64_t hw_buffer; /* the hardware buffer's bytes (0: HW_BUFFER_BYTES) */
     /* the metric set in use: indexes into the wanted set's names */
     uint32_t nm;
     struct cuptimon_gpm_metric m[CUPTIMON_GPM_METRICS_MAX];
@@ -680,7 +688,7 @@ static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
         .pPmSamplingObject = d->obj,
         .configSize = d->config_size,
         .pConfig = d->config,
-        .hardwareBufferSize = HW_BUFFER_BYTES,
+        .hardwareBufferSize = d->hw_buffer ? d->hw_buffer : HW_BUFFER_BYTES,
         .samplingInterval = d->interval_ns,
         .triggerMode = GPM_TRIGGER_GPU_TIME_INTERVAL,
         .hwBufferAppendMode = GPM_APPEND_KEEP_OLDEST};
@@ -846,10 +854,12 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
             free(raw);
         }
         /* An overflow that still decodes goes on, a gap counted (logged
-         * the first time); one that hands over nothing is the wedge the
-         * H200 showed after one: counted once, and the caller restarts. */
+         * the first time); one where CUPTI hands over no sample at all is
+         * the wedge the H200 showed after one: counted once, and the
+         * caller restarts.  (Not "none kept": the first decode after a
+         * Start may keep none, its one sample spanning from before Start.) */
         int overflow = dp.overflow && !d->wedged;
-        if (overflow && got == 0)
+        if (overflow && in.numCompletedSamples == 0)
             d->wedged = 1;
         pthread_mutex_lock(&g->mu);
         d->samples += got;
@@ -1019,6 +1029,13 @@ static void *gpm_main(void *arg)
                 if (d->wedged) {
                     stop_dev(g, d, DEV_IDLE, "restarting after its hardware buffer overflowed");
                     d->wedged = 0;
+                    uint64_t hb = d->hw_buffer ? d->hw_buffer : HW_BUFFER_BYTES;
+                    if (hb < HW_BUFFER_MAX) {
+                        d->hw_buffer = 2 * hb;
+                        log_notice("gpu-metrics",
+                                   "GPU %d: its hardware buffer grows to %" PRIu64 " MiB",
+                                   d->ordinal, d->hw_buffer >> 20);
+                    }
                 }
             } else if (state == DEV_IDLE || state == DEV_PAUSED ||
                        ((state == DEV_BUSY || state == DEV_FAILED) && now >= d->retry_at_ns)) {
@@ -1246,6 +1263,9 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
                                json_object_new_double((double)d->interval_ns / 1e6));
         json_object_object_add(x, "samples", json_object_new_int64((int64_t)d->samples));
         json_object_object_add(x, "overflows", json_object_new_int64((int64_t)d->overflows));
+        json_object_object_add(
+            x, "hw_buffer_bytes",
+            json_object_new_int64((int64_t)(d->hw_buffer ? d->hw_buffer : HW_BUFFER_BYTES)));
         json_object_object_add(x, "decode_errors",
                                json_object_new_int64((int64_t)d->decode_errors));
         json_object_object_add(x, "eval_errors", json_object_new_int64((int64_t)d->eval_errors));

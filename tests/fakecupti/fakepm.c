@@ -279,8 +279,9 @@ struct CUpti_PmSampling_Object {
     /* the hardware buffer: completed samples not decoded yet, oldest at head */
     struct span *ring;
     size_t ring_alloc, ring_head, ring_n;
-    int overflow; /* samples were lost since the last DecodeData */
-    int wedged;   /* KEEP_OLDEST overflowed: DecodeData hands over nothing until Start */
+    int overflow;  /* samples were lost since the last DecodeData */
+    int wedged;    /* KEEP_OLDEST overflowed: DecodeData hands over nothing until Start */
+    int too_small; /* hardwareBufferSize under FAKEPM_MIN_HW_BUFFER */
     uint64_t lost;
 };
 
@@ -1590,6 +1591,7 @@ static CUptiResult set_config(CUpti_PmSampling_SetConfig_Params *p)
     o->cfg = hd.metrics;
     o->interval = interval;
     o->hw_cap = p->hardwareBufferSize / sample_bytes;
+    o->too_small = p->hardwareBufferSize < env_u64("FAKEPM_MIN_HW_BUFFER", 0, 0, UINT64_C(1) << 40);
     o->keep_latest =
         p->hwBufferAppendMode == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
     /* A new configuration starts with an empty hardware buffer. */
@@ -1622,7 +1624,9 @@ static CUptiResult start(CUpti_PmSampling_Start_Params *p)
         return CUPTI_ERROR_INVALID_OPERATION;
     }
     o->started = 1;
-    o->wedged = 0;
+    /* The H100's 32 MiB buffer under load: overflowed before the first
+     * decode, at any interval (FAKEPM_MIN_HW_BUFFER). */
+    o->wedged = o->too_small && !o->keep_latest;
     o->overflow = 0;
     o->ring_n = 0;
     o->ring_head = 0;

@@ -193,6 +193,11 @@
  *   FAKEPM_SYSCLK_HZ=N             SYS clock for GPU_SYSCLK_INTERVAL (default 1.6e9).
  *   FAKEPM_OVERFLOW_RESULT=R       wedge (default, the H200), oom or success: what a
  *                                  KEEP_OLDEST overflow does to DecodeData (above).
+ *   FAKEPM_MIN_HW_BUFFER=N         a KEEP_OLDEST run whose hardwareBufferSize is under N
+ *                                  bytes is wedged from Start on, as the H100's 32 MiB
+ *                                  buffer was under a memory-bound load at 10 and 100 ms
+ *                                  (64 MiB never; docs/gpu-runs/20261205-h100-held-pm-edges)
+ *                                  (default 0: none).
  *   FAKEPM_LOG=1                   every call and its result on stderr ("fakepm[PID]: ").
  *
  * Threads: one lock serializes every call.  Not modelled: contexts, MIG/vGPU, jitter in

@@ -184,10 +184,10 @@ workload --kernels 100 --quiet || fail "a workload without GPU metrics failed"
 stop_daemon
 
 # The sampler falls behind (the daemon stopped for 2.5 s; the double's
-# hardware buffer holds 32 samples, 1.6 s): the buffer overflows, and after
+# hardware buffer, 64 MiB of 2 MiB samples, holds 32, 1.6 s): the buffer overflows, and after
 # that CUPTI decodes nothing until sampling starts again, as on the H200.
 # The overflow is counted and logged, and sampling restarts.
-FAKEPM_HW_SAMPLE_BYTES=1048576 start_daemon --config "$T/cuptimond.conf"
+FAKEPM_HW_SAMPLE_BYTES=2097152 start_daemon --config "$T/cuptimond.conf"
 gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
 gsamples() { ctl gpu-metrics --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["'"$1"'"])'; }
 kill -STOP "$DPID"
@@ -205,7 +205,7 @@ grep -q "samples lost (counted); sampling restarts" "$T/daemon.log" || fail "the
 # A CUPTI that decodes what it kept after an overflow (the header's account,
 # FAKEPM_OVERFLOW_RESULT=oom): counted and logged, sampling goes on, no restart.
 : >"$T/daemon.log"
-FAKEPM_OVERFLOW_RESULT=oom FAKEPM_HW_SAMPLE_BYTES=1048576 start_daemon --config "$T/cuptimond.conf"
+FAKEPM_OVERFLOW_RESULT=oom FAKEPM_HW_SAMPLE_BYTES=2097152 start_daemon --config "$T/cuptimond.conf"
 gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
 kill -STOP "$DPID"
 sleep 2.5
@@ -219,4 +219,18 @@ starts=$(grep -c 'GPU 0 (NVIDIA H200, GH100): sampling' "$T/daemon.log" || true)
 if grep -q "sampling restarts" "$T/daemon.log" || [ "$starts" -ne 1 ]; then
     fail "sampling restarted where CUPTI still decoded: $(grep gpu-metrics "$T/daemon.log")"
 fi
+# A hardware buffer too small for the chip (the H100's 32 MiB under load:
+# overflowed before the first decode, every start): the device restarts
+# with twice the buffer, and samples.
+: >"$T/daemon.log"
+FAKEPM_MIN_HW_BUFFER=100000000 start_daemon --config "$T/cuptimond.conf"
+wait_for 50 grep -q "hardware buffer grows to 128 MiB" "$T/daemon.log" ||
+    fail "the buffer did not grow: $(grep gpu-metrics "$T/daemon.log")"
+gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
+n1=$(gsamples samples)
+wait_for 50 more || fail "no samples with the larger buffer: $(ctl gpu-metrics)"
+[ "$(gsamples hw_buffer_bytes)" = 134217728 ] || fail "hw_buffer_bytes: $(ctl gpu-metrics --json)"
+stop_daemon
+[ "$(grep -c "sampling restarts" "$T/daemon.log")" = 1 ] ||
+    fail "not one restart: $(grep gpu-metrics "$T/daemon.log")"
 echo PASS
