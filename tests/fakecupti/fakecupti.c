@@ -64,12 +64,13 @@ struct qnode {
     uint64_t seq;
     int full;  /* closed because it could take no more: the worker completes it */
     int ready; /* a flush found it complete (or forced it): deliver it */
+    int swept; /* a buffer filled after a flush closed this one: the worker completes it */
 };
 
 /* A GPU record written incomplete.  Real CUPTI reserves a kernel's, copy's or
  * memset's record in the buffer at launch, with bit 31 of its kind set and its
- * timestamps 0, and fills it in once the work has ended and CUPTI looks (at a
- * flush, or when its worker completes a full buffer), in launch order: a record
+ * timestamps 0, and fills it in once the work has ended and its buffer is closed (by a
+ * flush, or full, when its worker completes it), in launch order: a record
  * whose work still runs holds back every later one, on any stream
  * (docs/gpu-runs/20261204-h200-probe). */
 #define FC_INCOMPLETE 0x80000000u
@@ -548,13 +549,26 @@ static void pend_fill(struct pend *p, int complete)
     memcpy(p->rec, &kind, sizeof kind);
 }
 
+/* Whether the buffer at base is one CUPTI still fills (not closed by a flush or by
+ * filling up). */
+static int open_locked(const uint8_t *base)
+{
+    for (size_t i = 0; i < g.nslots; i++)
+        if (g.slots[i].b.base == base)
+            return 1;
+    return 0;
+}
+
 /* Completes, in launch order, the records whose work has ended by now; the first one
- * still running stops it. */
+ * still running stops it, and so does the first in a buffer CUPTI still fills: CUPTI
+ * completes a buffer's records once it is closed (the H100, cupti-probe --held 0: all
+ * 4,244 records of the buffer being filled were incomplete, their work long ended,
+ * while every closed buffer came complete). */
 static void reap_locked(void)
 {
     uint64_t now = rt_now();
 
-    while (g.npend && g.pend[g.pend_head].end_rt <= now) {
+    while (g.npend && g.pend[g.pend_head].end_rt <= now && !open_locked(g.pend[g.pend_head].base)) {
         pend_fill(&g.pend[g.pend_head], 1);
         g.pend_head++;
         g.npend--;
@@ -596,7 +610,7 @@ static int head_deliverable_locked(void)
         return 0;
     if (h->ready)
         return 1;
-    if (h->full) {
+    if (h->full || h->swept) {
         reap_locked();
         return !incomplete_locked(h->b.base);
     }
@@ -629,9 +643,9 @@ static void *worker_main(void *arg)
     lock();
     for (;;) {
         while (!head_deliverable_locked() && !g.stop) {
-            uint64_t wait_ns = g.qhead && g.qhead->full ? 1000000ull
-                               : g.period_ms            ? (uint64_t)g.period_ms * 1000000ull
-                                                        : 0;
+            uint64_t wait_ns = g.qhead && (g.qhead->full || g.qhead->swept) ? 1000000ull
+                               : g.period_ms ? (uint64_t)g.period_ms * 1000000ull
+                                             : 0;
             if (wait_ns) {
                 struct timespec ts;
                 uint64_t at = rt_now() + wait_ns;
@@ -713,10 +727,19 @@ static void stop_worker(int timed)
 }
 
 /* close a buffer: queue it for completion; the slot's fbuf is cleared.  full: it can take
- * no more (the worker completes it when its records are); ready: deliver it as it is */
+ * no more (the worker completes it when its records are); ready: deliver it as it is.
+ * A buffer filling up makes CUPTI's worker look at every closed one, those a flush
+ * closed included: the H100 (cupti-probe --held 5, docs/gpu-runs/20261205-h100-held-pm-
+ * edges) got all 44 buffers a 5-s kernel held, two of them closed by plain flushes before
+ * they were full, within 160 ms of the first buffer that filled after it ended, with no
+ * flush; with none filling, nothing comes without a flush (the H200, E1). */
 static void enqueue_locked(struct fbuf *b, int full, int ready)
 {
     struct qnode *n = malloc(sizeof *n);
+
+    if (full)
+        for (struct qnode *q = g.qhead; q; q = q->next)
+            q->swept = 1;
 
     if (!n) {
         fprintf(stderr, "fakecupti: out of memory queueing buffer %p: lost\n", (void *)b->base);
@@ -729,6 +752,7 @@ static void enqueue_locked(struct fbuf *b, int full, int ready)
     n->seq = ++g.enq_seq;
     n->full = full;
     n->ready = ready;
+    n->swept = 0;
     memset(b, 0, sizeof *b);
     if (g.qtail)
         g.qtail->next = n;

@@ -716,6 +716,68 @@ START_TEST(test_held_buffers_behind_running_work)
 }
 END_TEST
 
+/* A buffer a plain flush closed while a kernel ran comes back without another flush once
+ * the kernel has ended and a later buffer fills (the H100, cupti-probe --held 5: every
+ * buffer a 5-s kernel held arrived within 160 ms of the first that filled after it, the
+ * flush-closed ones too); until one fills, nothing comes without a flush (the H200).  A
+ * double that waits for a flush hides the burst of held buffers that reaches the shim
+ * while the job keeps launching. */
+START_TEST(test_held_buffers_come_when_one_fills)
+{
+    struct fakecuda_kernel k = {.name = K0, .stream = 1, .duration_ns = 40000000};
+    uint32_t c1;
+
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    rq_size = 4096; /* 18 kernel records */
+    c1 = fakecuda_launch_kernel_ex(&k);
+    for (int i = 0; i < 4; i++)
+        fakecuda_launch_kernel(K1, 0, 2, 0, 0);
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS); /* closes it: 5 records */
+    ck_assert_uint_eq(nbufs(), 0);
+    fakecuda_synchronize();
+    usleep(20000);
+    ck_assert_uint_eq(nbufs(), 0); /* ended, but nothing filled since */
+    for (int i = 0; i < 19; i++)   /* the 19th closes the second buffer, full */
+        fakecuda_launch_kernel(K1, 0, 2, 0, 0);
+    ck_assert(wait_bufs(2, 5000)); /* without a flush */
+    ck_assert_uint_eq(col.bufs[0].nrec, 5);
+    ck_assert_uint_eq(col.bufs[1].nrec, 18);
+    ck_assert_uint_eq(col.recs[0].u.k.correlationId, c1);
+    ck_assert_uint_eq(col.recs[0].u.k.end - col.recs[0].u.k.start, 40000000);
+    for (size_t i = 0; i < col.n; i++)
+        ck_assert_uint_ne(col.recs[i].u.k.end, 0);
+    ck_assert_int_eq(col.bad_walk, 0);
+}
+END_TEST
+
+/* CUPTI completes a buffer's records when the buffer is closed, not as their work ends:
+ * in the buffer it is filling, every record stays incomplete until a flush (the H100:
+ * cupti-probe --held 0, docs/gpu-runs/20261205-h100-held-pm-edges). */
+START_TEST(test_open_buffer_stays_incomplete)
+{
+    CUpti_ActivityKernel10 rec;
+
+    ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
+    ck_assert_int_eq(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    rq_size = 1 << 20;
+    for (int i = 0; i < 600; i++) /* more than the double keeps pending before it looks */
+        fakecuda_launch_kernel(K1, 0, 2, 0, 0);
+    fakecuda_synchronize();
+    usleep(10000);
+    for (int i = 0; i < 600; i += 599) {
+        memcpy(&rec, atomic_load(&rq_first) + (size_t)i * sizeof rec, sizeof rec);
+        ck_assert_uint_eq((uint32_t)rec.kind, 0x80000000u | CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        ck_assert_uint_eq(rec.end, 0);
+    }
+    ck_assert_uint_eq(nbufs(), 0);
+    ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    ck_assert_uint_eq(col.n, 600);
+    for (size_t i = 0; i < col.n; i++)
+        ck_assert_uint_ne(col.recs[i].u.k.end, 0);
+}
+END_TEST
+
 START_TEST(test_max_records)
 {
     ck_assert_int_eq(cuptiActivityRegisterCallbacks(rq, dn), CUPTI_SUCCESS);
@@ -1509,6 +1571,8 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(tc, test_forced_flush_loses_running_work);
     tcase_add_test(tc, test_full_buffer_waits_for_its_records);
     tcase_add_test(tc, test_held_buffers_behind_running_work);
+    tcase_add_test(tc, test_open_buffer_stays_incomplete);
+    tcase_add_test(tc, test_held_buffers_come_when_one_fills);
     tcase_add_test(tc, test_max_records);
     tcase_add_test(tc, test_zeroed_out_attribute);
     tcase_add_test(tc, test_attributes);
