@@ -261,6 +261,9 @@ static int cmd_status(int argc, char **argv)
                    cuptimon__json_int(inf, "records_behind", 0), b,
                    cuptimon__json_int(inf, "buffers_held", 0));
         }
+        if (pool && strcmp(cuptimon__json_str(pool, "in_flight_view", ""), "partial") == 0)
+            printf("        work in flight: partly seen (a buffer CUPTI holds has a record the "
+                   "shim cannot step over; its log names it)\n");
         if (pool && cuptimon__json_int(pool, "grown_peak_slots", 0) > 0) {
             char now_b[32], peak_b[32], cap_b[32];
             double slot = (double)cuptimon__json_int(pool, "slot_size", 0);

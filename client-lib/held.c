@@ -34,6 +34,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,7 @@ static struct {
     uint8_t last[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_NAME_MAX];
     size_t last_len;
     long long sent_ms;
+    int walk_warned; /* a walk stopped at a record it could not step over */
 } hs;
 
 #define FLUSH_BACKOFF_MIN_MS 1000
@@ -87,6 +89,8 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int held_since_flush(const struct shim_held *h);
+
 /* Continues the walk of slot idx (c is its cache): records are appended
  * at c->end, and complete from c->done on while their kinds are clean.
  * Returns -1 at a record whose size is unknown (the walk cannot step). */
@@ -100,8 +104,16 @@ __attribute__((no_sanitize("thread"))) static int walk(struct shim *s, uint32_t 
         if (kind == 0)
             break;
         uint32_t size = cuptimon__record_size(s, kind & ~KIND_INCOMPLETE);
-        if (size == 0 || (uint64_t)c->end + size > s->slot_size)
+        if (size == 0 || (uint64_t)c->end + size > s->slot_size) {
+            if (!hs.walk_warned) {
+                hs.walk_warned = 1;
+                cuptimon__log("the view of work in flight cannot step over a record of kind "
+                              "0x%x (%u bytes) at byte %u of a buffer CUPTI holds; status shows "
+                              "it as partial",
+                              kind, size, c->end);
+            }
             return -1;
+        }
         c->end += size;
         c->records++;
     }
@@ -264,8 +276,17 @@ void cuptimon__held_scan(struct shim *s, struct shim_held *h)
     if (h->head) {
         if (!hs.head || hs.slot != h->head_slot || hs.off != h->head_off || hs.req != h->head_req)
             hs.since_ns = now;
-        m->since_ns = hs.since_ns;
-        head_fields(s, h);
+        /* CUPTI completes the records of the buffer it fills only when it
+         * closes it (H100: every record there stays incomplete until then),
+         * so an incomplete record is work still running only once a flush,
+         * which closes that buffer, has left it so.  Until then it is
+         * reported as no head (the counts are of the held buffers). */
+        if (held_since_flush(h)) {
+            m->since_ns = hs.since_ns;
+            m->records = h->records;
+            m->held_bytes = h->bytes;
+            head_fields(s, h);
+        }
     }
     hs.head = h->head;
     hs.slot = h->head_slot;
@@ -274,9 +295,7 @@ void cuptimon__held_scan(struct shim *s, struct shim_held *h)
     if (s->cupti.GetTimestamp == NULL || s->cupti.GetTimestamp(&m->cupti_ts) != CUPTI_SUCCESS)
         m->cupti_ts = 0;
     m->realtime_ns = now;
-    m->records = h->records;
-    m->held_bytes = h->bytes;
-    m->buffers = h->buffers;
+    m->buffers = m->since_ns ? h->buffers : n;
     m->flushes_skipped = atomic_load(&s->flushes_skipped);
     m->slots_base = s->nbase;
     m->slots_max = s->nslots;
@@ -288,14 +307,25 @@ void cuptimon__held_scan(struct shim *s, struct shim_held *h)
     if (m->grown > s->nslots)
         m->grown = s->nslots;
     m->flags = h->scanned ? 0 : CUPTIMON_HELD_UNSCANNED;
+    shim_debug(s,
+               "held: %u buffers CUPTI holds, walked%s; head %s (slot %u at byte %u, kind 0x%x); "
+               "%" PRIu64 " records in %" PRIu64 " bytes from it on",
+               n, h->scanned ? "" : " in part", h->head ? "found" : "none", h->head_slot,
+               h->head_off, m->kind, h->records, h->bytes);
+}
+
+/* Whether h's head was the head when the last flush ran: the flush left
+ * it incomplete. */
+static int held_since_flush(const struct shim_held *h)
+{
+    return h->head && hs.fl_head && hs.fl_slot == h->head_slot && hs.fl_off == h->head_off &&
+           hs.fl_req == h->head_req;
 }
 
 int cuptimon__held_skip(struct shim *s, const struct shim_held *h, long long now_ms)
 {
     (void)s;
-    int stalled = h->scanned && h->head && !h->complete_held && hs.fl_head &&
-                  hs.fl_slot == h->head_slot && hs.fl_off == h->head_off &&
-                  hs.fl_req == h->head_req;
+    int stalled = h->scanned && !h->complete_held && held_since_flush(h);
     if (!stalled) {
         hs.backoff_ms = FLUSH_BACKOFF_MIN_MS;
         return 0;

@@ -31,6 +31,7 @@
 #define STRINGS_BATCH_MAX (512u << 10)
 
 #define THREAD_NAMES_MAX 512
+#define COLLECT_BATCH    4 /* buffers per pass of the IO loop (collect) */
 
 struct io {
     struct shim *s;
@@ -368,18 +369,27 @@ static int buffers_out(struct shim *s)
     return 0;
 }
 
-/* Moves what the completion callback queued into the output buffer.  Each
- * buffer is walked here, off CUPTI's thread and outside our lock (its names
- * interned), and its new strings are framed before it, so that every name
- * reaches the daemon before a buffer that uses it. */
+/* Moves what the completion callback queued into the output buffer, at
+ * most max buffers; 1 when more are queued.  Each buffer is walked here,
+ * off CUPTI's thread and outside our lock (its names interned), and its
+ * new strings are framed before it, so that every name reaches the daemon
+ * before a buffer that uses it.  The IO loop takes COLLECT_BATCH at a
+ * time, sending and reading the daemon's releases between batches: the
+ * buffers a long kernel held all complete when it ends (H100: 153 of them,
+ * 0.45 s of walking), and the daemon archives the first while the shim
+ * walks the rest. */
 static void report_devices(struct io *io);
 static void report_held(struct io *io);
 
-static void collect(struct io *io)
+static int collect(struct io *io, uint32_t max)
 {
     struct shim *s = io->s;
-    for (;;) {
+    for (uint32_t done = 0;; done++) {
         pthread_mutex_lock(&s->qlock);
+        if (s->ring_len > 0 && done == max) {
+            pthread_mutex_unlock(&s->qlock);
+            return 1;
+        }
         if (s->ring_len == 0) {
             frame_strings_locked(io);
             pthread_mutex_unlock(&s->qlock);
@@ -387,7 +397,7 @@ static void collect(struct io *io)
              * know RANGES (older than the shim) would count each one a
              * protocol error, so they are dropped for it. */
             cuptimon__ranges_frame(s, &io->out, io->ranges);
-            return;
+            return 0;
         }
         struct cuptimon_buffer_ready m = s->ring[s->ring_head].msg;
         uint64_t gen = s->v2 ? cuptimon__v2_slot_gen_locked(m.slot) : 0;
@@ -398,7 +408,7 @@ static void collect(struct io *io)
             io->renew = io->acked;
             frame_strings_locked(io);
             pthread_mutex_unlock(&s->qlock);
-            return;
+            return 0;
         }
         atomic_store(&s->slot_state[m.slot], SLOT_SENT);
         s->ring_head = (s->ring_head + 1) % s->nslots;
@@ -655,7 +665,7 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
         cuptimon__check_taken(s, gen);
     else if (marked)
         cuptimon__taken_if_held(s, gen);
-    collect(io);
+    collect(io, UINT32_MAX);
     struct cuptimon_flush_done d = {
         .flush_id = f.flush_id,
         .buffers = atomic_load(&s->buffers_completed) - before,
@@ -873,8 +883,9 @@ static void *io_main(void *arg)
             try_connect(io);
         if (io->fd >= 0 && now - io->held_ms >= 1000)
             report_held(io);
+        int more = 0;
         if (io->fd >= 0) {
-            collect(io);
+            more = collect(io, COLLECT_BATCH);
             if (flush_out(io) < 0)
                 disconnect(io, "send failed");
         }
@@ -897,6 +908,8 @@ static void *io_main(void *arg)
             timeout = to_held < 0 ? 0 : (int)to_held;
         if (s->v2 && cuptimon__v2_tick_in(mono_ms()) < timeout)
             timeout = (int)cuptimon__v2_tick_in(mono_ms()); /* HES flushes */
+        if (more && io->fd >= 0)
+            timeout = 0;
         int r = poll(p, io->fd >= 0 ? 2 : 1, timeout);
         if (r < 0)
             continue;

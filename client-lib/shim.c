@@ -341,25 +341,35 @@ static int stack_pop(struct shim *s, _Atomic uint64_t *top)
 /* A resident slot when one is free; else one past them, which grows the
  * pool's memory by a slot (CUPTI's writes fault its pages in).  The pool
  * grows for buffers CUPTI holds, not for buffers waiting for the daemon:
- * while as many as the resident slots wait (READY or SENT), it grows only
- * if the daemon gave one back since the last slot it grew by, so that a
- * stopped or stalled daemon costs the job no memory past its resident
- * pool (the old bound), while a daemon draining the buffers a long kernel
- * held, after it ended, does not make CUPTI drop. */
+ * while as many as the resident slots wait (READY or SENT), each slot it
+ * grows by takes a credit, and each buffer the daemon gives back returns
+ * one (slot_recycle), up to the resident slots' number.  A stopped or stalled daemon so
+ * costs the job at most its resident pool's memory again, one slower than
+ * the job a slot per buffer it drains; and when a long kernel ends, the
+ * buffers it held (completed all at once) are drained while CUPTI fills
+ * new ones (H100: 153 held buffers took 0.45 s to reach the daemon, and
+ * growing only after a release dropped the 90,408 records launched
+ * meanwhile). */
 static int slot_pop(struct shim *s)
 {
     int idx = stack_pop(s, &s->free_head);
     if (idx >= 0)
         return idx;
-    uint64_t released = atomic_load_explicit(&s->buffers_released, memory_order_relaxed);
-    if (atomic_load_explicit(&s->in_flight, memory_order_relaxed) >= s->nbase &&
-        released == atomic_load_explicit(&s->grow_mark, memory_order_relaxed))
-        return -1;
+    int backlog = atomic_load_explicit(&s->in_flight, memory_order_relaxed) >= s->nbase;
+    if (backlog) {
+        int32_t c = atomic_load_explicit(&s->grow_credit, memory_order_relaxed);
+        do {
+            if (c <= 0)
+                return -1;
+        } while (!atomic_compare_exchange_weak_explicit(
+            &s->grow_credit, &c, c - 1, memory_order_relaxed, memory_order_relaxed));
+    }
     idx = stack_pop(s, &s->grow_head);
-    if (idx >= 0)
-        atomic_store_explicit(&s->grow_mark, released, memory_order_relaxed);
-    if (idx < 0)
+    if (idx < 0) {
+        if (backlog)
+            atomic_fetch_add_explicit(&s->grow_credit, 1, memory_order_relaxed);
         return -1;
+    }
     uint32_t n = atomic_fetch_add_explicit(&s->grown, 1, memory_order_relaxed) + 1;
     uint32_t peak = atomic_load_explicit(&s->grown_peak, memory_order_relaxed);
     while (n > peak && !atomic_compare_exchange_weak_explicit(
@@ -407,6 +417,8 @@ void cuptimon__slot_recycle(struct shim *s, uint32_t idx, uint64_t used)
     }
     s->slot_used[idx] = 0;
     slot_free(s, idx);
+    if (atomic_load_explicit(&s->grow_credit, memory_order_relaxed) < (int32_t)s->nbase)
+        atomic_fetch_add_explicit(&s->grow_credit, 1, memory_order_relaxed); /* slot_pop */
 }
 
 /* The job's memory limit: its cgroup's (v2 memory.max, v1
@@ -511,6 +523,7 @@ static uint32_t pool_cap_slots(struct shim *s)
 static int pool_create(struct shim *s)
 {
     s->nbase = s->nslots;
+    atomic_store(&s->grow_credit, (int32_t)s->nbase);
     s->nslots = pool_cap_slots(s);
     size_t total = (size_t)s->nslots * s->slot_size;
     int fd = (int)syscall(SYS_memfd_create, "cuptimon-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);

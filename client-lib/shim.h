@@ -139,7 +139,7 @@ struct shim {
     _Atomic uint64_t grow_head; /* slots past nbase, the same way */
     _Atomic uint32_t *free_next;
     _Atomic uint32_t grown, grown_peak; /* slots past nbase out now, and most at once */
-    _Atomic uint64_t grow_mark;         /* buffers_released when the pool last grew */
+    _Atomic int32_t grow_credit;        /* slots it may still grow by past a backlog (slot_pop) */
     _Atomic uint8_t *slot_state;
     uint64_t *slot_used;        /* valid bytes per slot, for zeroing on release */
     _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */

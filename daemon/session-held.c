@@ -175,6 +175,11 @@ void session_held_status(const struct session *s, json_object *o)
                                     h->grown_peak + h->slots_base >= h->slots_max));
         json_object_object_add(pool, "flushes_skipped",
                                json_object_new_int64((int64_t)h->flushes_skipped));
+        /* The shim could not walk every buffer CUPTI holds (a record it
+         * cannot step over): what is in flight may be missing or partial. */
+        json_object_object_add(
+            pool, "in_flight_view",
+            json_object_new_string(h->flags & CUPTIMON_HELD_UNSCANNED ? "partial" : "complete"));
     }
     json_object_object_add(o, "pool", pool);
     if (!s->held_unix_ns || !s->conn || h->kind == 0)
