@@ -1137,7 +1137,9 @@ class Suite:
             rep = read_json(os.path.join(pdir, "report.json"))
             if rep:
                 known.add(rep.get("pid"))
-        strays = [os.path.basename(a.dir) for a in self.archives.values() if a.pid not in known]
+        # (a node's GPU-metrics archive, gpuN, belongs to no process: no pid)
+        strays = [os.path.basename(a.dir) for a in self.archives.values()
+                  if a.pid is not None and a.pid not in known]
         self.c.add("archive/no-stray-sessions", not strays, [], strays, hard=False,
                    detail="sessions of processes without a report (e.g. one that crashed before writing it)")
         return self.write()

@@ -98,7 +98,9 @@ mkdir -p "$W/ours"
 nd=0 nbad=0
 for d in "$W"/out/archive/*/; do
     [ -e "$d/meta.json" ] || continue
-    pid=$("$PY" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["pid"]))' "$d/meta.json") || pid=unknown
+    # A GPU's metrics archive (issue 34) has no pid: not a process's session.
+    pid=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("pid", ""))' "$d/meta.json") || pid=unknown
+    [ -n "$pid" ] || continue
     nd=$((nd + 1))
     "$B/cli/cuptimonctl" decode "$d" -o "$W/ours/$pid.$nd.json" 2>>"$W/decode.log" || nbad=$((nbad + 1))
 done

@@ -17,6 +17,13 @@
  *      whether its completion is delivered afterwards.
  *  E4  correlation ids and record order of runtime calls, a direct driver
  *      launch, copies, memsets and kernels.
+ *  E5  (cupti-probe --held S, alone) the shim's setting: 4 MiB buffers,
+ *      kernels, copies and memsets, a plain flush a second; one kernel of
+ *      S seconds on one stream (none: S = 0) while another launches tiny
+ *      kernels flat out for S + 1 s.  Twice a second, a walk of every
+ *      buffer CUPTI holds, by record sizes, as the shim's held view does:
+ *      records written, the first incomplete one (kind, correlation id,
+ *      stream); one line per buffer handed back; the launch rate.
  *
  * Build (no GPU needed): nvcc -O2 -arch=sm_90 -o cupti-probe cupti-probe.cu
  *   -I$CUDA/include -L$CUDA/lib -lcupti -lcuda -ldl
@@ -43,8 +50,9 @@
         }                                                                                          \
     } while (0)
 
-#define NBUF  64
-#define BUFSZ (256 * 1024)
+#define NBUF 64
+static size_t BUFSZ = 256 * 1024;
+static int e5_quiet; /* E5: one summary line per buffer handed back */
 
 static uint8_t *bufs[NBUF];
 static volatile int held[NBUF]; /* handed to CUPTI, not back yet */
@@ -106,6 +114,8 @@ static const char *kname(uint32_t k)
     }
 }
 
+static void e5_complete(int i, uint64_t t, const uint8_t *buffer, size_t valid);
+
 static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                  size_t valid)
 {
@@ -116,6 +126,10 @@ static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
     if (i >= 0)
         held[i] = 0;
     pthread_mutex_unlock(&mu);
+    if (e5_quiet) {
+        e5_complete(i, t, buffer, valid);
+        return;
+    }
     printf("%s complete buf#%d at %.3f ms valid %zu ctx %p stream %u\n", phase, i, ms(t), valid,
            (void *)ctx, stream);
     CUpti_Activity *r = NULL;
@@ -223,11 +237,182 @@ static void sleep_ms(double m)
     nanosleep(&ts, NULL);
 }
 
+
+/* ---- E5 helpers: the shim's walk, by sizes, of what CUPTI has written */
+static uint32_t rec_size(uint32_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+    default: return 0;
+    }
+}
+
+struct walked {
+    size_t end;          /* bytes walked */
+    uint32_t recs, inc;  /* records, incomplete ones */
+    long first_inc;      /* offset of the first incomplete record, -1: none */
+    uint32_t stop_kind;  /* a kind whose size is unknown stopped the walk (0: none) */
+    uint64_t long_recs;  /* kernel records of more than 0.5 s */
+};
+
+static struct walked walk_buf(const uint8_t *b, size_t limit)
+{
+    struct walked w = {0, 0, 0, -1, 0, 0};
+    while (w.end + 8 <= limit) {
+        uint32_t kind = __atomic_load_n((const uint32_t *)(b + w.end), __ATOMIC_RELAXED);
+        if (kind == 0)
+            break;
+        uint32_t size = rec_size(kind & 0x7fffffffu);
+        if (size == 0 || w.end + size > limit) {
+            w.stop_kind = kind;
+            break;
+        }
+        if (kind & 0x80000000u) {
+            if (w.first_inc < 0)
+                w.first_inc = (long)w.end;
+            w.inc++;
+        } else if ((kind & 0x7fffffffu) == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)(b + w.end);
+            if (k->end > k->start && k->end - k->start > 500000000ull)
+                w.long_recs++;
+        }
+        w.recs++;
+        w.end += size;
+    }
+    return w;
+}
+
+static void e5_complete(int i, uint64_t t, const uint8_t *buffer, size_t valid)
+{
+    struct walked w = walk_buf(buffer, valid);
+    size_t tail = 0; /* written bytes past valid */
+    for (size_t o = valid; buffer && o < BUFSZ; o += 8)
+        if (*(const uint64_t *)(buffer + o))
+            tail = o + 8 - valid;
+    printf("E5 complete buf#%d at %.3f ms valid %zu records %u incomplete %u long-kernels %llu "
+           "stop-kind 0x%x written-past-valid %zu\n",
+           i, ms(t), valid, w.recs, w.inc, (unsigned long long)w.long_recs, w.stop_kind, tail);
+    fflush(stdout);
+}
+
+static volatile uint64_t e5_launched;
+
+static void e5_peek(void)
+{
+    pthread_mutex_lock(&mu);
+    int shown = 0;
+    for (int i = 0; i < nbufs; i++) {
+        if (!held[i])
+            continue;
+        struct walked w = walk_buf(bufs[i], BUFSZ);
+        char head[160] = "";
+        if (w.first_inc >= 0) {
+            CUpti_ActivityKernel10 k;
+            memcpy(&k, bufs[i] + w.first_inc, 8);
+            uint32_t kind = (uint32_t)*(const uint32_t *)(bufs[i] + w.first_inc) & 0x7fffffffu;
+            if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+                memcpy(&k, bufs[i] + w.first_inc, sizeof k);
+                snprintf(head, sizeof head, " head: kernel corr %u stream %u grid %u name %s",
+                         k.correlationId, k.streamId, k.gridX, k.name ? k.name : "(null)");
+            } else {
+                snprintf(head, sizeof head, " head: kind %u", kind);
+            }
+        }
+        printf("E5 peek at %.3f ms launched %llu buf#%d held: %u records (%zu bytes), %u "
+               "incomplete, first at %ld, stop-kind 0x%x%s\n",
+               ms(now_ns()), (unsigned long long)e5_launched, i, w.recs, w.end, w.inc,
+               w.first_inc, w.stop_kind, head);
+        shown++;
+    }
+    if (!shown)
+        printf("E5 peek at %.3f ms launched %llu: no buffer held\n", ms(now_ns()),
+               (unsigned long long)e5_launched);
+    pthread_mutex_unlock(&mu);
+    fflush(stdout);
+}
+
+static volatile int e5_stop;
+
+static void *e5_watch(void *arg)
+{
+    (void)arg;
+    int n = 0;
+    while (!e5_stop) {
+        sleep_ms(500);
+        e5_peek();
+        if (++n % 2 == 0) {
+            CK(cuptiActivityFlushAll(0));
+            printf("E5 plain flush at %.3f ms\n", ms(now_ns()));
+            fflush(stdout);
+        }
+    }
+    return NULL;
+}
+
+static int e5(double hold_s)
+{
+    BUFSZ = 4u << 20;
+    e5_quiet = 1;
+    phase = "E5";
+    uint8_t one = 1;
+    size_t sz = 1;
+    CK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one));
+    CK(cuptiActivityRegisterCallbacks(on_request, on_complete));
+    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    cudaStream_t hs, ls;
+    int *d = NULL;
+    char *src = NULL, *dst = NULL;
+    cudaFree(0);
+    cudaStreamCreateWithFlags(&hs, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&ls, cudaStreamNonBlocking);
+    cudaMalloc(&d, 4096);
+    cudaMalloc(&src, 65536);
+    cudaMalloc(&dst, 65536);
+    spin<<<1, 1, 0, hs>>>(1000);
+    tiny<<<1, 32, 0, ls>>>(d);
+    cudaDeviceSynchronize();
+    CK(cuptiActivityFlushAll(0));
+    pthread_t th;
+    pthread_create(&th, NULL, e5_watch, NULL);
+    printf("E5 hold %.1f s: launch spin on hs at %.3f\n", hold_s, ms(now_ns()));
+    if (hold_s > 0)
+        spin<<<1, 1, 0, hs>>>((long long)(hold_s * 1e9));
+    uint64_t a = now_ns(), until = a + (uint64_t)((hold_s > 0 ? hold_s + 1 : 3) * 1e9), n = 0;
+    while (now_ns() < until) {
+        for (int k = 0; k < 64; k++) {
+            tiny<<<1, 32, 0, ls>>>(d);
+            if (++n % 1000 == 0) {
+                cudaMemcpyAsync(dst, src, 65536, cudaMemcpyDeviceToDevice, ls);
+                cudaMemsetAsync(dst, 0, 65536, ls);
+            }
+        }
+        e5_launched = n;
+    }
+    uint64_t b = now_ns();
+    printf("E5 launched %llu tiny kernels in %.3f s (%.0f/s); synchronizing\n",
+           (unsigned long long)n, (b - a) / 1e9, n / ((b - a) / 1e9));
+    cudaDeviceSynchronize();
+    printf("E5 synchronized at %.3f\n", ms(now_ns()));
+    sleep_ms(1200);
+    e5_stop = 1;
+    pthread_join(th, NULL);
+    flush(0, "plain at the end");
+    flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, "forced at the end");
+    size_t dropped = 0;
+    cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
+    printf("E5 end: %d buffers requested, dropped %zu\n", nbufs, dropped);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
     t0 = now_ns();
+    if (argc == 3 && strcmp(argv[1], "--held") == 0)
+        return e5(atof(argv[2]));
     phase = "E0";
     uint32_t v = 0;
     CK(cuptiGetVersion(&v));

@@ -35,8 +35,11 @@ EDGE_NS = 2_000_000  # launches this close to a window's start or end may go eit
 # A spin kernel ends D ms after its first instruction; CUPTI's start is when
 # it was scheduled.  Two processes time-slice the GPU (no MPS), so a kernel
 # may wait one slice (about 2 ms on the H200: 47.3 ms for 45 ms kernels in
-# the first run) before its first instruction.
+# the first run) before its first instruction, and lose one more just
+# before its last look at the timer (the H100: 50.357 ms for 45 ms).  A cut
+# kernel is shorter than D; longer by up to two slices is the GPU's sharing.
 SLICE_NS = 5_000_000
+SHARED_NS = 2 * SLICE_NS
 
 
 def load_trace(path):
@@ -102,7 +105,7 @@ for lab, rep in sorted(reports.items()):
     check(ks == per_stream, f"{tag}: kernels per stream as launched", f"{ks} vs {per_stream}")
     keys = {(e["stream"], e["start"]) for e in kern}
     check(len(keys) == len(kern), f"{tag}: no kernel twice", f"{len(kern) - len(keys)} repeated")
-    bad = [e["dur"] for e in kern if not (kns * 0.999 <= e["dur"] <= kns + SLICE_NS)]
+    bad = [e["dur"] for e in kern if not (kns * 0.999 <= e["dur"] <= kns + SHARED_NS)]
     longest = max((e["dur"] for e in kern), default=0)
     check(not bad, f"{tag}: every kernel with its true duration ({kns / 1e6:g} ms, the longest "
           f"{longest / 1e6:.3f} ms)", f"{len(bad)} off, e.g. {bad[:5]}")
@@ -149,7 +152,7 @@ for w in (1, 2, 3):
                   f"{len(set(calls) - set(corrs))} launches without work")
             if what == "kernel":
                 bad = [e["dur"] for e in work if not (rep["kernel_ns"] * 0.999 <= e["dur"]
-                                                      <= rep["kernel_ns"] + SLICE_NS)]
+                                                      <= rep["kernel_ns"] + SHARED_NS)]
                 late = [e for e in work if e["start"] + e["dur"] > s1]
                 check(not bad, f"{tag}: no kernel cut", f"{len(bad)}: {bad[:5]}")
                 print(f"  {tag}: {len(late)} kernel(s) launched inside ran past end-window")

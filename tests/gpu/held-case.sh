@@ -80,12 +80,14 @@ for s in d["sessions"]:
 
 for wl in ${HELD_WORKLOADS:-cuda}; do
     run $wl-control --hold-s 0 --seconds 5
-    run $wl-hold --hold-s "$HOLD_S" --seconds "$((HOLD_S + 1))"
+    run $wl-hold --hold-s "$HOLD_S" --seconds "$((HOLD_S + 3))"
     CUPTIMON_POOL_MAX=96M run $wl-cap --hold-s 8 --seconds 9
 done
 ctl status >"$W/status-last.txt" 2>&1
 echo "status rc $?" >>"$W/exits.txt"
 kill -TERM "$dpid"; wait "$dpid"; echo "daemon exit $?" >>"$W/exits.txt"; dpid=
+# The sessions decoded side by side (millions of kernels each at the H100's
+# launch rate).
 for rep in "$W"/*-control.json "$W"/*-hold.json "$W"/*-cap.json; do
     [ -e "$rep" ] || continue
     name=$(basename "$rep" .json)
@@ -94,8 +96,9 @@ for rep in "$W"/*-control.json "$W"/*-hold.json "$W"/*-cap.json; do
     [ -n "$d" ] || continue
     cp "$d/meta.json" "$W/$name.meta.json"
     "$B/cli/cuptimonctl" decode "$d" -o "$W/$name.trace.json" --summary >"$W/$name.summary.json" \
-        2>"$W/$name.decode.err"
+        2>"$W/$name.decode.err" &
 done
+wait
 python3 "$here/held-check.py" "$W" >"$OUT/held-report.txt" 2>&1
 rc=$?
 cat "$OUT/held-report.txt"

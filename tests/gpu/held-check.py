@@ -12,6 +12,7 @@ when a hard check failed.
 import collections
 import glob
 import json
+import multiprocessing
 import os
 import sys
 
@@ -33,7 +34,7 @@ def load(name, ext):
 def gpu_events(name, rep):
     """The GPU work the measured part launched: from the long kernel's launch
     (or the launch loop's start) on; a torch run's warm-up is before it."""
-    t = load(name, "trace.json")
+    t = load(name, "trace.json") if rep else None
     if t is None:
         return None
     base = int(t["otherData"]["base_unix_ns"])
@@ -76,13 +77,20 @@ exits = open(os.path.join(W, "exits.txt")).read() if os.path.exists(os.path.join
 print(exits.strip())
 check("status rc 0" in exits and "daemon exit 0" in exits, "the daemon answered status and stopped cleanly")
 
-for wl in sorted({os.path.basename(p).split("-")[0] for p in glob.glob(os.path.join(W, "*-hold.json"))}):
+workloads = sorted({os.path.basename(p).split("-")[0] for p in glob.glob(os.path.join(W, "*-hold.json"))})
+# Each run's trace read side by side (a trace of millions of kernels takes
+# a core tens of seconds to load).
+runs = [(f"{wl}-{run}", load(f"{wl}-{run}", "json")) for wl in workloads for run in ("control", "hold", "cap")]
+with multiprocessing.Pool(len(runs) or 1) as pool:
+    events = dict(zip([n for n, _ in runs], pool.starmap(gpu_events, runs)))
+
+for wl in workloads:
     mem = {}
     for run in ("control", "hold", "cap"):
         name = f"{wl}-{run}"
         rep, meta = load(name, "json"), load(name, "meta.json")
         check(f"{name} exit 0" in exits, f"{name}: the workload ran and exited 0")
-        ev = gpu_events(name, rep) if rep else None
+        ev = events.get(name) if rep else None
         if rep is None or meta is None or ev is None:
             check(False, f"{name}: report, meta.json and trace all there")
             continue
@@ -100,12 +108,13 @@ for wl in sorted({os.path.basename(p).split("-")[0] for p in glob.glob(os.path.j
               f"hold {rep['hold_s']} s); archived {archived}; dropped by CUPTI {dropped}; "
               f"pool grown peak {fin.get('pool_grown_peak_slots')} slots; "
               f"flushes skipped {fin.get('flushes_skipped')}")
-        during = [r for r in [rep] if rep["hold_s"] > 0]
-        if during:
+        if rep["hold_s"] > 0:
             # The launches made while the long kernel ran: held-work launches
             # from the loop's start, the long kernel ends hold_s later.
             rate = rep["launch_rate"]
-            print(f"{name}: launch rate over the loop {rate:.0f}/s")
+            per_s = rep.get("launches_per_s", [])[:int(rep["hold_s"])]
+            print(f"{name}: launch rate over the loop {rate:.0f}/s"
+                  + (f"; in the hold's seconds min {min(per_s)}/s, max {max(per_s)}/s" if per_s else ""))
         check(dup == 0, f"{name}: no correlation id archived twice ({dup})")
         samples = mem_samples(name)
         peak_rss = max((r for _, r, _ in samples), default=0)

@@ -62,7 +62,7 @@ def main():
     t1 = time.time_ns()
     torch.cuda.synchronize()
     t2 = time.time_ns()
-    rep = {"pid": os.getpid(), "hold_s": a.hold_s, "hold_kernel": "void at::cuda::(anonymous namespace)::spin_kernel",
+    rep = {"pid": os.getpid(), "hold_s": a.hold_s, "hold_kernel": "at::cuda::(anonymous namespace)::spin_kernel",
            "hold_before_ns": hold_before, "hold_after_ns": hold_after, "tiny_kernels": kernels,
            "copies": copies, "memsets": 0, "fill_kernels": memsets, "loop_start_ns": t0, "loop_end_ns": t1,
            "synced_ns": t2, "launch_rate": kernels / ((t1 - t0) / 1e9),
