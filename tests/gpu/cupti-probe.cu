@@ -333,6 +333,18 @@ static void e5_peek(void)
     fflush(stdout);
 }
 
+/* Pre-zeroed buffers, the callbacks, the GPU kinds the shim enables. */
+static void enable_activity(void)
+{
+    uint8_t one = 1;
+    size_t sz = 1;
+    CK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one));
+    CK(cuptiActivityRegisterCallbacks(on_request, on_complete));
+    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+}
+
 static volatile int e5_stop;
 
 static void *e5_watch(void *arg)
@@ -356,13 +368,7 @@ static int e5(double hold_s)
     BUFSZ = 4u << 20;
     e5_quiet = 1;
     phase = "E5";
-    uint8_t one = 1;
-    size_t sz = 1;
-    CK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one));
-    CK(cuptiActivityRegisterCallbacks(on_request, on_complete));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    enable_activity();
     cudaStream_t hs, ls;
     int *d = NULL;
     char *src = NULL, *dst = NULL;
@@ -429,13 +435,7 @@ int main(int argc, char **argv)
            sizeof(CUpti_ActivityKernel10), sizeof(CUpti_ActivityMemcpy6),
            sizeof(CUpti_ActivityMemset4), sizeof(CUpti_ActivityAPI));
 
-    uint8_t one = 1;
-    size_t sz = 1;
-    CK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one));
-    CK(cuptiActivityRegisterCallbacks(on_request, on_complete));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    enable_activity();
 
     cudaStream_t s1, s2;
     cudaFree(0);
