@@ -89,7 +89,13 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int held_since_flush(const struct shim_held *h);
+/* Whether h's head was the head when the last flush ran: the flush left
+ * it incomplete. */
+static int held_since_flush(const struct shim_held *h)
+{
+    return h->head && hs.fl_head && hs.fl_slot == h->head_slot && hs.fl_off == h->head_off &&
+           hs.fl_req == h->head_req;
+}
 
 /* Continues the walk of slot idx (c is its cache): records are appended
  * at c->end, and complete from c->done on while their kinds are clean.
@@ -312,14 +318,6 @@ void cuptimon__held_scan(struct shim *s, struct shim_held *h)
                "%" PRIu64 " records in %" PRIu64 " bytes from it on",
                n, h->scanned ? "" : " in part", h->head ? "found" : "none", h->head_slot,
                h->head_off, m->kind, h->records, h->bytes);
-}
-
-/* Whether h's head was the head when the last flush ran: the flush left
- * it incomplete. */
-static int held_since_flush(const struct shim_held *h)
-{
-    return h->head && hs.fl_head && hs.fl_slot == h->head_slot && hs.fl_off == h->head_off &&
-           hs.fl_req == h->head_req;
 }
 
 int cuptimon__held_skip(struct shim *s, const struct shim_held *h, long long now_ms)

@@ -342,14 +342,14 @@ static int stack_pop(struct shim *s, _Atomic uint64_t *top)
  * pool's memory by a slot (CUPTI's writes fault its pages in).  The pool
  * grows for buffers CUPTI holds, not for buffers waiting for the daemon:
  * while as many as the resident slots wait (READY or SENT), each slot it
- * grows by takes a credit, and each buffer the daemon gives back returns
- * one (slot_recycle), up to the resident slots' number.  A stopped or stalled daemon so
- * costs the job at most its resident pool's memory again, one slower than
- * the job a slot per buffer it drains; and when a long kernel ends, the
- * buffers it held (completed all at once) are drained while CUPTI fills
- * new ones (H100: 153 held buffers took 0.45 s to reach the daemon, and
- * growing only after a release dropped the 90,408 records launched
- * meanwhile). */
+ * grows by takes a credit, and each slot that comes back returns one
+ * (slot_recycle), up to the resident slots' number.  A stopped or stalled
+ * daemon so costs the job at most its resident pool's memory again, one
+ * slower than the job a slot per buffer it drains; and when a long kernel
+ * ends, the buffers it held (handed back all at once) are drained while
+ * CUPTI fills new ones (H100: 153 held buffers took 0.45 s to reach the
+ * daemon, and growing only after a release dropped the 90,408 records
+ * launched meanwhile). */
 static int slot_pop(struct shim *s)
 {
     int idx = stack_pop(s, &s->free_head);

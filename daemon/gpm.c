@@ -153,7 +153,7 @@ struct gpm_dev {
     uint64_t interval_ns; /* the running configuration's */
     int64_t started_ns;
     int wedged;         /* overflowed, and the decode that said so handed over nothing */
-    uint64_t hw_buffer; /* the hardware buffer's bytes (0: HW_BUFFER_BYTES) */
+    uint64_t hw_buffer; /* the hardware buffer's bytes */
     /* the metric set in use: indexes into the wanted set's names */
     uint32_t nm;
     struct cuptimon_gpm_metric m[CUPTIMON_GPM_METRICS_MAX];
@@ -327,6 +327,7 @@ static int bring_up_api(struct cuptimon_gpm *g)
         int cd = 0;
         unsigned char u[16];
         d->ordinal = i;
+        d->hw_buffer = HW_BUFFER_BYTES;
         if (a->cuDeviceGet(&cd, i) == 0) {
             a->cuDeviceGetName(d->name, sizeof d->name, cd);
             a->cuDeviceGetPCIBusId(d->pci, sizeof d->pci, cd);
@@ -688,7 +689,7 @@ static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
         .pPmSamplingObject = d->obj,
         .configSize = d->config_size,
         .pConfig = d->config,
-        .hardwareBufferSize = d->hw_buffer ? d->hw_buffer : HW_BUFFER_BYTES,
+        .hardwareBufferSize = d->hw_buffer,
         .samplingInterval = d->interval_ns,
         .triggerMode = GPM_TRIGGER_GPU_TIME_INTERVAL,
         .hwBufferAppendMode = GPM_APPEND_KEEP_OLDEST};
@@ -1029,9 +1030,8 @@ static void *gpm_main(void *arg)
                 if (d->wedged) {
                     stop_dev(g, d, DEV_IDLE, "restarting after its hardware buffer overflowed");
                     d->wedged = 0;
-                    uint64_t hb = d->hw_buffer ? d->hw_buffer : HW_BUFFER_BYTES;
-                    if (hb < HW_BUFFER_MAX) {
-                        d->hw_buffer = 2 * hb;
+                    if (d->hw_buffer < HW_BUFFER_MAX) {
+                        d->hw_buffer *= 2;
                         log_notice("gpu-metrics",
                                    "GPU %d: its hardware buffer grows to %" PRIu64 " MiB",
                                    d->ordinal, d->hw_buffer >> 20);
@@ -1263,9 +1263,7 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
                                json_object_new_double((double)d->interval_ns / 1e6));
         json_object_object_add(x, "samples", json_object_new_int64((int64_t)d->samples));
         json_object_object_add(x, "overflows", json_object_new_int64((int64_t)d->overflows));
-        json_object_object_add(
-            x, "hw_buffer_bytes",
-            json_object_new_int64((int64_t)(d->hw_buffer ? d->hw_buffer : HW_BUFFER_BYTES)));
+        json_object_object_add(x, "hw_buffer_bytes", json_object_new_int64((int64_t)d->hw_buffer));
         json_object_object_add(x, "decode_errors",
                                json_object_new_int64((int64_t)d->decode_errors));
         json_object_object_add(x, "eval_errors", json_object_new_int64((int64_t)d->eval_errors));

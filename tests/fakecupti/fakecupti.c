@@ -634,9 +634,10 @@ static void periodic_flush_locked(void)
 static void force_ready_locked(void);
 
 /* CUPTI's worker: delivers the queue head once it may go (above), in order.  A full
- * buffer whose records still run is looked at again every millisecond; a buffer a flush
- * closed while a record in it (or before it) ran waits for the next flush, as on the
- * H200, where nothing arrives without one. */
+ * buffer whose records still run is looked at again every millisecond, and so is one a
+ * flush closed once a later buffer has filled (enqueue_locked); until then a buffer a
+ * flush closed while a record in it (or before it) ran waits for the next flush, as on
+ * the H200, where nothing arrives without one. */
 static void *worker_main(void *arg)
 {
     (void)arg;
