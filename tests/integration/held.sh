@@ -14,6 +14,10 @@
 #  B. the same against a small cap (CUPTIMON_POOL_MAX): CUPTI drops what no
 #     buffer is left for, and that is counted (status, meta.json), logged
 #     (the cap was reached) and is all that is missing.
+#  C. the daemon stopped across the hold's end while the job launches on:
+#     the pool grows past that backlog on its credit, nothing is dropped;
+#  D. no long kernel: status shows nothing in flight (the double leaves the
+#     records of the buffer it fills incomplete until it closes it).
 # With the fixed pool of before, A dropped most of what was launched
 # during the hold.
 . "$top_srcdir/tests/integration/lib.sh"
@@ -98,6 +102,22 @@ sleep "$(python3 -c "print(max(0.0, ($go_ns + 3.8e9 - $(date +%s%N)) / 1e9))")"
 cont_ns=$(date +%s%N)
 kill -CONT "$DPID"
 wait $w || fail "c: the workload failed"
+
+# D. No long kernel: the job launches short ones steadily.  CUPTI leaves
+# every record of the buffer it fills incomplete until it closes it (the
+# H100), so there is always an oldest incomplete record, and it is work
+# that has ended: status must not show it in flight.
+env CUPTIMON_SLOT_SIZE=$slot CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
+    --kernels 50000 --rate 10000 --wait-file "$T/go-d" --report "$T/d.json" --quiet &
+w=$!
+wait_for 100 has_session $w || fail "d: the workload did not connect"
+touch "$T/go-d"
+: >"$T/d-status.json"
+for i in $(seq 1 10); do
+    sleep 0.1
+    status_of $w >>"$T/d-status.json"
+done
+wait $w || fail "d: the workload failed"
 ctl status --json >"$T/status.json"
 stop_daemon
 
@@ -180,6 +200,11 @@ check(after >= 2000, f"c: {after} launches after the hold ended, before the daem
 check(rep["dropped"] == 0 and m["dropped_records"] == 0 and m["requests_declined"] == 0,
       f"c: nothing dropped (the double: {rep['dropped']}, meta: {m['dropped_records']}, "
       f"declined {m['requests_declined']}), the pool grown by {m['pool_grown_peak_slots']}")
+# D: nothing in flight while only short kernels ran.
+d = [json.loads(l) for l in open(f"{T}/d-status.json") if l.strip()]
+shown = [x["in_flight"]["what"] for x in d if x.get("in_flight")]
+check(len(d) >= 5 and not shown,
+      f"d: no work shown in flight in {len(d)} samples of a job without long kernels ({shown[:3]})")
 sys.exit(1 if fails else 0)
 PY
 
