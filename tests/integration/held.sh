@@ -107,16 +107,20 @@ wait $w || fail "c: the workload failed"
 # every record of the buffer it fills incomplete until it closes it (the
 # H100), so there is always an oldest incomplete record, and it is work
 # that has ended: status must not show it in flight.
+# Ten samples, however slow status is (a sanitizer on a loaded machine):
+# the job launches for 20 s at most and is stopped once they are taken.
 env CUPTIMON_SLOT_SIZE=$slot CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
-    --kernels 50000 --rate 10000 --wait-file "$T/go-d" --report "$T/d.json" --quiet &
+    --kernels 200000 --rate 10000 --wait-file "$T/go-d" --report "$T/d.json" \
+    --stop-file "$T/stop-d" --quiet &
 w=$!
 wait_for 100 has_session $w || fail "d: the workload did not connect"
 touch "$T/go-d"
 : >"$T/d-status.json"
-for i in $(seq 1 10); do
+while [ "$(wc -l <"$T/d-status.json")" -lt 10 ] && kill -0 $w 2>/dev/null; do
     sleep 0.1
     status_of $w >>"$T/d-status.json"
 done
+touch "$T/stop-d"
 wait $w || fail "d: the workload failed"
 ctl status --json >"$T/status.json"
 stop_daemon

@@ -8,21 +8,22 @@
 start_daemon --flush-period 0.2
 pids=
 for i in 0 1 2 3; do
-    CUPTIMON_LABEL=worker$i RANK=$i WORLD_SIZE=4 workload --kernels $((20000 + i * 5000)) \
+    CUPTIMON_LABEL=worker$i RANK=$i WORLD_SIZE=4 spawn_workload --kernels $((20000 + i * 5000)) \
         --rate 40000 --streams $((i + 1)) --threads $((i % 2 + 1)) \
-        --report "$T/report-$i.json" --linger-ms 1500 &
-    pids="$pids $!"
+        --report "$T/report-$i.json" --linger-ms 60000
+    pids="$pids $SPAWNED"
 done
 
-# While they run, status lists all four, with their labels and ranks.
-seen() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 4 ]; }
-wait_for 100 seen || { ctl status; fail "status did not show 4 sessions"; }
-ctl status > "$T/status.txt"
-for i in 0 1 2 3; do
-    grep -q "worker$i rank $i" "$T/status.txt" || { cat "$T/status.txt"; fail "status lacks worker$i"; }
-done
+# While they run (each lingers until SIGUSR1), status lists all four, with
+# their labels and ranks, and a forced flush reaches all four.
+listed() {
+    ctl status >"$T/status.txt" || return 1
+    for i in 0 1 2 3; do grep -q "worker$i rank $i" "$T/status.txt" || return 1; done
+}
+wait_for 100 listed || { cat "$T/status.txt"; fail "status did not list worker0..3 with their ranks"; }
 ctl flush --forced > "$T/flush.txt" || { cat "$T/flush.txt"; fail "forced flush reported late sessions"; }
 grep -q "4 of 4 session(s)" "$T/flush.txt" || { cat "$T/flush.txt"; fail "flush did not reach 4 sessions"; }
+kill -USR1 $pids
 for p in $pids; do wait "$p" || fail "a workload exited with status $?"; done
 stop_daemon
 

@@ -701,7 +701,12 @@ START_TEST(test_held_buffers_behind_running_work)
     ck_assert_uint_eq((uint32_t)held.kind, 0x80000000u | CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     ck_assert_uint_eq(held.end, 0);
     fakecuda_synchronize();
-    ck_assert_uint_eq(nbufs(), 0); /* nothing without a flush (the last one is not full) */
+    /* The sixth buffer, not full, waits for a flush (the H200: nothing in 600 ms without
+     * one).  The five full ones may come once the kernel has ended: not asserted either
+     * way (the worker looks at a full head every millisecond; whether CUPTI does without
+     * a later buffer filling is not measured). */
+    ck_assert(!wait_recs(91, 100));
+    ck_assert_uint_le(nbufs(), 5);
     ck_assert_int_eq(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
     ck_assert_uint_eq(col.nbufs, 6);
     ck_assert_uint_eq(col.n, 101);
