@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every test, on a fresh machine: install what is missing, build from
-# scratch, run the unit and integration suites, the same again under
-# ASan+UBSan, the unit suites under valgrind, a build and suite with no CUDA
-# toolkit, a fuzz smoke, and distcheck.
+# scratch, run the unit suites and the tests that need a build without
+# sanitizers, the whole suite under ASan+UBSan, the unit suites under
+# valgrind, a build and suite with no CUDA toolkit, a fuzz smoke, and
+# distcheck.
 # Ends with one line: "N passed, N failed".
 set -u
 cd "$(dirname "$0")"
@@ -29,12 +30,16 @@ count_suite() {
     failures+=("$2: see $log")
     # Name each failed test with the lines of its log that say why, so that
     # a CI run that keeps only the end of the output still tells.
-    local trs t
+    local trs t why
     while IFS= read -r trs; do
         grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$trs" || continue
         t=${trs%.trs}
-        failures+=("$2: ${t#"$1"/}: $(grep -m 3 -E '^(FAIL|ERROR)[: ]|^E +|[A-Za-z]+Error|Sanitizer|failed' "$t.log" 2>/dev/null \
-            | grep -v '^FAIL [^:]* (exit status' | tr '\n' ' ' | cut -c1-400)")
+        # pytest's summary names the failed tests; other logs say it in
+        # their first FAIL/Error lines.
+        why=$(grep -m 3 -E '^(FAILED|ERROR) [^ ]+::' "$t.log" 2>/dev/null)
+        [ -n "$why" ] || why=$(grep -m 3 -E '^(FAIL|ERROR)[: ]|^E +|[A-Za-z]+Error|Sanitizer|failed' "$t.log" 2>/dev/null \
+            | grep -v '^FAIL [^:]* (exit status')
+        failures+=("$2: ${t#"$1"/}: $(echo "$why" | tr '\n' ' ' | cut -c1-400)")
         { echo "----- $2: $t.log (last 60 lines)"; tail -n 60 "$t.log"; } >>"$top/check-failures.log" 2>/dev/null
     done < <(find "$1" -name '*.trs' -newer "$1/config.status" | sort)
 }
@@ -69,8 +74,10 @@ stage "format (clang-format, .clang-format)" ./scripts/check-format.sh
 
 echo "=== build (gcc, -Werror) (at ${SECONDS} s)"
 if build "$top/build-ci" --enable-werror; then
-    (cd build-ci && make -s -j"$jobs" check >/dev/null 2>&1)
-    count_suite build-ci "make check"
+    # The unit suites and what only this build runs (tests/local.mk,
+    # PLAIN_TESTS); every integration test runs in the ASan+UBSan build.
+    (cd build-ci && make -s -j"$jobs" check-plain >/dev/null 2>&1)
+    count_suite build-ci "make check-plain"
     stage "valgrind (unit suites)" make -s -C build-ci check-valgrind
     stage "product built without CUDA headers" no_cuda_headers build-ci
 else

@@ -79,3 +79,15 @@ DISTCHECK_TESTS = $(filter tests/unit/%,$(TESTS)) tests/integration/cli.sh \
 distcheck-short:
 	$(MAKE) $(AM_MAKEFLAGS) distcheck TESTS='$(DISTCHECK_TESTS)'
 .PHONY: distcheck-short
+
+# check.sh's gcc build runs these (make check-plain): the unit suites, the
+# tests that skip under the sanitizers (a throughput verdict, or a check
+# that does not depend on the build: their scripts say which), and an
+# end-to-end smoke at full speed.  Its ASan+UBSan build runs the whole
+# suite; make check runs the whole suite in any build.
+PLAIN_TESTS = $(filter tests/unit/%,$(TESTS)) tests/fault/tsan.sh tests/fault/cppcheck.sh \
+	tests/fault/fair-users.sh tests/fault/fair-workers.sh tests/integration/multi-producer.sh \
+	tests/integration/demo-end.sh tests/python/pytest.sh
+check-plain:
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS='$(PLAIN_TESTS)'
+.PHONY: check-plain

@@ -25,7 +25,7 @@ export PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
 # Nothing may be written into the source tree (distcheck's is read-only).
 export PYTHONDONTWRITEBYTECODE=1
 rc=0
-"$PY" -m pytest -p no:cacheprovider -q -rs --basetemp="$T/pytest" \
+"$PY" -m pytest -p no:cacheprovider -q -rfEs --basetemp="$T/pytest" \
     ${CUPTIMON_PYTEST_ARGS:-} "$top_srcdir/tests/python" || rc=$?
 if [ $rc -ne 0 ]; then
     echo "FAIL: pytest exited with $rc"

@@ -11,6 +11,17 @@
 
 #include <check.h>
 
+/* A passing assertion costs nothing.  Check's own ck_assert_msg (and every
+ * ck_assert_* built on it) writes its file and line to the runner each time
+ * it passes, a write(2): test-trace made 1.67 million, 298 s of its run under
+ * ASan.  A test that crashes is located by the sanitizer's or valgrind's stack
+ * instead of by Check's last passed point. */
+#undef ck_assert_msg
+#define ck_assert_msg(expr, ...)                                                                   \
+    ((expr)                                                                                        \
+         ? (void)0                                                                                 \
+         : _ck_assert_failed(__FILE__, __LINE__, "Assertion '" #expr "' failed", ##__VA_ARGS__))
+
 /* The suite this program runs; each test program defines it once. */
 Suite *cuptimon__test_suite(void);
 
