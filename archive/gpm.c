@@ -24,6 +24,7 @@
 
 #include "archive.h"
 #include "cuptimon-proto.h"
+#include "strtab.h"
 #include "trace.h"
 
 /* A chunk passed over by --from-like skipping must have been completed this
@@ -590,16 +591,53 @@ void cuptimon__gpm_devset_add(struct cuptimon_gpm_devset *d, uint32_t ordinal)
         d->bits[ordinal / 64] |= (uint64_t)1 << (ordinal % 64);
 }
 
-int cuptimon__gpm_devset_has(const struct cuptimon_gpm_devset *d, uint32_t ordinal)
+static void devset_add_uuid(struct cuptimon_gpm_devset *d, const char *text)
+{
+    for (uint32_t i = 0; i < d->nuuid; i++)
+        if (memcmp(d->uuid[i], text, CUPTIMON_UUID_TEXT_SIZE - 1) == 0)
+            return;
+    if (d->nuuid == CUPTIMON_GPM_DEVSET_UUIDS) {
+        d->all = 1; /* more GPUs than a node has: show every one rather than guess */
+        return;
+    }
+    memcpy(d->uuid[d->nuuid], text, CUPTIMON_UUID_TEXT_SIZE - 1);
+    d->uuid[d->nuuid++][CUPTIMON_UUID_TEXT_SIZE - 1] = '\0';
+}
+
+void cuptimon__gpm_devset_resolve(struct cuptimon_gpm_devset *node,
+                                  const struct cuptimon_gpm_devset *proc,
+                                  const struct cuptimon_strtab *names)
+{
+    node->all |= proc->all;
+    for (uint32_t o = 0; o < 256; o++) {
+        const char *text;
+        size_t len = 0;
+
+        if (!(proc->bits[o / 64] >> (o % 64) & 1))
+            continue;
+        text = names ? cuptimon__strtab_get(names, CUPTIMON_DEVICE_UUID_KEY(o), &len) : NULL;
+        if (text != NULL && cuptimon__uuid_text_ok(text, len))
+            devset_add_uuid(node, text);
+        else
+            cuptimon__gpm_devset_add(node, o);
+    }
+}
+
+int cuptimon__gpm_devset_has(const struct cuptimon_gpm_devset *d, uint32_t ordinal,
+                             const char *uuid)
 {
     if (d == NULL || d->all)
         return 1;
+    if (uuid != NULL && uuid[0] != '\0')
+        for (uint32_t i = 0; i < d->nuuid; i++)
+            if (strcmp(d->uuid[i], uuid) == 0)
+                return 1;
     return ordinal < 256 && (d->bits[ordinal / 64] >> (ordinal % 64) & 1);
 }
 
 int cuptimon__gpm_devset_empty(const struct cuptimon_gpm_devset *d)
 {
-    return !d->all && (d->bits[0] | d->bits[1] | d->bits[2] | d->bits[3]) == 0;
+    return !d->all && d->nuuid == 0 && (d->bits[0] | d->bits[1] | d->bits[2] | d->bits[3]) == 0;
 }
 
 /* ---- counter tracks ------------------------------------------------------ */
@@ -631,7 +669,7 @@ int cuptimon__gpm_trace_session(struct cuptimon_trace *t, const char *dir, uint6
         return -ENOMEM;
     if ((rc = open_session(dir, from_ns, &r, m, why, whylen)) < 0)
         goto out;
-    if (!cuptimon__gpm_devset_has(devs, (uint32_t)m->ordinal)) {
+    if (!cuptimon__gpm_devset_has(devs, (uint32_t)m->ordinal, m->uuid)) {
         cuptimon__archive_close(r);
         rc = 0;
         goto out;

@@ -630,8 +630,7 @@ static void gpm_counters(struct session *sess, size_t nsess, int split, size_t g
             first = s->ev_first;
         if (s->ev_last > last)
             last = s->ev_last;
-        for (int k = 0; k < 4; k++)
-            devs.bits[k] |= s->devs.bits[k];
+        cuptimon__gpm_devset_resolve(&devs, &s->devs, s->as.names);
     }
     if (ngpm == 0)
         return;

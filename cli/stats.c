@@ -703,7 +703,7 @@ static int gpu_one(const char *dir, struct cuptimon_gpm_stats *gs, const struct 
         free(m);
         return 1;
     }
-    if (!cuptimon__gpm_devset_has(devs, (uint32_t)m->ordinal)) {
+    if (!cuptimon__gpm_devset_has(devs, (uint32_t)m->ordinal, m->uuid)) {
         cuptimon__archive_close(r);
         free(m);
         return 0;
@@ -1238,8 +1238,8 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (cuptimon__gpm_stats_new(CUPTIMON_GPM_EXACT_DEFAULT, &gs) < 0)
             goto oom;
         for (size_t i = 0; i < nsess; i++)
-            for (int k = 0; !sess[i].skip && k < 4; k++)
-                devs.bits[k] |= sess[i].devs.bits[k];
+            if (!sess[i].skip)
+                cuptimon__gpm_devset_resolve(&devs, &sess[i].devs, sess[i].as.names);
         gout.window = window != 0;
         for (size_t i = 0; window ? gdirs && gdirs[i] : i < nsess; i++) {
             const char *d = window ? gdirs[i] : sess[i].dir;

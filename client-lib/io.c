@@ -540,7 +540,8 @@ static void report_thread_names(struct io *io)
  * and thus every trace written of it, however long after.  CUPTI's own
  * device record was not used: its layout changed in 13.2 (Device6), its
  * name is a pointer the shim would have to intern, and it lacks
- * sharedMemPerBlockOptin.  Called on the IO thread once CUDA work has been
+ * sharedMemPerBlockOptin.  Each device's UUID goes as a string of its own
+ * (CUPTIMON_DEVICE_UUID_KEY).  Called on the IO thread once CUDA work has been
  * seen (a buffer with records, or a forced flush), i.e. after cuInit
  * returned; the driver is the one already loaded (RTLD_NOLOAD), else
  * whatever the process has (the test double).  Until the driver answers,
@@ -553,6 +554,7 @@ static void report_devices(struct io *io)
     typedef int (*attr_fn)(int *, int, int);
     typedef int (*name_fn)(char *, int, int);
     typedef int (*mem_fn)(size_t *, int);
+    typedef int (*uuid_fn)(unsigned char *, int);
     enum {
         A_MAX_THREADS_PER_BLOCK = 1,
         A_MAX_SHARED_MEMORY_PER_BLOCK = 8,
@@ -587,6 +589,9 @@ static void report_devices(struct io *io)
     attr_fn get_attr = (attr_fn)dlsym(from, "cuDeviceGetAttribute");
     name_fn get_name = (name_fn)dlsym(from, "cuDeviceGetName");
     mem_fn get_mem = (mem_fn)dlsym(from, "cuDeviceTotalMem_v2");
+    uuid_fn get_uuid = (uuid_fn)dlsym(from, "cuDeviceGetUuid_v2");
+    if (!get_uuid)
+        get_uuid = (uuid_fn)dlsym(from, "cuDeviceGetUuid");
     int n = 0;
     if (!get_count || !get_attr || !get_name || !get_mem) {
         io->devices_reported = 1; /* no driver to ask: nothing to wait for */
@@ -606,6 +611,13 @@ static void report_devices(struct io *io)
             snprintf(text, sizeof text, "%d %zu %d %d %d %d %d %d %d %d %d %d %d %s", d, mem, v[0],
                      v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], name);
             cuptimon__add_string(io->s, CUPTIMON_DEVICE_KEY(d), text);
+            /* The node's GPU behind this ordinal (CUDA_VISIBLE_DEVICES
+             * renumbers): what matches it to the daemon's GPU metrics. */
+            unsigned char u[16];
+            if (get_uuid && get_uuid(u, d) == 0) {
+                cuptimon__uuid_text(text, u);
+                cuptimon__add_string(io->s, CUPTIMON_DEVICE_UUID_KEY(d), text);
+            }
         }
         io->devices_reported = 1;
         shim_debug(io->s, "device properties of %d device(s) sent", n);

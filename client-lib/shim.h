@@ -10,6 +10,7 @@
 #include "cupti-abi.h"
 #include "cuptimon-proto.h"
 #include "layouts.h"
+#include "util.h"
 
 #define SHIM_MAX_SOCKETS 4
 

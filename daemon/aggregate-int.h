@@ -92,9 +92,11 @@ struct asess {
     int32_t *idx; /* open addressing over k[], -1 empty */
     size_t icap;
     struct kent *last;
-    uint32_t devs[SESSION_DEVICES];
+    uint32_t devs[SESSION_DEVICES];      /* the process's ordinals */
+    uint32_t node[SESSION_DEVICES];      /* each one's node GPU (cuptimon__agg_set_node_map) */
+    uint8_t unmapped[SESSION_DEVICES];   /* has a UUID node_of did not know yet */
     struct kent *other[SESSION_DEVICES]; /* folded kernels, per device */
-    unsigned ndevs;
+    unsigned ndevs, nunmapped;
     uint64_t epoch;
     const struct cuptimon_strtab *seen_tab;
     size_t unresolved;
@@ -148,6 +150,8 @@ struct cuptimon_agg {
     struct adev **dev;
     size_t ndev;
     struct names names;
+    int (*node_of)(void *ud, const char *uuid); /* cuptimon__agg_set_node_map */
+    void *node_ud;
     struct cuptimon_demangler *dm; /* output only, under mu */
     /* counters: under mu */
     uint64_t buffers, records, aggregated, not_aggregated, folded, bad_times;

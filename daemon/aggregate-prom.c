@@ -279,13 +279,13 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
             for (size_t j = 0; j < m; j++) {
                 sb_printf(&b, "cuptimon_kernel_seconds_total{");
                 sb_ident(&b, s);
-                sb_printf(&b, ",device=\"%" PRIu32 "\",kernel=\"", s->devs[d]);
+                sb_printf(&b, ",device=\"%" PRIu32 "\",kernel=\"", s->node[d]);
                 sb_label(&b, v[j].label, SIZE_MAX);
                 sb_printf(&b, "\"} %" PRIu64 ".%09" PRIu64 "\n", v[j].total / NS_PER_S,
                           v[j].total % NS_PER_S);
                 sb_printf(&l, "cuptimon_kernel_launches_total{");
                 sb_ident(&l, s);
-                sb_printf(&l, ",device=\"%" PRIu32 "\",kernel=\"", s->devs[d]);
+                sb_printf(&l, ",device=\"%" PRIu32 "\",kernel=\"", s->node[d]);
                 sb_label(&l, v[j].label, SIZE_MAX);
                 sb_printf(&l, "\"} %" PRIu64 "\n", v[j].count);
                 free(v[j].label);

@@ -19,6 +19,7 @@
 #include "cuptimon-proto.h"
 #include "archive/demangle.h"
 #include "archive/strtab.h"
+#include "proto/util.h"
 
 #define DEF_TOP_N        64u
 #define DEF_MAX_SESSIONS 512u
@@ -677,15 +678,49 @@ static void refresh_names(struct cuptimon_agg *a, struct asess *s,
     }
 }
 
+void cuptimon__agg_set_node_map(struct cuptimon_agg *a, int (*node_of)(void *ud, const char *uuid),
+                                void *ud)
+{
+    a->node_of = node_of;
+    a->node_ud = ud;
+}
+
+/* Slot i's node GPU: by the UUID the process sent for its ordinal, when
+ * the node map knows it (cuptimon__agg_set_node_map). */
+static void sess_dev_map(struct cuptimon_agg *a, struct asess *s, unsigned i,
+                         const struct cuptimon_strtab *names)
+{
+    const char *text = NULL;
+    size_t len = 0;
+    char uuid[CUPTIMON_UUID_TEXT_SIZE];
+    int n = -1;
+
+    if (a->node_of != NULL && names != NULL)
+        text = cuptimon__strtab_get(names, CUPTIMON_DEVICE_UUID_KEY(s->devs[i]), &len);
+    if (text != NULL && cuptimon__uuid_text_ok(text, len)) {
+        memcpy(uuid, text, len);
+        uuid[len] = '\0';
+        n = a->node_of(a->node_ud, uuid);
+    }
+    if (n >= 0)
+        s->node[i] = (uint32_t)n;
+    if (s->unmapped[i] != (text != NULL && n < 0)) {
+        s->unmapped[i] = !s->unmapped[i];
+        s->nunmapped += s->unmapped[i] ? 1u : (unsigned)-1;
+    }
+}
+
 /* The device slot of a device id in this session, or -1 past the bound. */
-static int sess_dev(struct asess *s, uint32_t id)
+static int sess_dev(struct cuptimon_agg *a, struct asess *s, uint32_t id,
+                    const struct cuptimon_strtab *names)
 {
     for (unsigned i = 0; i < s->ndevs; i++)
         if (s->devs[i] == id)
             return (int)i;
     if (s->ndevs >= SESSION_DEVICES)
         return -1;
-    s->devs[s->ndevs] = id;
+    s->devs[s->ndevs] = s->node[s->ndevs] = id;
+    sess_dev_map(a, s, s->ndevs, names);
     return (int)s->ndevs++;
 }
 
@@ -1083,6 +1118,9 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         goto out;
     }
     refresh_names(a, s, names);
+    for (unsigned i = 0; s->nunmapped > 0 && i < s->ndevs; i++)
+        if (s->unmapped[i])
+            sess_dev_map(a, s, i, names);
     memset(&st, 0, sizeof(st));
     cuptimon__walk_begin_brief(&w, l, buf, len, &st);
     while (cuptimon__walk_next(&w, &ev)) {
@@ -1097,7 +1135,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         if (last_dslot >= 0 && ev.device_id == last_dev) {
             dslot = last_dslot;
         } else {
-            dslot = sess_dev(s, ev.device_id);
+            dslot = sess_dev(a, s, ev.device_id, names);
             last_dslot = dslot;
             last_dev = ev.device_id;
         }
@@ -1120,7 +1158,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
             ns = 0;
         }
         x = &scratch[ns];
-        x->dev = ev.device_id;
+        x->dev = s->node[dslot];
         x->s = t0;
         x->e = t1;
         switch (ev.type) {

@@ -101,6 +101,20 @@ int cuptimon__agg_new(const struct cuptimon_agg_limits *lim, struct cuptimon_agg
 /* Accepts NULL.  No other call may be running. */
 void cuptimon__agg_free(struct cuptimon_agg *a);
 
+/*
+ * How a process's device becomes the node's GPU.  A record carries the
+ * CUDA ordinal its process saw, which under CUDA_VISIBLE_DEVICES is not the
+ * node's; the shim sends each ordinal's UUID (CUPTIMON_DEVICE_UUID_KEY).
+ * node_of returns the node ordinal of a GPU's UUID, or -1 while it knows
+ * none (the GPU metrics' device list: cuptimon__gpm_node_of).  Without it,
+ * or for a device without a UUID or one node_of does not know yet, the
+ * process's ordinal stands (and node_of is asked again at its next
+ * buffer).  Set it before the first buffer; node_of may be called from any
+ * thread that adds a buffer.
+ */
+void cuptimon__agg_set_node_map(struct cuptimon_agg *a, int (*node_of)(void *ud, const char *uuid),
+                                void *ud);
+
 /* Who a session is.  Strings may be NULL (unset); they are copied (cut at
  * the sizes in struct cuptimon_agg_query). */
 struct cuptimon_agg_ident {

@@ -61,6 +61,7 @@
 #include "retention.h"
 #include "archive/archive.h"
 #include "archive/gpm.h"
+#include "proto/util.h"
 
 #define GPM_DEVICES_MAX 64
 #define RING            1200 /* samples kept per device for status/top/metrics */
@@ -332,10 +333,7 @@ static int bring_up_api(struct cuptimon_gpm *g)
             a->cuDeviceGetName(d->name, sizeof d->name, cd);
             a->cuDeviceGetPCIBusId(d->pci, sizeof d->pci, cd);
             if (a->cuDeviceGetUuid && a->cuDeviceGetUuid(u, cd) == 0)
-                snprintf(d->uuid, sizeof d->uuid,
-                         "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                         u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-                         u[12], u[13], u[14], u[15]);
+                cuptimon__uuid_text(d->uuid, u);
         }
         d->name[sizeof d->name - 1] = d->pci[sizeof d->pci - 1] = '\0';
         d->ring = calloc(RING, sizeof *d->ring);
@@ -1290,6 +1288,21 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
     pthread_mutex_unlock(&g->mu);
     json_object_object_add(o, "devices", devs);
     return o;
+}
+
+int cuptimon__gpm_node_of(void *gp, const char *uuid)
+{
+    struct cuptimon_gpm *g = gp;
+    int n = -1;
+
+    if (g == NULL || uuid[0] == '\0')
+        return -1;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; n < 0 && i < g->ndev; i++)
+        if (strcmp(g->dev[i].uuid, uuid) == 0)
+            n = g->dev[i].ordinal;
+    pthread_mutex_unlock(&g->mu);
+    return n;
 }
 
 json_object *cuptimon__gpm_top(struct cuptimon_gpm *g)

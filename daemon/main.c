@@ -904,6 +904,9 @@ static int start_loop(struct daemon *d)
         daemon_gpm_config(&d->conf, &g);
         d->gpm = cuptimon__gpm_start(&g, d->archive_root, d->cfg.segment_bytes,
                                      d->cfg.compress_level, &d->live);
+        /* A job's devices in top and the metrics are the node's GPUs. */
+        if (d->agg && d->gpm)
+            cuptimon__agg_set_node_map(d->agg, cuptimon__gpm_node_of, d->gpm);
     }
     uv_timer_init(d->loop, &d->retention_timer);
     d->retention_timer.data = d;

@@ -392,11 +392,12 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         free(e);
         if (rc < 0 && rc != -ENOENT)
             goto out;
-        for (int k = 0; k < 4; k++)
-            alldevs.bits[k] |= s->devs.bits[k];
+        cuptimon__gpm_devset_resolve(&alldevs, &s->devs, s->as.names);
         if (p.ptr != NULL) {
             json_object *pextra = window_extra(w);
-            gpm_write(w, &gb, p.ptr, &s->devs, 0);
+            struct cuptimon_gpm_devset own = {0};
+            cuptimon__gpm_devset_resolve(&own, &s->devs, s->as.names);
+            gpm_write(w, &gb, p.ptr, &own, 0);
             rc = cuptimon__trace_finish(p.ptr, pextra);
             json_object_put(pextra);
             cuptimon__trace_free(ptr);

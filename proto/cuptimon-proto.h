@@ -215,6 +215,13 @@ struct cuptimon_held {
  * (the name runs to the end of the string). */
 #define CUPTIMON_DEVICE_KEY(ordinal) (0xc000000100000000ull | (uint64_t)(uint32_t)(ordinal))
 #define CUPTIMON_DEVICES_MAX         64u
+/* The UUID of CUDA device `ordinal` (the process's ordinal, which under
+ * CUDA_VISIBLE_DEVICES is not the node's), as the shim read it from the
+ * driver (cuDeviceGetUuid), written as nvidia-smi and the daemon's GPU
+ * metrics write it: "GPU-" and 32 hex digits in groups 8-4-4-4-12 (bit 34
+ * set, so never another key above).  Readers match a process's devices to
+ * the node's GPUs by it. */
+#define CUPTIMON_DEVICE_UUID_KEY(ordinal) (0xc000000400000000ull | (uint64_t)(uint32_t)(ordinal))
 /* The record size of activity kind `kind` (< 64) as the producer's libcupti
  * was measured to use it (the per-session layout check, issue 30; bit 33
  * set, so never a thread's or a device's key): "BYTES HOW" in decimal, HOW

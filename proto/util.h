@@ -6,6 +6,7 @@
 #ifndef CUPTIMON_UTIL_H
 #define CUPTIMON_UTIL_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 /*
@@ -15,5 +16,16 @@
  * or -errno (-EINVAL for an empty path).
  */
 int cuptimon__mkdir_p(const char *path, mode_t mode);
+
+/*
+ * A GPU's UUID (the driver's CUuuid bytes) as nvidia-smi, DCGM and the
+ * NVIDIA_VISIBLE_DEVICES of containers write it: "GPU-" and 32 lowercase hex
+ * digits in groups 8-4-4-4-12, NUL-terminated in out.  The shim and the
+ * daemon both write it, and readers match the two by it.
+ */
+#define CUPTIMON_UUID_TEXT_SIZE 41
+void cuptimon__uuid_text(char out[CUPTIMON_UUID_TEXT_SIZE], const unsigned char u[16]);
+/* Whether text (len bytes, not NUL-terminated) is such a UUID. */
+int cuptimon__uuid_text_ok(const char *text, size_t len);
 
 #endif

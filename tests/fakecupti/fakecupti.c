@@ -1666,17 +1666,65 @@ int fakecuda_init(void)
  *
  * What the shim asks the driver for Kineto's deviceProperties.  Before
  * cuInit (fakecuda_init) they fail with CUDA_ERROR_NOT_INITIALIZED, as the
- * driver's do.  FAKECUPTI_DEVICES devices (default 1, at most 16), each
- * the H200 of the reference trace (tests/data/kineto-ref), but for device
- * d having 132 + d SMs and the name FAKECUPTI_DEVICE_NAME (default "Fake
- * H200") followed by " #d" past device 0, so that tests tell them apart.
+ * driver's do.  The node has FAKECUPTI_DEVICES GPUs (default 1, at most
+ * 16), each the H200 of the reference trace (tests/data/kineto-ref), but
+ * for node GPU n having 132 + n SMs and the name FAKECUPTI_DEVICE_NAME
+ * (default "Fake H200") followed by " #n" past GPU 0, so that tests tell
+ * them apart, and the UUID fa4e0000-0000-4000-8000-0000000000NN (NN: n in
+ * hex), the one tests/fakecupti/fakepm.c gives node GPU n, so that the
+ * daemon's GPU metrics and a process's devices name the same GPU alike.
+ * CUDA_VISIBLE_DEVICES renumbers as the driver does: a comma-separated list
+ * of node ordinals, read up to its first entry that is not one (UUIDs and
+ * MIG names are not modelled); the process's device d is the list's d-th.
  */
-static int fake_devices(void)
+static int fake_node_devices(void)
 {
     long n;
     if (env_int("FAKECUPTI_DEVICES", 1, &n) < 0 || n < 0)
         n = 1;
     return n > 16 ? 16 : (int)n;
+}
+
+/* The process's devices: their count, and in node[] each one's node GPU. */
+static int fake_visible(int node[16])
+{
+    int nn = fake_node_devices(), n = 0;
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+
+    if (v == NULL) {
+        for (n = 0; n < nn; n++)
+            node[n] = n;
+        return n;
+    }
+    while (n < 16) {
+        char *end;
+        long x = strtol(v, &end, 10);
+        int dup = 0;
+        if (end == v || (*end != ',' && *end != '\0') || x < 0 || x >= nn)
+            break;
+        for (int i = 0; i < n; i++)
+            dup |= node[i] == (int)x;
+        if (dup)
+            break;
+        node[n++] = (int)x;
+        if (*end == '\0')
+            break;
+        v = end + 1;
+    }
+    return n;
+}
+
+static int fake_devices(void)
+{
+    int node[16];
+    return fake_visible(node);
+}
+
+/* The node GPU of the process's device dev, or -1. */
+static int fake_node_of(CUdevice dev)
+{
+    int node[16], n = fake_visible(node);
+    return dev >= 0 && dev < n ? node[dev] : -1;
 }
 
 CUresult cuDeviceGetCount(int *count)
@@ -1690,15 +1738,43 @@ CUresult cuDeviceGetCount(int *count)
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     const char *base = getenv("FAKECUPTI_DEVICE_NAME");
+    int n = fake_node_of(dev);
     if (!atomic_load(&cuda_inited))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (dev < 0 || dev >= fake_devices() || !name || len <= 0)
+    if (n < 0 || !name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (dev == 0)
+    if (n == 0)
         snprintf(name, (size_t)len, "%s", base ? base : "Fake H200");
     else
-        snprintf(name, (size_t)len, "%s #%d", base ? base : "Fake H200", dev);
+        snprintf(name, (size_t)len, "%s #%d", base ? base : "Fake H200", n);
     return CUDA_SUCCESS;
+}
+
+/* cuda.h names cuDeviceGetUuid_v2 cuDeviceGetUuid; the driver exports both. */
+static CUresult fake_uuid(CUuuid *uuid, CUdevice dev)
+{
+    static const unsigned char base[16] = {0xfa, 0x4e, 0, 0, 0, 0, 0x40, 0,
+                                           0x80, 0,    0, 0, 0, 0, 0,    0};
+    int n = fake_node_of(dev);
+    if (!atomic_load(&cuda_inited))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (n < 0 || !uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(uuid->bytes, base, 16);
+    uuid->bytes[15] = (char)n;
+    return CUDA_SUCCESS;
+}
+
+#undef cuDeviceGetUuid
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return fake_uuid(uuid, dev);
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    return fake_uuid(uuid, dev);
 }
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
@@ -1725,7 +1801,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *pi = 65536; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = 49152; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132 + fake_node_of(dev); break;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *pi = 65536; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = 232448; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *pi = 233472; break;

@@ -233,4 +233,53 @@ wait_for 50 more || fail "no samples with the larger buffer: $(ctl gpu-metrics)"
 stop_daemon
 [ "$(grep -c "sampling restarts" "$T/daemon.log")" = 1 ] ||
     fail "not one restart: $(grep gpu-metrics "$T/daemon.log")"
+
+# Two GPUs; a job given the second (CUDA_VISIBLE_DEVICES=1, as SLURM binds
+# ranks) calls it its device 0.  Its window, and its decode, show the
+# counters of the node's GPU 1, matched by the UUID the shim sent, not
+# those of GPU 0 (the ordinal in its records).
+FAKEPM_DEVICES=2 start_daemon --flush-period 0.2 --config "$T/cuptimond.conf"
+both() { [ "$(ctl gpu-metrics --json | python3 -c 'import json,sys; print(sum(d["state"] == "sampling" for d in json.load(sys.stdin)["devices"]))')" = 2 ]; }
+wait_for 100 both || fail "the two GPUs are not sampled: $(ctl gpu-metrics)"
+ctl begin-window --all --json >/dev/null || fail "begin-window failed (two GPUs)"
+FAKECUPTI_DEVICES=2 CUDA_VISIBLE_DEVICES=1 spawn_workload --kernels 3000 --rate 10000 \
+    --report "$T/v.json" --quiet
+vp=$SPAWNED
+wait $vp || fail "the workload on GPU 1 failed"
+sleep 0.2 # past its last kernel by a sample or more
+ctl end-window --json >"$T/end-v.json" || fail "end-window failed (two GPUs)"
+ctl top --by device --json >"$T/agg-v.json" || fail "top --by device --json failed (two GPUs)"
+ctl decode "$T/out/archive" --pid "$vp" -o "$T/dec-v.json" 2>"$T/dec-v.err" ||
+    fail "decode --pid of the GPU 1 job failed: $(cat "$T/dec-v.err")"
+"$CTL" stats "$T/out/archive" --report gpu --pid "$vp" --format json >"$T/stats-v.json" 2>"$T/stats-v.err" ||
+    fail "stats --report gpu --pid of the GPU 1 job failed: $(cat "$T/stats-v.err")"
+stop_daemon
+python3 - "$T/end-v.json" "$T/dec-v.json" "$T/stats-v.json" "$T/agg-v.json" <<'PY' || fail "the job on GPU 1 shows another GPU's counters"
+import json, sys
+end = json.load(open(sys.argv[1]))
+def rows(o):  # the gpu report's rows, wherever the JSON nests them
+    if isinstance(o, dict):
+        if "metric" in o and "device" in o and "uuid" in o:
+            yield o
+        for v in o.values():
+            yield from rows(v)
+    elif isinstance(o, list):
+        for v in o:
+            yield from rows(v)
+agg = json.load(open(sys.argv[4]))
+busy = {d["device"]: d["busy_ns_total"] for d in agg["devices"]}
+print(f"live aggregate: busy ns by device {busy}")
+assert busy.get(1, 0) > 0 and busy.get(0, 0) == 0, busy
+st = list(rows(json.load(open(sys.argv[3]))))
+print(f"stats --pid: rows of GPU(s) {sorted({r['device'] for r in st})}")
+assert st and {r["device"] for r in st} == {1} and all(r["uuid"].endswith("01") for r in st), st[:2]
+for what, path in (("window", end["output"]), ("decode --pid", sys.argv[2])):
+    t = json.load(open(path))
+    gpus = sorted({e["name"].split()[1] for e in t["traceEvents"]
+                   if e.get("ph") == "C" and e.get("cat") == "gpu_metrics"})
+    devs = [e["args"]["device"] for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    print(f"{what}: counter tracks of GPU(s) {gpus}; {len(devs)} kernels on device(s) {sorted(set(devs))}")
+    assert devs and set(devs) == {0}, devs
+    assert gpus == ["1"], gpus
+PY
 echo PASS

@@ -25,6 +25,7 @@
 #include "daemon/aggregate.h"
 #include "archive/decode.h"
 #include "archive/strtab.h"
+#include "proto/cuptimon-proto.h"
 #include "tests/unit/testlib.h"
 
 #define PTR(v) ((const char *)(uintptr_t)(v))
@@ -473,6 +474,79 @@ START_TEST(busy_union_of_known_intervals)
     free(b1.p);
     free(b2.p);
     free(b3.p);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
+/* Two ranks each given one GPU by CUDA_VISIBLE_DEVICES call it device 0;
+ * the UUIDs their shims sent put their work on the node's GPUs 3 and 5
+ * (the node map: the GPU metrics' device list).  A UUID the map does not
+ * know yet (the sampler still listing the devices) leaves the process's
+ * ordinal until it does, and is asked again at the session's next buffer;
+ * a session without UUIDs keeps its ordinals. */
+static int fake_node_of(void *ud, const char *uuid)
+{
+    int *known = ud;
+    if (!*known)
+        return -1;
+    if (strcmp(uuid, "GPU-fa4e0000-0000-4000-8000-000000000003") == 0)
+        return 3;
+    if (strcmp(uuid, "GPU-fa4e0000-0000-4000-8000-000000000005") == 0)
+        return 5;
+    return -1;
+}
+
+static uint64_t busy_of(json_object *o, uint32_t dev)
+{
+    json_object *d = jget(o, "devices");
+    for (size_t i = 0; i < json_object_array_length(d); i++)
+        if (ju(json_object_array_get_idx(d, i), "device") == dev)
+            return ju(json_object_array_get_idx(d, i), "busy_ns_total");
+    return 0;
+}
+
+START_TEST(devices_are_the_nodes_gpus)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a = new_agg(0);
+    struct cuptimon_strtab *t1, *t2;
+    struct tbuf b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0};
+    uint64_t S = base_sec(), s0 = S * S_NS;
+    int known = 0;
+    json_object *o;
+
+    layout_13(&l);
+    cuptimon__agg_set_node_map(a, fake_node_of, &known);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &t1), 0);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &t2), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(t1, CUPTIMON_DEVICE_UUID_KEY(0),
+                                          "GPU-fa4e0000-0000-4000-8000-000000000003", 40),
+                     0);
+    ck_assert_int_eq(cuptimon__strtab_put(t2, CUPTIMON_DEVICE_UUID_KEY(0),
+                                          "GPU-fa4e0000-0000-4000-8000-000000000005", 40),
+                     0);
+    add_kernel(&b1, 0x1, 0, s0, s0 + 100000000);
+    add_kernel(&b2, 0x2, 0, s0 + 100000000, s0 + 300000000);
+    add_kernel(&b3, 0x1, 0, s0 + 400000000, s0 + 450000000);
+    add_kernel(&b4, 0x3, 0, s0 + 600000000, s0 + 670000000); /* a third session: no UUIDs */
+    /* Rank 1's first buffer comes before the map knows its GPU. */
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b1.p, b1.len, NULL), 1);
+    known = 1;
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b3.p, b3.len, NULL), 1);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 2, &l, t2, b2.p, b2.len, NULL), 1);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 3, &l, NULL, b4.p, b4.len, NULL), 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 0), 100000000 + 70000000); /* before the map knew; no UUID */
+    ck_assert_uint_eq(busy_of(o, 3), 50000000);
+    ck_assert_uint_eq(busy_of(o, 5), 200000000);
+    ck_assert_uint_eq(json_object_array_length(jget(o, "devices")), 3);
+    json_object_put(o);
+    free(b1.p);
+    free(b2.p);
+    free(b3.p);
+    free(b4.p);
+    cuptimon__strtab_free(t1);
+    cuptimon__strtab_free(t2);
     cuptimon__agg_free(a);
 }
 END_TEST
@@ -1513,6 +1587,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, synthetic_exact);
     tcase_add_test(t, names_resolve_late);
     tcase_add_test(t, busy_union_of_known_intervals);
+    tcase_add_test(t, devices_are_the_nodes_gpus);
     tcase_add_test(t, busy_many_intervals);
     tcase_add_test(t, percentiles_of_a_known_distribution);
     tcase_add_test(t, top_n_bound_with_other);

@@ -27,6 +27,8 @@
 #include "archive/decode.h"
 #include "archive/gpm.h"
 #include "archive/json-get.h"
+#include "archive/strtab.h"
+#include "proto/cuptimon-proto.h"
 #include "archive/trace.h"
 #include "cli/cli.h"
 #include "daemon/window-write.h"
@@ -636,10 +638,73 @@ START_TEST(devsets)
     cuptimon__gpm_devset_add(&d, 200);
     cuptimon__gpm_devset_add(&d, 300); /* out of the set's reach: never in it */
     ck_assert(!cuptimon__gpm_devset_empty(&d));
-    ck_assert(cuptimon__gpm_devset_has(&d, 0) && cuptimon__gpm_devset_has(&d, 200));
-    ck_assert(!cuptimon__gpm_devset_has(&d, 1) && !cuptimon__gpm_devset_has(&d, 300));
+    ck_assert(cuptimon__gpm_devset_has(&d, 0, "") && cuptimon__gpm_devset_has(&d, 200, NULL));
+    ck_assert(!cuptimon__gpm_devset_has(&d, 1, "") && !cuptimon__gpm_devset_has(&d, 300, ""));
     d.all = 1;
-    ck_assert(cuptimon__gpm_devset_has(&d, 300) && cuptimon__gpm_devset_has(NULL, 5));
+    ck_assert(cuptimon__gpm_devset_has(&d, 300, "") && cuptimon__gpm_devset_has(NULL, 5, ""));
+}
+END_TEST
+
+#define UUID_OF(n) "GPU-fa4e0000-0000-4000-8000-0000000000" n
+
+/* A process under CUDA_VISIBLE_DEVICES=2,1 calls node GPU 2 its device 0:
+ * the UUID its shim sent for each ordinal says which GPU's metrics are its
+ * (a GPU metrics session names its device by the node's ordinal and UUID).
+ * An ordinal without a well-formed UUID (a shim before them, a hostile
+ * one) stays an ordinal. */
+START_TEST(devsets_by_uuid)
+{
+    static const char *const bad[] = {
+        "GPU-fa4e0000-0000-4000-8000-00000000000", "GPU-fa4e0000-0000-4000-8000-0000000000zz",
+        "GPU-fa4e0000+0000-4000-8000-000000000003", "gpu-fa4e0000-0000-4000-8000-000000000003"};
+    struct cuptimon_strtab *st;
+    struct cuptimon_gpm_devset p = {0}, n = {0}, many = {0};
+
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(0), UUID_OF("02"), 40), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(1), UUID_OF("01"), 40), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(
+            cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(5 + i), bad[i], strlen(bad[i])), 0);
+    cuptimon__gpm_devset_add(&p, 0);
+    cuptimon__gpm_devset_resolve(&n, &p, st);
+    ck_assert(!cuptimon__gpm_devset_empty(&n));
+    ck_assert(cuptimon__gpm_devset_has(&n, 2, UUID_OF("02")));
+    ck_assert(!cuptimon__gpm_devset_has(&n, 0, UUID_OF("00"))); /* not the node's GPU 0 */
+    ck_assert(!cuptimon__gpm_devset_has(&n, 1, UUID_OF("01")));
+    /* Ordinal 1 is node GPU 1; 3 has no UUID, 5..8 a malformed one: ordinals. */
+    cuptimon__gpm_devset_add(&p, 1);
+    cuptimon__gpm_devset_add(&p, 3);
+    for (int i = 5; i < 9; i++)
+        cuptimon__gpm_devset_add(&p, (uint32_t)i);
+    cuptimon__gpm_devset_resolve(&n, &p, st);
+    ck_assert_uint_eq(n.nuuid, 2); /* GPU 2's once */
+    ck_assert(cuptimon__gpm_devset_has(&n, 1, UUID_OF("01")));
+    ck_assert(cuptimon__gpm_devset_has(&n, 3, UUID_OF("03")));
+    for (int i = 5; i < 9; i++)
+        ck_assert(cuptimon__gpm_devset_has(&n, (uint32_t)i, UUID_OF("99")));
+    ck_assert(!cuptimon__gpm_devset_has(&n, 4, UUID_OF("04")));
+    /* No strings at all (a session whose strings.bin is gone): ordinals. */
+    memset(&n, 0, sizeof n);
+    cuptimon__gpm_devset_resolve(&n, &p, NULL);
+    ck_assert(cuptimon__gpm_devset_has(&n, 0, UUID_OF("00")));
+    ck_assert(!cuptimon__gpm_devset_has(&n, 2, UUID_OF("02")));
+    cuptimon__strtab_free(st);
+    /* More distinct UUIDs than the set holds: every GPU, not a guess. */
+    for (int i = 0; i <= CUPTIMON_GPM_DEVSET_UUIDS; i++) {
+        struct cuptimon_gpm_devset one = {0};
+        char u[CUPTIMON_UUID_TEXT_SIZE];
+        unsigned char b[16] = {0};
+        b[15] = (unsigned char)i;
+        cuptimon__uuid_text(u, b);
+        ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
+        ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(0), u, strlen(u)), 0);
+        cuptimon__gpm_devset_add(&one, 0);
+        cuptimon__gpm_devset_resolve(&many, &one, st);
+        cuptimon__strtab_free(st);
+        ck_assert_int_eq(many.all, i == CUPTIMON_GPM_DEVSET_UUIDS);
+    }
+    ck_assert(cuptimon__gpm_devset_has(&many, 250, ""));
 }
 END_TEST
 
@@ -1425,6 +1490,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, read_not_gpm_or_damaged);
     tcase_add_test(t, find_sessions_by_name_and_kind);
     tcase_add_test(t, devsets);
+    tcase_add_test(t, devsets_by_uuid);
     tcase_add_test(t, trace_counter_tracks);
     tcase_add_test(t, trace_session_by_device);
     tcase_add_test(t, stats_time_weighted);
