@@ -109,13 +109,23 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
     json_object_object_add(dm, "idle_controls_evicted",
                            json_object_new_int64((int64_t)d->ctl_evicted));
     json_object_object_add(dm, "losses", lossreport_status(d, conn));
-    json_object_object_add(o, "daemon", dm);
-    /* Oldest first: the list is kept newest first. */
-    size_t n = session_count(d), i = 0;
+    /* Oldest first: the list is kept newest first.  A connection whose
+     * hello has not been read yet is no session yet: listed, it would be a
+     * "connected" pid that no window can select (a job seen in the moment
+     * between its connect and its hello, on a loaded node); counted. */
+    size_t n = session_count(d), i = 0, awaiting = 0;
     const struct session **arr = calloc(n ? n : 1, sizeof *arr);
-    for (const struct session *s = d->sessions; s && arr; s = s->next)
-        if (!conn->restricted || s->peer.uid == conn->peer.uid)
+    for (const struct session *s = d->sessions; s && arr; s = s->next) {
+        if (conn->restricted && s->peer.uid != conn->peer.uid)
+            continue;
+        if (s->conn && !s->hello)
+            awaiting++;
+        else
             arr[i++] = s;
+    }
+    json_object_object_add(dm, "connections_awaiting_hello",
+                           json_object_new_int64((int64_t)awaiting));
+    json_object_object_add(o, "daemon", dm);
     while (arr && i > 0)
         json_object_array_add(ss, session_status(arr[--i]));
     free(arr);

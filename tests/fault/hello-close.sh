@@ -38,6 +38,30 @@ sleep 0.5
 alive "after reading the hello of a job that had already exited"
 workload --kernels 5000 --quiet --report "$T/after.json" || fail "a producer afterwards failed"
 alive "serving a producer afterwards"
+
+# A connection whose hello has not come is no session yet: status lists no
+# connected session for it (a test or an operator that waits for a job's
+# session and then opens a window on it would find none to select; the
+# pytest suite did under load), and counts it.
+python3 - "$CUPTIMON_SOCKET" "$T/holder" <<'PY' &
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+open(sys.argv[2], "w").write(str(os.getpid()))
+time.sleep(1.5)
+PY
+holder=$!
+wait_for 50 test -s "$T/holder" || fail "the silent connection was not made"
+ctl status --json >"$T/holder-status.json" || fail "status failed with a silent connection"
+wait $holder
+python3 - "$T/holder-status.json" "$(cat "$T/holder")" <<'PY' || fail "a connection without its hello is listed as a connected session"
+import json, sys
+st, pid = json.load(open(sys.argv[1])), int(sys.argv[2])
+listed = [s for s in st["sessions"] if s["pid"] == pid and s["connected"]]
+print(f"silent connection: {len(listed)} connected session(s) of its pid; "
+      f"{st['daemon'].get('connections_awaiting_hello')} connection(s) awaiting a hello")
+assert not listed, listed
+PY
 stop_daemon
 python3 "$CHECK_ARCHIVE" "$CTL" "$T/out" "$T/after.json"
 echo "ok"
