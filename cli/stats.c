@@ -106,7 +106,8 @@ static void usage(FILE *f)
             "samples with a value, the time they cover (clipped to --from/--to), and\n"
             "the mean and median weighted by that time, min and max.  It covers every\n"
             "GPU, or with --pid/--label/--window the GPUs the chosen processes' work\n"
-            "ran on (by the CUDA device ordinal the processes saw).\n"
+            "ran on: the node's GPUs, by the UUID each process recorded for its device\n"
+            "ordinals (CUDA_VISIBLE_DEVICES renumbers them), else by the ordinal.\n"
             "\n"
             "Exit status: 0 on success (also when damaged chunks were skipped: they are\n"
             "reported on standard error), 1 on failure, 2 on bad usage.\n",
