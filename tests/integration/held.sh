@@ -47,7 +47,7 @@ held_run() { # NAME [ENV=VALUE...]: a held workload, its session polled while it
     shift
     env "$@" CUPTIMON_SLOT_SIZE=$slot CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
         --hold-us 3000000 --kernels 30000 --rate 30000 --wait-file "$T/go-$name" \
-        --report "$T/$name.json" --launch-log "$T/$name.log" --linger-ms 15000 --quiet &
+        --report "$T/$name.json" --launch-log "$T/$name.log" --linger-ms 60000 --quiet &
     local w=$! i
     wait_for 100 has_session $w || fail "$name: the workload did not connect"
     touch "$T/go-$name"
