@@ -693,18 +693,20 @@ static void sess_dev_map(struct cuptimon_agg *a, struct asess *s, unsigned i,
     const char *text = NULL;
     size_t len = 0;
     char uuid[CUPTIMON_UUID_TEXT_SIZE];
-    int n = -1;
+    int n = -1, valid;
 
     if (a->node_of != NULL && names != NULL)
         text = cuptimon__strtab_get(names, CUPTIMON_DEVICE_UUID_KEY(s->devs[i]), &len);
-    if (text != NULL && cuptimon__uuid_text_ok(text, len)) {
+    valid = text != NULL && cuptimon__uuid_text_ok(text, len);
+    if (valid) {
         memcpy(uuid, text, len);
         uuid[len] = '\0';
         n = a->node_of(a->node_ud, uuid);
     }
     if (n >= 0)
         s->node[i] = (uint32_t)n;
-    if (s->unmapped[i] != (text != NULL && n < 0)) {
+    /* Asked again at the next buffer only for a UUID the map may learn. */
+    if (s->unmapped[i] != (valid && n < 0)) {
         s->unmapped[i] = !s->unmapped[i];
         s->nunmapped += s->unmapped[i] ? 1u : (unsigned)-1;
     }
