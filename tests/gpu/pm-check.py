@@ -78,7 +78,11 @@ if t:
         elif e.get("ph") == "X" and e.get("cat") == "kernel":
             kernels.append((e["name"], base + round(e["ts"] * 1000), base + round((e["ts"] + e["dur"]) * 1000)))
     print("counter tracks: " + ", ".join(f"{k} ({len(v)})" for k, v in sorted(series.items())))
-    check(any(k.startswith("GPU 0 ") for k in series), "the trace has GPU 0's counter tracks")
+    # The window picks the GPUs of its processes by the UUID each shim sent
+    # for its device ordinals: GPU 0's tracks here prove the shim's UUID
+    # (cuDeviceGetUuid in the job) reads as the sampler's on a real driver.
+    check(any(k.startswith("GPU 0 ") for k in series),
+          "the trace has GPU 0's counter tracks (the job's device matched by UUID)")
 
     def mean(track, lo, hi):
         """Time-weighted mean of a counter track over [lo, hi]."""
