@@ -193,6 +193,10 @@ struct cuptimon_gpm {
     int driver_version;
     struct gpm_dev dev[GPM_DEVICES_MAX];
     int ndev;
+    /* The node's GPUs' UUIDs by ordinal, listed once cuInit succeeds even
+     * where the profiler is refused: cuptimon__gpm_node_of's table. */
+    char node_uuid[GPM_DEVICES_MAX][CUPTIMON_UUID_TEXT_SIZE];
+    int nnode;
     int64_t run_ns; /* the sampler's start, naming its sessions */
     char hostname[256];
 };
@@ -238,9 +242,45 @@ static void *open_first(const char *explicit_path, const char *const *names, siz
     return h;
 }
 
-static int load(struct cuptimon_gpm *g)
+#define SYM(h, path, field, name)                                                                  \
+    do {                                                                                           \
+        *(void **)&a->field = dlsym(a->h, name);                                                   \
+        if (!a->field) {                                                                           \
+            snprintf(g->why, sizeof g->why,                                                        \
+                     "%.300s has no %s (PM sampling needs CUPTI 12.6 or later): no GPU metrics",   \
+                     path, name);                                                                  \
+            return -ENOSYS;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+/* The driver's entry points. */
+static int load_cuda(struct cuptimon_gpm *g)
 {
     static const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so"};
+    struct gpm_api *a = &g->api;
+    char used[512];
+    a->cuda = open_first(g->cfg.libcuda, cuda_names, 2, used, sizeof used);
+    if (!a->cuda) {
+        snprintf(g->why, sizeof g->why,
+                 "no CUDA driver (%s cannot be loaded: %s): no GPU metrics on this node",
+                 g->cfg.libcuda[0] ? g->cfg.libcuda : "libcuda.so.1", dlerror());
+        return -ENOENT;
+    }
+    SYM(cuda, used, cuInit, "cuInit");
+    SYM(cuda, used, cuDeviceGetCount, "cuDeviceGetCount");
+    SYM(cuda, used, cuDeviceGet, "cuDeviceGet");
+    SYM(cuda, used, cuDeviceGetName, "cuDeviceGetName");
+    SYM(cuda, used, cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
+    SYM(cuda, used, cuDriverGetVersion, "cuDriverGetVersion");
+    *(void **)&a->cuDeviceGetUuid = dlsym(a->cuda, "cuDeviceGetUuid_v2");
+    if (!a->cuDeviceGetUuid)
+        *(void **)&a->cuDeviceGetUuid = dlsym(a->cuda, "cuDeviceGetUuid");
+    return 0;
+}
+
+/* CUPTI's PM sampling and profiler host entry points. */
+static int load_cupti(struct cuptimon_gpm *g)
+{
     static const char *const cupti_names[] = {
         "libcupti.so.13",
         "libcupti.so.12",
@@ -252,14 +292,6 @@ static int load(struct cuptimon_gpm *g)
         "/usr/local/cuda/targets/sbsa-linux/lib/libcupti.so",
     };
     struct gpm_api *a = &g->api;
-    char used[512];
-    a->cuda = open_first(g->cfg.libcuda, cuda_names, 2, used, sizeof used);
-    if (!a->cuda) {
-        snprintf(g->why, sizeof g->why,
-                 "no CUDA driver (%s cannot be loaded: %s): no GPU metrics on this node",
-                 g->cfg.libcuda[0] ? g->cfg.libcuda : "libcuda.so.1", dlerror());
-        return -ENOENT;
-    }
     a->cupti = open_first(g->cfg.libcupti, cupti_names, sizeof cupti_names / sizeof *cupti_names,
                           g->cupti_path, sizeof g->cupti_path);
     if (!a->cupti) {
@@ -268,40 +300,21 @@ static int load(struct cuptimon_gpm *g)
                  g->cfg.libcupti[0] ? g->cfg.libcupti : "looked for libcupti.so.13 and .12");
         return -ENOENT;
     }
-#define SYM(h, path, field, name)                                                                  \
-    do {                                                                                           \
-        *(void **)&a->field = dlsym(a->h, name);                                                   \
-        if (!a->field) {                                                                           \
-            snprintf(g->why, sizeof g->why,                                                        \
-                     "%.300s has no %s (PM sampling needs CUPTI 12.6 or later): no GPU metrics",   \
-                     path, name);                                                                  \
-            return -ENOSYS;                                                                        \
-        }                                                                                          \
-    } while (0)
 #define GPM_SYM(name, sym, params) SYM(cupti, g->cupti_path, name, sym);
     GPM_CUPTI_CALLS(GPM_SYM)
 #undef GPM_SYM
     SYM(cupti, g->cupti_path, GetResultString, "cuptiGetResultString");
     SYM(cupti, g->cupti_path, GetTimestamp, "cuptiGetTimestamp");
-    SYM(cuda, used, cuInit, "cuInit");
-    SYM(cuda, used, cuDeviceGetCount, "cuDeviceGetCount");
-    SYM(cuda, used, cuDeviceGet, "cuDeviceGet");
-    SYM(cuda, used, cuDeviceGetName, "cuDeviceGetName");
-    SYM(cuda, used, cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
-    SYM(cuda, used, cuDriverGetVersion, "cuDriverGetVersion");
-#undef SYM
-    *(void **)&a->cuDeviceGetUuid = dlsym(a->cuda, "cuDeviceGetUuid_v2");
-    if (!a->cuDeviceGetUuid)
-        *(void **)&a->cuDeviceGetUuid = dlsym(a->cuda, "cuDeviceGetUuid");
     return 0;
 }
+#undef SYM
 
 /* cuInit, the profiler, and the devices. */
 static int bring_up_api(struct cuptimon_gpm *g)
 {
     struct gpm_api *a = &g->api;
     int rc, n = 0;
-    if ((rc = load(g)) < 0)
+    if ((rc = load_cuda(g)) < 0)
         return rc;
     a->cuDriverGetVersion(&g->driver_version);
     if ((rc = a->cuInit(0)) != 0) {
@@ -309,6 +322,22 @@ static int bring_up_api(struct cuptimon_gpm *g)
                  rc == 100 ? ", no CUDA device visible to cuptimond" : "");
         return -ENODEV;
     }
+    /* Which GPU each UUID is, for the live view of the jobs' devices
+     * (cuptimon__gpm_node_of), whether or not the counters may be read. */
+    if (a->cuDeviceGetCount(&n) == 0 && n > 0) {
+        pthread_mutex_lock(&g->mu);
+        for (int i = 0; i < n && i < GPM_DEVICES_MAX; i++) {
+            int cd = 0;
+            unsigned char u[16];
+            if (a->cuDeviceGet(&cd, i) == 0 && a->cuDeviceGetUuid && a->cuDeviceGetUuid(u, cd) == 0)
+                cuptimon__uuid_text(g->node_uuid[i], u);
+            g->nnode = i + 1;
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
+    n = 0;
+    if ((rc = load_cupti(g)) < 0)
+        return rc;
     struct gpm_profiler_init_params pi = {.structSize =
                                               GPM_SIZE(struct gpm_profiler_init_params, pPriv)};
     gpm_result cr = a->ProfilerInitialize(&pi);
@@ -1298,9 +1327,9 @@ int cuptimon__gpm_node_of(void *gp, const char *uuid)
     if (g == NULL || uuid[0] == '\0')
         return -1;
     pthread_mutex_lock(&g->mu);
-    for (int i = 0; n < 0 && i < g->ndev; i++)
-        if (strcmp(g->dev[i].uuid, uuid) == 0)
-            n = g->dev[i].ordinal;
+    for (int i = 0; n < 0 && i < g->nnode; i++)
+        if (strcmp(g->node_uuid[i], uuid) == 0)
+            n = i;
     pthread_mutex_unlock(&g->mu);
     return n;
 }

@@ -282,4 +282,21 @@ for what, path in (("window", end["output"]), ("decode --pid", sys.argv[2])):
     assert devs and set(devs) == {0}, devs
     assert gpus == ["1"], gpus
 PY
+# No libcupti for the daemon (the jobs bring their own, in a wheel): no GPU
+# metrics, but the driver still says which GPU each UUID is, so the live
+# view puts the job on GPU 1.
+printf '{"gpu_metrics_libcupti": "%s/none.so", "gpu_metrics_libcuda": "%s"}\n' "$T" "$FAKEPM" >"$T/nocupti.conf"
+FAKEPM_DEVICES=2 start_daemon --flush-period 0.2 --config "$T/nocupti.conf"
+nocupti() { ctl gpu-metrics | grep -q "no libcupti"; }
+wait_for 100 nocupti || fail "no libcupti is not said: $(ctl gpu-metrics)"
+FAKECUPTI_DEVICES=2 CUDA_VISIBLE_DEVICES=1 workload --kernels 2000 --rate 10000 --quiet ||
+    fail "the workload on GPU 1 failed (no libcupti)"
+ctl top --by device --json >"$T/agg-n.json" || fail "top --by device --json failed (no libcupti)"
+stop_daemon
+python3 - "$T/agg-n.json" <<'PY' || fail "without libcupti, the job on GPU 1 is not put on GPU 1"
+import json, sys
+busy = {d["device"]: d["busy_ns_total"] for d in json.load(open(sys.argv[1]))["devices"]}
+print(f"no libcupti: busy ns by device {busy}")
+assert busy.get(1, 0) > 0 and busy.get(0, 0) == 0, busy
+PY
 echo PASS
