@@ -115,7 +115,7 @@ fi
 
 # distcheck's output is long: kept in a file, its end shown only on failure.
 distcheck() {
-    make -s -C build-ci distcheck-short DISTCHECK_CONFIGURE_FLAGS=--enable-werror >build-ci/distcheck.log 2>&1 \
+    make -s -j"$jobs" -C build-ci distcheck-short DISTCHECK_CONFIGURE_FLAGS=--enable-werror >build-ci/distcheck.log 2>&1 \
         && { grep -A3 '^=====' build-ci/distcheck.log | tail -n 4; return 0; }
     tail -n 30 build-ci/distcheck.log
     grep -E '^(FAIL|ERROR|XPASS):' build-ci/distcheck.log | head -n 10
