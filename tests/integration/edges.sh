@@ -23,7 +23,7 @@ connected() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 
 
 # A, B: two streams of 100 ms kernels, one running on each at all times
 # (the double blocks a launch while its stream is more than 2 ms ahead).
-workload --memcpy-every 0 --memset-every 0 --kernels 24 --streams 2 --kernel-us 100000 \
+workload --memcpy-every 0 --memset-every 0 --kernels 60 --streams 2 --kernel-us 100000 \
     --wait-file "$T/go-ab" --log "$T/ab.log" --report "$T/ab.json" --linger-ms 300 --quiet &
 wab=$!
 wait_for 100 connected 1 || fail "workload A/B did not connect"

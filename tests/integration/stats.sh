@@ -328,8 +328,9 @@ for what in ("kernels", "memory_time", "memory_bytes", "api"):
     check(st[what], evs, what)
 check_processes(st["processes"], evs)
 # The sessions active in the range, and no other (the idle one is not).
+# How many of the three workloads overlap its middle third depends on the
+# machine's load (a sanitizer build once saw two): not asserted.
 assert sorted(p["pid"] for p in st["processes"]) == sorted({e[2] for e in evs}), st["processes"]
-assert len(st["processes"]) == 3, st["processes"]
 assert st["info"]["from_unix_ns"] == lo and st["info"]["to_unix_ns"] == hi
 assert 0 < sum(r["instances"] for r in st["kernels"]) < sum(1 for e in events(sys.argv[2]) if e[0] == "kernel")
 PY
