@@ -94,7 +94,7 @@ struct asess {
     struct kent *last;
     uint32_t devs[SESSION_DEVICES];      /* the process's ordinals */
     uint32_t node[SESSION_DEVICES];      /* each one's node GPU (cuptimon__agg_set_node_map) */
-    uint8_t unmapped[SESSION_DEVICES];   /* has a UUID node_of did not know yet */
+    uint8_t unmapped[SESSION_DEVICES];   /* has a UUID node_of may learn (it said -1) */
     struct kent *other[SESSION_DEVICES]; /* folded kernels, per device */
     unsigned ndevs, nunmapped;
     uint64_t epoch;

@@ -706,7 +706,7 @@ static void sess_dev_map(struct cuptimon_agg *a, struct asess *s, unsigned i,
     if (n >= 0)
         s->node[i] = (uint32_t)n;
     /* Asked again at the next buffer only for a UUID the map may learn. */
-    if (s->unmapped[i] != (valid && n < 0)) {
+    if (s->unmapped[i] != (valid && n == -1)) {
         s->unmapped[i] = !s->unmapped[i];
         s->nunmapped += s->unmapped[i] ? 1u : (unsigned)-1;
     }

@@ -105,12 +105,13 @@ void cuptimon__agg_free(struct cuptimon_agg *a);
  * How a process's device becomes the node's GPU.  A record carries the
  * CUDA ordinal its process saw, which under CUDA_VISIBLE_DEVICES is not the
  * node's; the shim sends each ordinal's UUID (CUPTIMON_DEVICE_UUID_KEY).
- * node_of returns the node ordinal of a GPU's UUID, or -1 while it knows
- * none (the GPU metrics' device list: cuptimon__gpm_node_of).  Without it,
- * or for a device without a UUID or one node_of does not know yet, the
- * process's ordinal stands (and node_of is asked again at its next
- * buffer).  Set it before the first buffer; node_of may be called from any
- * thread that adds a buffer.
+ * node_of returns the node ordinal of a GPU's UUID, -1 while its list may
+ * still gain it (the GPU metrics' device list, being read:
+ * cuptimon__gpm_node_of), or -2 once it never will.  Without it, or for a
+ * device without a UUID or one node_of does not know, the process's
+ * ordinal stands; node_of is asked again at the session's next buffer
+ * only after a -1.  Set it before the first buffer; node_of may be called
+ * from any thread that adds a buffer.
  */
 void cuptimon__agg_set_node_map(struct cuptimon_agg *a, int (*node_of)(void *ud, const char *uuid),
                                 void *ud);

@@ -197,7 +197,8 @@ struct cuptimon_gpm {
      * where the profiler is refused: cuptimon__gpm_node_of's table. */
     char node_uuid[GPM_DEVICES_MAX][CUPTIMON_UUID_TEXT_SIZE];
     int nnode;
-    int64_t run_ns; /* the sampler's start, naming its sessions */
+    int node_listed; /* the list is final: bring-up got past cuInit, or gave up */
+    int64_t run_ns;  /* the sampler's start, naming its sessions */
     char hostname[256];
 };
 
@@ -986,7 +987,11 @@ static void *gpm_main(void *arg)
     struct cuptimon_gpm *g = arg;
     int64_t next_scan = 0;
     char profiler[128] = "";
-    if (bring_up_api(g) < 0) {
+    int up = bring_up_api(g);
+    pthread_mutex_lock(&g->mu);
+    g->node_listed = 1;
+    pthread_mutex_unlock(&g->mu);
+    if (up < 0) {
         log_notice("gpu-metrics", "%s", g->why);
         return NULL;
     }
@@ -1325,11 +1330,13 @@ int cuptimon__gpm_node_of(void *gp, const char *uuid)
     int n = -1;
 
     if (g == NULL || uuid[0] == '\0')
-        return -1;
+        return -2;
     pthread_mutex_lock(&g->mu);
     for (int i = 0; n < 0 && i < g->nnode; i++)
         if (strcmp(g->node_uuid[i], uuid) == 0)
             n = i;
+    if (n < 0 && g->node_listed)
+        n = -2;
     pthread_mutex_unlock(&g->mu);
     return n;
 }

@@ -55,10 +55,11 @@ char *cuptimon__gpm_prometheus(struct cuptimon_gpm *g, double window_s);
 /* Per device, the means over the last second and ten (for top). */
 struct json_object *cuptimon__gpm_top(struct cuptimon_gpm *g);
 /* The node ordinal of the GPU whose UUID is uuid (as cuptimon__uuid_text
- * writes it), or -1 when the driver lists no such device (yet: the
- * sampler's thread lists them once cuInit returns, also where the counters
- * are refused; or at all: no driver).  g is a struct cuptimon_gpm; for
- * cuptimon__agg_set_node_map.  Any thread. */
+ * writes it); -1 while the sampler's thread has not listed the devices yet
+ * (it does once cuInit returns, also where the counters are refused); -2
+ * once the list is final and has no such device (or there is none: no
+ * driver).  g is a struct cuptimon_gpm; for cuptimon__agg_set_node_map.
+ * Any thread. */
 int cuptimon__gpm_node_of(void *g, const char *uuid);
 
 #endif

@@ -484,16 +484,22 @@ END_TEST
  * know yet (the sampler still listing the devices) leaves the process's
  * ordinal until it does, and is asked again at the session's next buffer;
  * a session without UUIDs keeps its ordinals. */
+struct fake_map {
+    int known; /* the list is read: final */
+    int asked; /* node_of calls */
+};
+
 static int fake_node_of(void *ud, const char *uuid)
 {
-    int *known = ud;
-    if (!*known)
+    struct fake_map *m = ud;
+    m->asked++;
+    if (!m->known)
         return -1;
     if (strcmp(uuid, "GPU-fa4e0000-0000-4000-8000-000000000003") == 0)
         return 3;
     if (strcmp(uuid, "GPU-fa4e0000-0000-4000-8000-000000000005") == 0)
         return 5;
-    return -1;
+    return -2;
 }
 
 static uint64_t busy_of(json_object *o, uint32_t dev)
@@ -512,11 +518,11 @@ START_TEST(devices_are_the_nodes_gpus)
     struct cuptimon_strtab *t1, *t2;
     struct tbuf b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0};
     uint64_t S = base_sec(), s0 = S * S_NS;
-    int known = 0;
+    struct fake_map map = {0};
     json_object *o;
 
     layout_13(&l);
-    cuptimon__agg_set_node_map(a, fake_node_of, &known);
+    cuptimon__agg_set_node_map(a, fake_node_of, &map);
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &t1), 0);
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &t2), 0);
     ck_assert_int_eq(cuptimon__strtab_put(t1, CUPTIMON_DEVICE_UUID_KEY(0),
@@ -531,10 +537,11 @@ START_TEST(devices_are_the_nodes_gpus)
     add_kernel(&b4, 0x3, 0, s0 + 600000000, s0 + 670000000); /* a third session: no UUIDs */
     /* Rank 1's first buffer comes before the map knows its GPU. */
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b1.p, b1.len, NULL), 1);
-    known = 1;
+    map.known = 1;
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b3.p, b3.len, NULL), 1);
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 2, &l, t2, b2.p, b2.len, NULL), 1);
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 3, &l, NULL, b4.p, b4.len, NULL), 1);
+    ck_assert_int_eq(map.asked, 3); /* rank 1 twice, rank 2 once */
     o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
     ck_assert_uint_eq(busy_of(o, 0), 100000000 + 70000000); /* before the map knew; no UUID */
     ck_assert_uint_eq(busy_of(o, 3), 50000000);
@@ -547,6 +554,38 @@ START_TEST(devices_are_the_nodes_gpus)
     free(b4.p);
     cuptimon__strtab_free(t1);
     cuptimon__strtab_free(t2);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
+/* A UUID the node's final list does not have (a GPU the daemon cannot
+ * see) keeps the process's ordinal, and is not looked up again at every
+ * buffer of the session. */
+START_TEST(device_not_on_the_node_asked_once)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a = new_agg(0);
+    struct cuptimon_strtab *t;
+    struct tbuf b = {0};
+    uint64_t S = base_sec(), s0 = S * S_NS;
+    struct fake_map map = {.known = 1};
+    json_object *o;
+
+    layout_13(&l);
+    cuptimon__agg_set_node_map(a, fake_node_of, &map);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &t), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(t, CUPTIMON_DEVICE_UUID_KEY(1),
+                                          "GPU-fa4e0000-0000-4000-8000-000000000009", 40),
+                     0);
+    add_kernel(&b, 0x1, 1, s0, s0 + 100000000);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b.p, b.len, NULL), 1);
+    ck_assert_int_eq(map.asked, 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 1), 100000000); /* the same interval five times */
+    json_object_put(o);
+    free(b.p);
+    cuptimon__strtab_free(t);
     cuptimon__agg_free(a);
 }
 END_TEST
@@ -1588,6 +1627,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, names_resolve_late);
     tcase_add_test(t, busy_union_of_known_intervals);
     tcase_add_test(t, devices_are_the_nodes_gpus);
+    tcase_add_test(t, device_not_on_the_node_asked_once);
     tcase_add_test(t, busy_many_intervals);
     tcase_add_test(t, percentiles_of_a_known_distribution);
     tcase_add_test(t, top_n_bound_with_other);
