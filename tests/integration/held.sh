@@ -42,35 +42,62 @@ has_session() { [ -n "$(status_of "$1")" ]; }
 # job's launches makes CUPTI drop, by design: the pool does not grow for a
 # daemon that falls behind).
 slot=131072
+# poll_held PID NAME: one status sample of the workload's session, logged
+# to $T/NAME-polls.txt; the first that shows the hold kernel a second old
+# is kept as NAME-during.json, the latest as NAME-after.json.  Exits 0 once
+# a sample shows the hold over: nothing in flight, the grown slots back.
+poll_held() {
+    ctl status --json | python3 -c '
+import json, sys, time
+pid, T, name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+raw = sys.stdin.read()
+try:
+    s = [x for x in json.loads(raw)["sessions"] if x["pid"] == pid and x["connected"]]
+except ValueError:
+    s = None
+with open(f"{T}/{name}-polls.txt", "a") as log:
+    if not s:
+        log.write(f"{time.time():.3f} no session in status ({len(raw)} bytes)\n")
+        sys.exit(1)
+    s = s[0]
+    f, pool = s.get("in_flight") or {}, s["pool"]
+    fields = (time.time(), f.get("name"), f.get("age_s"), pool["grown_slots"],
+              pool["grown_peak_slots"], s.get("buffers_received"))
+    log.write("%.3f in_flight %s age %s grown %s peak %s buffers %s\n" % fields)
+try:
+    open(f"{T}/{name}-during.json")
+except OSError:
+    if f.get("name") == "hold()" and f["age_s"] >= 1:
+        json.dump(s, open(f"{T}/{name}-during.json", "w"))
+json.dump(s, open(f"{T}/{name}-after.json", "w"))
+sys.exit(0 if not f and pool["grown_slots"] == 0 and pool["grown_peak_slots"] > 0 else 1)
+' "$1" "$T" "$2"
+}
+
 held_run() { # NAME [ENV=VALUE...]: a held workload, its session polled while it runs
     local name=$1
     shift
     env "$@" CUPTIMON_SLOT_SIZE=$slot CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
         --hold-us 3000000 --kernels 30000 --rate 30000 --wait-file "$T/go-$name" \
-        --report "$T/$name.json" --launch-log "$T/$name.log" --linger-ms 60000 --quiet &
+        --report "$T/$name.json" --launch-log "$T/$name.log" --linger-ms 60000 --quiet \
+        2>"$T/$name.err" &
     local w=$! i
     wait_for 100 has_session $w || fail "$name: the workload did not connect"
     touch "$T/go-$name"
-    # During the hold: the first report that shows the hold kernel a
-    # second old.
-    for i in $(seq 1 60); do
-        status_of $w >"$T/$name-during.json"
-        python3 -c '
-import json, sys
-f = json.load(open(sys.argv[1])).get("in_flight") or {}
-sys.exit(0 if f.get("name") == "hold()" and f["age_s"] >= 1 else 1)' "$T/$name-during.json" && break
+    # Sampled through the hold (its kernel named once a second old) until
+    # it is over; the job lingers 60 s for it.
+    for i in $(seq 1 400); do
+        poll_held $w "$name" && break
+        kill -0 $w 2>/dev/null || break
         sleep 0.1
     done
-    # After it: nothing in flight, the grown slots back.
-    for i in $(seq 1 80); do
-        status_of $w >"$T/$name-after.json"
-        python3 -c '
-import json, sys
-s = json.load(open(sys.argv[1]))
-sys.exit(0 if "in_flight" not in s and s["pool"]["grown_slots"] == 0 and
-         s["pool"]["grown_peak_slots"] > 0 else 1)' "$T/$name-after.json" && break
-        sleep 0.1
-    done
+    if ! poll_held $w "$name"; then
+        echo "--- $name: status through the hold:"
+        tail -n 30 "$T/$name-polls.txt"
+        echo "--- $name: the workload's stderr:"
+        tail -n 30 "$T/$name.err"
+        fail "$name: the hold did not end in status (nothing in flight, the grown slots back) while the job lingered"
+    fi
     kill -USR1 $w
     wait $w || fail "$name: the workload failed"
 }
