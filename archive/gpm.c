@@ -585,10 +585,10 @@ int cuptimon__gpm_find_sessions(const char *root, char ***dirs)
 
 /* ---- device sets --------------------------------------------------------- */
 
-void cuptimon__gpm_devset_add(struct cuptimon_gpm_devset *d, uint32_t ordinal)
+void cuptimon__gpm_ordinals_add(struct cuptimon_gpm_ordinals *o, uint32_t ordinal)
 {
     if (ordinal < 256)
-        d->bits[ordinal / 64] |= (uint64_t)1 << (ordinal % 64);
+        o->bits[ordinal / 64] |= (uint64_t)1 << (ordinal % 64);
 }
 
 static void devset_add_uuid(struct cuptimon_gpm_devset *d, const char *text)
@@ -605,10 +605,9 @@ static void devset_add_uuid(struct cuptimon_gpm_devset *d, const char *text)
 }
 
 void cuptimon__gpm_devset_resolve(struct cuptimon_gpm_devset *node,
-                                  const struct cuptimon_gpm_devset *proc,
+                                  const struct cuptimon_gpm_ordinals *proc,
                                   const struct cuptimon_strtab *names)
 {
-    node->all |= proc->all;
     for (uint32_t o = 0; o < 256; o++) {
         const char *text;
         size_t len = 0;
@@ -619,7 +618,7 @@ void cuptimon__gpm_devset_resolve(struct cuptimon_gpm_devset *node,
         if (text != NULL && cuptimon__uuid_text_ok(text, len))
             devset_add_uuid(node, text);
         else
-            cuptimon__gpm_devset_add(node, o);
+            cuptimon__gpm_ordinals_add(&node->ord, o);
     }
 }
 
@@ -632,12 +631,13 @@ int cuptimon__gpm_devset_has(const struct cuptimon_gpm_devset *d, uint32_t ordin
         for (uint32_t i = 0; i < d->nuuid; i++)
             if (strcmp(d->uuid[i], uuid) == 0)
                 return 1;
-    return ordinal < 256 && (d->bits[ordinal / 64] >> (ordinal % 64) & 1);
+    return ordinal < 256 && (d->ord.bits[ordinal / 64] >> (ordinal % 64) & 1);
 }
 
 int cuptimon__gpm_devset_empty(const struct cuptimon_gpm_devset *d)
 {
-    return !d->all && d->nuuid == 0 && (d->bits[0] | d->bits[1] | d->bits[2] | d->bits[3]) == 0;
+    const uint64_t *b = d->ord.bits;
+    return !d->all && d->nuuid == 0 && (b[0] | b[1] | b[2] | b[3]) == 0;
 }
 
 /* ---- counter tracks ------------------------------------------------------ */

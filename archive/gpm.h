@@ -171,25 +171,29 @@ int cuptimon__gpm_find_sessions(const char *root, char ***dirs);
  * The devices whose metrics a trace shows: those the processes in it ran
  * GPU work on, or all.  A process's records carry the CUDA ordinal it saw,
  * which under CUDA_VISIBLE_DEVICES is not the node's: a process's set holds
- * its own ordinals (cuptimon__gpm_devset_add, per record), and
+ * its own ordinals (cuptimon__gpm_ordinals_add, per record), and
  * cuptimon__gpm_devset_resolve turns them into the node's GPUs by the UUID
  * the shim sent for each (CUPTIMON_DEVICE_UUID_KEY), or keeps the ordinal
  * for a process that sent none (a shim before it).  The GPU metrics of a
  * device are in the set when its UUID is, or its ordinal.
  */
+struct cuptimon_gpm_ordinals {
+    uint64_t bits[4]; /* ordinals 0..255 (a larger one is in no set) */
+};
+void cuptimon__gpm_ordinals_add(struct cuptimon_gpm_ordinals *o, uint32_t ordinal);
+
 #define CUPTIMON_GPM_DEVSET_UUIDS 64
 struct cuptimon_gpm_devset {
-    int all;          /* every device */
-    uint64_t bits[4]; /* ordinals 0..255 (a larger one is only in "all") */
-    uint32_t nuuid;   /* UUIDs of node GPUs; past the room for them, "all" */
+    int all;                          /* every device */
+    struct cuptimon_gpm_ordinals ord; /* node ordinals, for processes without UUIDs */
+    uint32_t nuuid;                   /* UUIDs of node GPUs; past the room for them, "all" */
     char uuid[CUPTIMON_GPM_DEVSET_UUIDS][CUPTIMON_UUID_TEXT_SIZE];
 };
-void cuptimon__gpm_devset_add(struct cuptimon_gpm_devset *d, uint32_t ordinal);
-/* Adds to node the GPUs of the ordinals in proc, a process's set whose
- * strings (its strings.bin) are names (NULL: none): by UUID where the
+/* Adds to node the GPUs of proc, the ordinals a process's records carry,
+ * whose strings (its strings.bin) are names (NULL: none): by UUID where the
  * process sent a well-formed one for the ordinal, else by ordinal. */
 void cuptimon__gpm_devset_resolve(struct cuptimon_gpm_devset *node,
-                                  const struct cuptimon_gpm_devset *proc,
+                                  const struct cuptimon_gpm_ordinals *proc,
                                   const struct cuptimon_strtab *names);
 int cuptimon__gpm_devset_has(const struct cuptimon_gpm_devset *d, uint32_t ordinal,
                              const char *uuid);

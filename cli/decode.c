@@ -182,7 +182,7 @@ struct session {
     /* The Unix ns span of the events kept (0, 0: none), and the devices
      * their GPU work ran on: the GPU metrics shown beside them. */
     uint64_t ev_first, ev_last;
-    struct cuptimon_gpm_devset devs;
+    struct cuptimon_gpm_ordinals devs;
 };
 
 enum {
@@ -479,7 +479,7 @@ static void note_event(struct session *s, const struct cuptimon_ev *ev,
         s->ev_last = b;
     if (ev->type == CUPTIMON_EV_KERNEL || ev->type == CUPTIMON_EV_MEMCPY ||
         ev->type == CUPTIMON_EV_MEMCPY_P2P || ev->type == CUPTIMON_EV_MEMSET)
-        cuptimon__gpm_devset_add(&s->devs, ev->device_id);
+        cuptimon__gpm_ordinals_add(&s->devs, ev->device_id);
 }
 
 /* Decodes session s into trace tr (and the summary): 0; 1 when the

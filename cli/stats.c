@@ -543,7 +543,7 @@ struct ssess {
     uint64_t chunks, kept;
     int skip; /* not chosen by --pid/--label, or a GPU metrics session */
     int gpm;  /* a GPU metrics session: the gpu report's, never counted as records */
-    struct cuptimon_gpm_devset devs; /* the devices its counted GPU work ran on */
+    struct cuptimon_gpm_ordinals devs; /* the devices its counted GPU work ran on */
 };
 
 /* Said after a session --window cannot open for want of permission. */
@@ -651,7 +651,7 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             s->kept++;
             if (ev.type == CUPTIMON_EV_KERNEL || ev.type == CUPTIMON_EV_MEMCPY ||
                 ev.type == CUPTIMON_EV_MEMCPY_P2P || ev.type == CUPTIMON_EV_MEMSET)
-                cuptimon__gpm_devset_add(&s->devs, ev.device_id);
+                cuptimon__gpm_ordinals_add(&s->devs, ev.device_id);
             cuptimon__stats_event(st, proc, &ev, &clk);
         }
     }

@@ -47,7 +47,7 @@ struct wsession {
     struct cuptimon_idset out; /* ... and outside it (a process that joined only) */
     uint64_t api_in_window;    /* API records inside the window */
     uint64_t events, kernels, dropped, chunks;
-    struct cuptimon_gpm_devset devs; /* the devices its kept GPU work ran on */
+    struct cuptimon_gpm_ordinals devs; /* the devices its kept GPU work ran on */
 };
 
 static int is_api(const struct cuptimon_ev *ev)
@@ -179,7 +179,7 @@ static int emit(struct wsession *s, const struct cuptimon_ev *ev, const struct c
     if (ev->type == CUPTIMON_EV_KERNEL)
         s->kernels++;
     if (is_gpu(ev))
-        cuptimon__gpm_devset_add(&s->devs, ev->device_id);
+        cuptimon__gpm_ordinals_add(&s->devs, ev->device_id);
     cuptimon__summary_event(p->sum, p->sproc, ev);
     cuptimon__stats_event(p->st, p->stproc, ev, clk);
     if (p->ptr != NULL) {

@@ -634,9 +634,9 @@ START_TEST(devsets)
 {
     struct cuptimon_gpm_devset d = {0};
     ck_assert(cuptimon__gpm_devset_empty(&d));
-    cuptimon__gpm_devset_add(&d, 0);
-    cuptimon__gpm_devset_add(&d, 200);
-    cuptimon__gpm_devset_add(&d, 300); /* out of the set's reach: never in it */
+    cuptimon__gpm_ordinals_add(&d.ord, 0);
+    cuptimon__gpm_ordinals_add(&d.ord, 200);
+    cuptimon__gpm_ordinals_add(&d.ord, 300); /* out of the set's reach: never in it */
     ck_assert(!cuptimon__gpm_devset_empty(&d));
     ck_assert(cuptimon__gpm_devset_has(&d, 0, "") && cuptimon__gpm_devset_has(&d, 200, NULL));
     ck_assert(!cuptimon__gpm_devset_has(&d, 1, "") && !cuptimon__gpm_devset_has(&d, 300, ""));
@@ -658,7 +658,8 @@ START_TEST(devsets_by_uuid)
         "GPU-fa4e0000-0000-4000-8000-00000000000", "GPU-fa4e0000-0000-4000-8000-0000000000zz",
         "GPU-fa4e0000+0000-4000-8000-000000000003", "gpu-fa4e0000-0000-4000-8000-000000000003"};
     struct cuptimon_strtab *st;
-    struct cuptimon_gpm_devset p = {0}, n = {0}, many = {0};
+    struct cuptimon_gpm_ordinals p = {0};
+    struct cuptimon_gpm_devset n = {0}, many = {0};
 
     ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
     ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(0), UUID_OF("02"), 40), 0);
@@ -666,17 +667,17 @@ START_TEST(devsets_by_uuid)
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(
             cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(5 + i), bad[i], strlen(bad[i])), 0);
-    cuptimon__gpm_devset_add(&p, 0);
+    cuptimon__gpm_ordinals_add(&p, 0);
     cuptimon__gpm_devset_resolve(&n, &p, st);
     ck_assert(!cuptimon__gpm_devset_empty(&n));
     ck_assert(cuptimon__gpm_devset_has(&n, 2, UUID_OF("02")));
     ck_assert(!cuptimon__gpm_devset_has(&n, 0, UUID_OF("00"))); /* not the node's GPU 0 */
     ck_assert(!cuptimon__gpm_devset_has(&n, 1, UUID_OF("01")));
     /* Ordinal 1 is node GPU 1; 3 has no UUID, 5..8 a malformed one: ordinals. */
-    cuptimon__gpm_devset_add(&p, 1);
-    cuptimon__gpm_devset_add(&p, 3);
+    cuptimon__gpm_ordinals_add(&p, 1);
+    cuptimon__gpm_ordinals_add(&p, 3);
     for (int i = 5; i < 9; i++)
-        cuptimon__gpm_devset_add(&p, (uint32_t)i);
+        cuptimon__gpm_ordinals_add(&p, (uint32_t)i);
     cuptimon__gpm_devset_resolve(&n, &p, st);
     ck_assert_uint_eq(n.nuuid, 2); /* GPU 2's once */
     ck_assert(cuptimon__gpm_devset_has(&n, 1, UUID_OF("01")));
@@ -692,14 +693,14 @@ START_TEST(devsets_by_uuid)
     cuptimon__strtab_free(st);
     /* More distinct UUIDs than the set holds: every GPU, not a guess. */
     for (int i = 0; i <= CUPTIMON_GPM_DEVSET_UUIDS; i++) {
-        struct cuptimon_gpm_devset one = {0};
+        struct cuptimon_gpm_ordinals one = {0};
         char u[CUPTIMON_UUID_TEXT_SIZE];
         unsigned char b[16] = {0};
         b[15] = (unsigned char)i;
         cuptimon__uuid_text(u, b);
         ck_assert_int_eq(cuptimon__strtab_new(NULL, &st), 0);
         ck_assert_int_eq(cuptimon__strtab_put(st, CUPTIMON_DEVICE_UUID_KEY(0), u, strlen(u)), 0);
-        cuptimon__gpm_devset_add(&one, 0);
+        cuptimon__gpm_ordinals_add(&one, 0);
         cuptimon__gpm_devset_resolve(&many, &one, st);
         cuptimon__strtab_free(st);
         ck_assert_int_eq(many.all, i == CUPTIMON_GPM_DEVSET_UUIDS);
@@ -885,10 +886,10 @@ START_TEST(trace_session_by_device)
     snprintf(path, sizeof path, "%s/t.json", tmpdir);
     f = fopen(path, "w");
     ck_assert_int_eq(cuptimon__trace_new_file(&o, f, &t), 0);
-    cuptimon__gpm_devset_add(&d, 1);
+    cuptimon__gpm_ordinals_add(&d.ord, 1);
     ck_assert_int_eq(cuptimon__gpm_trace_session(t, dir, 0, 0, &d, &st, why, sizeof why),
                      0); /* not device 2 */
-    cuptimon__gpm_devset_add(&d, 2);
+    cuptimon__gpm_ordinals_add(&d.ord, 2);
     ck_assert_int_eq(
         cuptimon__gpm_trace_session(t, dir, T0 + 55 * MS, T0 + 100 * MS, &d, &st, why, sizeof why),
         1);
