@@ -4,7 +4,8 @@
 # its source or the compiler flags changed.  Needs nvcc (CUDA 12.3+; the suite
 # was written against 13.0) and a C compiler; no GPU.
 #
-#   tests/gpu/build.sh                     known-work + cupti-layout.json
+#   tests/gpu/build.sh                     known-work, long-work, held-work,
+#                                          cupti-probe, pm-load + cupti-layout.json
 #   tests/gpu/build.sh --devlibs BUILD_DIR also copy the shared libraries that
 #                                          BUILD_DIR's cuptimond, cuptimonctl
 #                                          and libcuptimon.so need (outside
@@ -122,6 +123,19 @@ for prog in long-work cupti-probe held-work; do
         echo "  UP2DATE  tests/gpu/build/$prog"
     fi
 done
+
+# ---- pm-load (pm-case.sh, pm-probe.sh) ---------------------------------------
+mkdir -p "$out/pm"
+pf="-O2 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$arch,code=sm_$arch -gencode arch=compute_$arch,code=compute_$arch -ldl"
+if rebuild_needed "$out/pm/pm-load" "$NVCC $pf" "$here/pm-load.cu"; then
+    echo "  NVCC     tests/gpu/build/pm/pm-load"
+    # shellcheck disable=SC2086
+    "$NVCC" -o "$out/pm/pm-load.tmp" "$here/pm-load.cu" $pf
+    mv "$out/pm/pm-load.tmp" "$out/pm/pm-load"
+    echo "$NVCC $pf" >"$out/pm/pm-load.flags"
+else
+    echo "  UP2DATE  tests/gpu/build/pm/pm-load"
+fi
 
 # ---- cupti-layout.json ------------------------------------------------------
 inc=

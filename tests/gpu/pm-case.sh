@@ -23,6 +23,7 @@ OUT=${OUT:-$PWD/gpu-pm-out}; mkdir -p "$OUT"
 W=$(mktemp -d /tmp/cuptimon-pm.XXXXXX)
 P=$W/p.sock C=$W/c.sock
 LOAD=$here/build/pm/pm-load
+[ -x "$LOAD" ] || { echo "pm-case.sh: $LOAD is missing: run tests/gpu/build.sh first" >&2; exit 2; }
 ITERS=${PM_ITERS:-2560 1465 854}
 ctl() { "$B/cli/cuptimonctl" --control-socket "$C" "$@"; }
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:${CUDA_HOME:-/usr/local/cuda}/lib64
