@@ -110,32 +110,25 @@ print("  CHECK    kernel table: %d kernels match the PTX entries%s" % (len(table
 EOF
 
 # ---- long-work (edges-case.sh), cupti-probe, held-work (held-case.sh) ------
-for prog in long-work cupti-probe held-work; do
+# ---- pm/pm-load (pm-case.sh, pm-probe.sh) -----------------------------------
+mkdir -p "$out/pm"
+for prog in long-work cupti-probe held-work pm/pm-load; do
     pf="-O2 -gencode arch=compute_$arch,code=sm_$arch"
-    [ "$prog" = cupti-probe ] && pf="$pf -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib -lcupti -lcuda -ldl"
-    if rebuild_needed "$out/$prog" "$NVCC $pf" "$here/$prog.cu"; then
+    case $prog in
+        cupti-probe) pf="$pf -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib -lcupti -lcuda -ldl" ;;
+        pm/pm-load) pf="$pf -gencode arch=compute_$arch,code=compute_$arch -std=c++17 -Xcompiler -Wall -ldl" ;;
+    esac
+    src=$here/${prog#pm/}.cu
+    if rebuild_needed "$out/$prog" "$NVCC $pf" "$src"; then
         echo "  NVCC     tests/gpu/build/$prog"
         # shellcheck disable=SC2086
-        "$NVCC" -o "$out/$prog.tmp" "$here/$prog.cu" $pf
+        "$NVCC" -o "$out/$prog.tmp" "$src" $pf
         mv "$out/$prog.tmp" "$out/$prog"
         echo "$NVCC $pf" >"$out/$prog.flags"
     else
         echo "  UP2DATE  tests/gpu/build/$prog"
     fi
 done
-
-# ---- pm-load (pm-case.sh, pm-probe.sh) ---------------------------------------
-mkdir -p "$out/pm"
-pf="-O2 -std=c++17 -Xcompiler -Wall -gencode arch=compute_$arch,code=sm_$arch -gencode arch=compute_$arch,code=compute_$arch -ldl"
-if rebuild_needed "$out/pm/pm-load" "$NVCC $pf" "$here/pm-load.cu"; then
-    echo "  NVCC     tests/gpu/build/pm/pm-load"
-    # shellcheck disable=SC2086
-    "$NVCC" -o "$out/pm/pm-load.tmp" "$here/pm-load.cu" $pf
-    mv "$out/pm/pm-load.tmp" "$out/pm/pm-load"
-    echo "$NVCC $pf" >"$out/pm/pm-load.flags"
-else
-    echo "  UP2DATE  tests/gpu/build/pm/pm-load"
-fi
 
 # ---- cupti-layout.json ------------------------------------------------------
 inc=
