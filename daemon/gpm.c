@@ -1126,6 +1126,7 @@ struct cuptimon_gpm *cuptimon__gpm_start(const struct cuptimon_gpm_config *cfg,
     gethostname(g->hostname, sizeof g->hostname - 1);
     if (!cfg->enabled) {
         snprintf(g->why, sizeof g->why, "off in cuptimond.conf (gpu_metrics)");
+        g->node_listed = 1; /* no list will come: node_of's misses are final */
         return g;
     }
     snprintf(g->why, sizeof g->why, "starting");
@@ -1135,10 +1136,12 @@ struct cuptimon_gpm *cuptimon__gpm_start(const struct cuptimon_gpm_config *cfg,
     pthread_sigmask(SIG_SETMASK, &all, &old);
     g->thread_on = pthread_create(&g->thread, NULL, gpm_main, g) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!g->thread_on)
+    if (!g->thread_on) {
         snprintf(g->why, sizeof g->why, "cannot start the sampler thread");
-    else
+        g->node_listed = 1;
+    } else {
         pthread_setname_np(g->thread, "cuptimond-gpm");
+    }
     return g;
 }
 
