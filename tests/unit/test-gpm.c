@@ -6,7 +6,9 @@
  * (trace.c); the statistics of cuptimonctl stats --report gpu; and the
  * readers that use them: cuptimonctl decode and stats (cli/, built in)
  * and the window writer (daemon/window-write.c, built in), over a process
- * session made of a real H200 buffer.  Expected values are computed here
+ * session made of a real H200 buffer; and the sampler's map from a job's
+ * GPU UUID to the node's ordinal (daemon/gpm.c, built in), final once the
+ * sampler knows it will learn no more.  Expected values are computed here
  * from the samples each test makes, never from what the code wrote. */
 #include "config.h"
 
@@ -31,7 +33,9 @@
 #include "proto/cuptimon-proto.h"
 #include "archive/trace.h"
 #include "cli/cli.h"
+#include "daemon/gpm.h"
 #include "daemon/window-write.h"
+#include "proto/util.h"
 #include "tests/unit/testlib.h"
 
 #define MS UINT64_C(1000000)
@@ -1475,6 +1479,101 @@ START_TEST(window_counters_of_its_devices)
 }
 END_TEST
 
+/* ---- the node's GPU list (daemon/gpm.c) ---------------------------------- */
+
+/* node_of until it stops saying "not listed yet" (-1): the sampler's
+ * thread lists the devices once bring-up passes cuInit or gives up.  The
+ * bound is generous; the verdict is the value, not the time. */
+static int node_of_settled(struct cuptimon_gpm *g, const char *uuid)
+{
+    int n = -1;
+    for (int i = 0; i < 2000 && n == -1; i++) {
+        n = cuptimon__gpm_node_of(g, uuid);
+        if (n == -1)
+            usleep(5000);
+    }
+    return n;
+}
+
+static const char *status_why(struct cuptimon_gpm *g, char *out, size_t len)
+{
+    json_object *st = cuptimon__gpm_status(g), *why = NULL;
+    ck_assert_ptr_nonnull(st);
+    snprintf(out, len, "%s",
+             json_object_object_get_ex(st, "why", &why) ? json_object_get_string(why) : "");
+    json_object_put(st);
+    return out;
+}
+
+static struct cuptimon_gpm_config gpm_cfg(int enabled, const char *lib)
+{
+    struct cuptimon_gpm_config c;
+    memset(&c, 0, sizeof c);
+    c.enabled = enabled;
+    c.interval_s = 1;
+    c.retry_s = 60;
+    snprintf(c.libcupti, sizeof c.libcupti, "%s", lib);
+    snprintf(c.libcuda, sizeof c.libcuda, "%s", lib);
+    return c;
+}
+
+/* With gpu_metrics off there is no list and never will be: a job's UUID is
+ * not on the node at once (-2), so the aggregator asks once per device,
+ * not at every buffer (the case 0830b0f mended). */
+START_TEST(node_of_final_when_off)
+{
+    struct cuptimon_gpm_config c = gpm_cfg(0, "");
+    char why[256];
+    ck_assert_int_eq(cuptimon__gpm_node_of(NULL, "GPU-00000000-0000-0000-0000-000000000000"), -2);
+    struct cuptimon_gpm *g = cuptimon__gpm_start(&c, tmpdir, 1 << 20, 3, NULL);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(cuptimon__gpm_node_of(g, "GPU-00000000-0000-0000-0000-000000000000"), -2);
+    ck_assert_int_eq(cuptimon__gpm_node_of(g, ""), -2);
+    ck_assert_ptr_nonnull(strstr(status_why(g, why, sizeof why), "gpu_metrics"));
+    cuptimon__gpm_stop(g);
+}
+END_TEST
+
+/* Without a driver the sampler gives up, and its list is final and empty. */
+START_TEST(node_of_final_without_driver)
+{
+    struct cuptimon_gpm_config c = gpm_cfg(1, "/nonexistent/cuptimon-test/libcuda.so.1");
+    char why[256];
+    struct cuptimon_gpm *g = cuptimon__gpm_start(&c, tmpdir, 1 << 20, 3, NULL);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(node_of_settled(g, "GPU-00000000-0000-0000-0000-000000000000"), -2);
+    ck_assert_ptr_nonnull(strstr(status_why(g, why, sizeof why), "/nonexistent/cuptimon-test"));
+    cuptimon__gpm_stop(g);
+}
+END_TEST
+
+#ifdef FAKEPM_SO
+/* The double's driver lists two GPUs whose counters are refused (admins
+ * only): the list still maps each UUID to its ordinal, and a UUID the node
+ * lacks is final (-2), not "ask again". */
+START_TEST(node_of_lists_refused_devices)
+{
+    /* the double's UUIDs: fa4e0000-0000-4000-8000-0000000000NN */
+    unsigned char u[16] = {0xfa, 0x4e, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0};
+    char t0[CUPTIMON_UUID_TEXT_SIZE], t1[CUPTIMON_UUID_TEXT_SIZE], t9[CUPTIMON_UUID_TEXT_SIZE];
+    cuptimon__uuid_text(t0, u);
+    u[15] = 1;
+    cuptimon__uuid_text(t1, u);
+    u[15] = 9;
+    cuptimon__uuid_text(t9, u);
+    ck_assert_int_eq(setenv("FAKEPM_DEVICES", "2", 1), 0);
+    ck_assert_int_eq(setenv("FAKEPM_ADMIN_ONLY", "all", 1), 0);
+    struct cuptimon_gpm_config c = gpm_cfg(1, FAKEPM_SO);
+    struct cuptimon_gpm *g = cuptimon__gpm_start(&c, tmpdir, 1 << 20, 3, NULL);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(node_of_settled(g, t1), 1);
+    ck_assert_int_eq(cuptimon__gpm_node_of(g, t0), 0);
+    ck_assert_int_eq(cuptimon__gpm_node_of(g, t9), -2);
+    cuptimon__gpm_stop(g);
+}
+END_TEST
+#endif
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("gpm");
@@ -1500,6 +1599,11 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, cli_decode_counters);
     tcase_add_test(t, cli_stats_gpu_report);
     tcase_add_test(t, window_counters_of_its_devices);
+    tcase_add_test(t, node_of_final_when_off);
+    tcase_add_test(t, node_of_final_without_driver);
+#ifdef FAKEPM_SO
+    tcase_add_test(t, node_of_lists_refused_devices);
+#endif
     suite_add_tcase(s, t);
     return s;
 }
