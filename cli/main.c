@@ -261,9 +261,13 @@ static int cmd_status(int argc, char **argv)
                    cuptimon__json_int(inf, "records_behind", 0), b,
                    cuptimon__json_int(inf, "buffers_held", 0));
         }
-        if (pool && strcmp(cuptimon__json_str(pool, "in_flight_view", ""), "partial") == 0)
+        const char *view = pool ? cuptimon__json_str(pool, "in_flight_view", "") : "";
+        if (strcmp(view, "partial") == 0)
             printf("        work in flight: partly seen (a buffer CUPTI holds has a record the "
                    "shim cannot step over; its log names it)\n");
+        else if (strcmp(view, "unavailable") == 0 && cuptimon__json_int(pool, "grown_slots", 0) > 0)
+            printf("        work in flight: not shown on CUPTI's v2 path (CUPTI describes a "
+                   "buffer's records only when it completes it)\n");
         if (pool && cuptimon__json_int(pool, "grown_peak_slots", 0) > 0) {
             char now_b[32], peak_b[32], cap_b[32];
             double slot = (double)cuptimon__json_int(pool, "slot_size", 0);

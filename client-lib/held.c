@@ -247,9 +247,16 @@ void cuptimon__held_scan(struct shim *s, struct shim_held *h)
         if (atomic_load_explicit(&s->slot_state[i], memory_order_relaxed) == SLOT_CUPTI &&
             atomic_load_explicit(&s->slot_gen[i], memory_order_relaxed) != UINT64_MAX)
             s->scan_order[n++] = i;
+    /* On CUPTI's v2 path a buffer's record layouts come only with the
+     * buffer, when CUPTI completes it: those it holds are not read (the
+     * view is "unavailable" in status, and nothing is said on the job's
+     * stderr: it is not a fault). */
+    uint32_t walked = s->v2 ? 0 : n;
+    if (s->v2)
+        h->scanned = 0;
     sort_shim = s;
-    qsort(s->scan_order, n, sizeof *s->scan_order, by_request);
-    for (uint32_t k = 0; k < n; k++) {
+    qsort(s->scan_order, walked, sizeof *s->scan_order, by_request);
+    for (uint32_t k = 0; k < walked; k++) {
         uint32_t idx = s->scan_order[k];
         uint64_t req = atomic_load_explicit(&s->slot_req[idx], memory_order_relaxed);
         struct shim_scan *c = &s->scan[idx];

@@ -176,10 +176,14 @@ void session_held_status(const struct session *s, json_object *o)
         json_object_object_add(pool, "flushes_skipped",
                                json_object_new_int64((int64_t)h->flushes_skipped));
         /* The shim could not walk every buffer CUPTI holds (a record it
-         * cannot step over): what is in flight may be missing or partial. */
+         * cannot step over): what is in flight may be missing or partial.
+         * On CUPTI's v2 path it reads none of them (their layouts come
+         * with the completed buffer). */
         json_object_object_add(
             pool, "in_flight_view",
-            json_object_new_string(h->flags & CUPTIMON_HELD_UNSCANNED ? "partial" : "complete"));
+            json_object_new_string(!(h->flags & CUPTIMON_HELD_UNSCANNED) ? "complete"
+                                   : strncmp(s->path, "v2", 2) == 0      ? "unavailable"
+                                                                         : "partial"));
     }
     json_object_object_add(o, "pool", pool);
     if (!s->held_unix_ns || !s->conn || h->kind == 0)
