@@ -9,7 +9,9 @@
 #     the GEMM phase, PCIe rx/tx in the copies;
 #   - cuptimonctl stats --report gpu over the archive;
 #   - Nsight Compute beside it: with the counters paused (gpu-metrics pause)
-#     ncu works; without, the daemon yields when ncu's process appears;
+#     ncu works, and its per-kernel DRAM and tensor pipe figures (pm-load
+#     ref: run's kernels at run's sizes) are held against the sampled
+#     phases; without a pause, the daemon yields when ncu's process appears;
 #   - the cost: pm-load with sampling on and paused, interleaved, 3 each;
 #   - the metrics file families.
 # pm-check.py checks it all and writes pm-report.txt.
@@ -68,7 +70,12 @@ if [ -x "$NCU" ]; then
     ctl gpu-metrics pause >"$W/pause.txt" 2>&1
     sleep 1
     ctl gpu-metrics --json >"$W/gpm-paused.json"
-    timeout 120 "$NCU" --metrics sm__cycles_active.avg "$LOAD" small >"$W/ncu-paused.out" 2>&1
+    # The paused run also measures, per kernel at run's sizes and clocks
+    # (no clock lock), the metrics the sampler reports for the phases:
+    # pm-check.py holds the two against each other.
+    timeout 150 "$NCU" --clock-control none --csv --metrics \
+        dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg.pct_of_peak_sustained_elapsed \
+        "$LOAD" ref >"$W/ncu-paused.out" 2>"$W/ncu-paused.err"
     echo "ncu-paused exit $?" >>"$W/exits.txt"
     ctl gpu-metrics resume >"$W/resume.txt" 2>&1
     for _ in $(seq 100); do sampling && break; sleep 0.1; done

@@ -8,6 +8,8 @@ kernels), the daemon's gpu-metrics status, Nsight Compute's exits with the
 counters paused and not, the cost runs, stats --report gpu and the metrics
 file.  One line per check; exits 1 when a hard check failed.
 """
+import csv
+import io
 import json
 import os
 import re
@@ -154,6 +156,36 @@ else:
     after = json.loads(read("gpm-after-ncu.json") or "{}")
     check(bool(after.get("devices")) and after["devices"][0]["state"] == "sampling",
           "sampling again after ncu")
+    # Nsight Compute's per-kernel figures (pm-load ref: run's kernels at
+    # run's sizes, clocks not locked) against the sampler's phase means:
+    # the same kernels back to back, so the two should agree.
+    out = read("ncu-paused.out")
+    ref = {}
+    for r in csv.DictReader(io.StringIO(out[out.find('"ID"'):] if '"ID"' in out else "")):
+        name = r.get("Kernel Name", "")
+        kind = ("triad" if name.startswith("triad") else "wmma" if name.startswith("wmma")
+                else None if name.startswith("fill") else "gemm")
+        try:
+            ref.setdefault(kind, {})[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError):
+            pass
+    sampled = globals().get("rows", {})
+    for phase, kind, track, metric in (
+            ("stream", "triad", "DRAM active", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+            ("stream", "triad", "SM active", "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"),
+            ("gemm", "gemm", "Tensor pipe active",
+             "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+            ("wmma", "wmma", "Tensor pipe active",
+             "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")):
+        a = sampled.get(phase, {}).get(f"GPU 0 {track}")
+        b = ref.get(kind, {}).get(metric)
+        if a is None or b is None:
+            if phase != "wmma" or "wmma" in sampled:
+                check(False, f"{track} in the {phase} phase vs Nsight Compute's {kind} kernel: "
+                      f"{'no sampled value' if a is None else 'no ncu value'}", soft=True)
+            continue
+        check(abs(a - b) <= 10, f"{track} in the {phase} phase {a:.1f} %, Nsight Compute's {kind} "
+              f"kernel {b:.1f} % (within 10 points)", soft=True)
 
 # The cost on the GPU: each phase's time with sampling on and paused.
 on, off = {}, {}

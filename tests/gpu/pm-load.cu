@@ -16,6 +16,9 @@
 //                                 kernel activity tracing on in this process
 //                                 (what cuptimon's shim does in every job)
 //   pm-load small                 2 triads + 2 WMMA GEMMs, small (for ncu)
+//   pm-load ref                   2 of each kernel of `run`, at run's sizes:
+//                                 Nsight Compute's per-kernel figures to hold
+//                                 the sampled phases against (pm-case)
 //   pm-load clock                 GPU %globaltimer vs CLOCK_REALTIME vs
 //                                 cuptiGetTimestamp, in one process
 //
@@ -384,6 +387,17 @@ int main(int argc, char **argv)
     }
     w.use_blas = blas_open() == 0;
     work_init(&w, (size_t)1 << 30, w.use_blas ? 8192 : 4096);
+    if (!strcmp(mode, "ref")) {
+        for (int i = 0; i < 2; i++) {
+            stream_iter(&w);
+            gemm_iter(&w);
+            if (w.use_blas)
+                wmma_iter(&w);
+        }
+        CK(cudaDeviceSynchronize());
+        printf("PMLOAD ref done gemm=%s\n", w.use_blas ? "cublas" : "wmma");
+        return 0;
+    }
     double stream_gb = 3.0 * w.n4 * sizeof(float4) / 1e9;
     double gemm_tf = 2.0 * w.gm * (double)w.gm * w.gm / 1e12;
     double wmma_tf = 2.0 * w.wm * (double)w.wm * w.wm / 1e12;
@@ -404,7 +418,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(mode, "run") || argc < 4) {
-        fprintf(stderr, "usage: pm-load calibrate | run STREAM_ITERS GEMM_ITERS [WMMA_ITERS] [--activity] | small | clock\n");
+        fprintf(stderr, "usage: pm-load calibrate | run STREAM_ITERS GEMM_ITERS [WMMA_ITERS] [--activity] | small | ref | clock\n");
         return 2;
     }
     long si = atol(argv[2]), gi = atol(argv[3]);
