@@ -29,6 +29,11 @@
 
 /* Copy directions: CUpti_ActivityMemcpyKind 0..10 (Unknown .. PtoP). */
 #define NDIR 11u
+/* Device records a session may hold back for the node map (its GPU list
+ * being read): 32768 of 40 bytes. */
+#define WAIT_EV_MAX 32768u
+
+struct dev_ev;
 
 /* ---- histogram ------------------------------------------------------------ */
 
@@ -97,6 +102,13 @@ struct asess {
     uint8_t unmapped[SESSION_DEVICES];   /* has a UUID node_of may learn (it said -1) */
     struct kent *other[SESSION_DEVICES]; /* folded kernels, per device */
     unsigned ndevs, nunmapped;
+    /* Device records of an unmapped ordinal, waiting for the node map
+     * (their dev is the slot until then); wait_since: the first one's
+     * arrival (the daemon's clock) */
+    struct dev_ev *wait_ev;
+    size_t nwait, wait_cap;
+    int64_t wait_since;
+    int no_wait; /* ended (nothing would release them), or the map was too slow */
     uint64_t epoch;
     const struct cuptimon_strtab *seen_tab;
     size_t unresolved;
@@ -145,6 +157,7 @@ struct cuptimon_agg {
     unsigned top_n, max_sessions, max_devices;
     int64_t future_ns;
     int64_t keep_ended_ns;
+    int64_t map_wait_ns;
     struct asess **sess;
     size_t nsess, sesscap;
     struct adev **dev;
@@ -155,7 +168,7 @@ struct cuptimon_agg {
     struct cuptimon_demangler *dm; /* output only, under mu */
     /* counters: under mu */
     uint64_t buffers, records, aggregated, not_aggregated, folded, bad_times;
-    uint64_t dev_not_aggregated, dev_bad_times; /* under dev_mu */
+    uint64_t dev_not_aggregated, dev_bad_times, dev_own_ordinal; /* under dev_mu */
 };
 
 /* The daemon's clock (CLOCK_REALTIME), in Unix ns. */

@@ -503,6 +503,9 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
     pthread_mutex_lock(&a->dev_mu);
     json_object_object_add(node, "not_aggregated_records",
                            u64j(a->not_aggregated + a->dev_not_aggregated));
+    /* Records of a GPU the node map did not name in time (map_wait_s): on
+     * the process's own ordinal, maybe not the node's. */
+    json_object_object_add(node, "records_on_process_ordinal", u64j(a->dev_own_ordinal));
     for (size_t i = 0; i < a->ndev; i++) {
         json_object *d = device_json(a->dev[i], end);
         if (d != NULL)

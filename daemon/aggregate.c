@@ -273,6 +273,7 @@ int cuptimon__agg_new(const struct cuptimon_agg_limits *lim, struct cuptimon_agg
         lim && lim->future_s ? (int64_t)lim->future_s * (int64_t)NS_PER_S : DEF_FUTURE_NS;
     a->keep_ended_ns =
         (int64_t)(lim && lim->keep_ended_s ? lim->keep_ended_s : 60) * (int64_t)NS_PER_S;
+    a->map_wait_ns = (int64_t)(lim && lim->map_wait_s ? lim->map_wait_s : 15) * (int64_t)NS_PER_S;
     if (cuptimon__demangler_new(8192, &a->dm) < 0) {
         free(a);
         return -ENOMEM;
@@ -300,6 +301,7 @@ static void sess_free(struct cuptimon_agg *a, struct asess *s)
         kent_free(a, s->other[i]);
     free(s->k);
     free(s->idx);
+    free(s->wait_ev);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -475,12 +477,21 @@ void cuptimon__agg_forget(struct cuptimon_agg *a, uint64_t session)
     pthread_mutex_unlock(&a->mu);
 }
 
+static void wait_release(struct cuptimon_agg *a, struct asess *s, int64_t now);
+
 void cuptimon__agg_end(struct cuptimon_agg *a, uint64_t session)
 {
     pthread_mutex_lock(&a->mu);
     struct asess *s = sess_find(a, session);
-    if (s != NULL && s->ended_ns == 0)
+    if (s != NULL && s->ended_ns == 0) {
         s->ended_ns = cuptimon__agg_now_ns();
+        /* No later buffer will release what waits for the node map. */
+        pthread_mutex_lock(&s->mu);
+        s->no_wait = 1;
+        if (s->nwait > 0)
+            wait_release(a, s, s->ended_ns);
+        pthread_mutex_unlock(&s->mu);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -1075,6 +1086,53 @@ static void dev_flush(struct cuptimon_agg *a, const struct dev_ev *ev, size_t n,
     pthread_mutex_unlock(&a->dev_mu);
 }
 
+/* ---- waiting for the node map (under s->mu) ------------------------------- */
+
+/* Room for one more device record waiting for the node map, or NULL when
+ * it has waited map_wait_ns already, holds WAIT_EV_MAX, or no memory. */
+static struct dev_ev *wait_slot(struct cuptimon_agg *a, struct asess *s, int64_t now)
+{
+    if (s->no_wait)
+        return NULL;
+    if (s->nwait == 0)
+        s->wait_since = now;
+    else if (now - s->wait_since >= a->map_wait_ns)
+        return NULL;
+    if (s->nwait == s->wait_cap) {
+        size_t cap = s->wait_cap ? 2 * s->wait_cap : 256;
+        struct dev_ev *p;
+        if (s->wait_cap >= WAIT_EV_MAX ||
+            (p = realloc(s->wait_ev, cap * sizeof(*p))) == NULL)
+            return NULL;
+        s->wait_ev = p;
+        s->wait_cap = cap;
+    }
+    return &s->wait_ev[s->nwait++];
+}
+
+/* Puts the waiting records on their GPUs: the node's where the map has
+ * named it by now, else the process's ordinal (counted; and the session's
+ * records wait no more: a map that slow would hold its live view back). */
+static void wait_release(struct cuptimon_agg *a, struct asess *s, int64_t now)
+{
+    uint64_t own = 0;
+    for (size_t i = 0; i < s->nwait; i++) {
+        struct dev_ev *x = &s->wait_ev[i];
+        own += s->unmapped[x->dev];
+        x->dev = s->node[x->dev];
+    }
+    dev_flush(a, s->wait_ev, s->nwait, now);
+    if (own > 0) {
+        s->no_wait = 1;
+        pthread_mutex_lock(&a->dev_mu);
+        a->dev_own_ordinal += own;
+        pthread_mutex_unlock(&a->dev_mu);
+    }
+    free(s->wait_ev);
+    s->wait_ev = NULL;
+    s->nwait = s->wait_cap = 0;
+}
+
 /* ---- feeding -------------------------------------------------------------- */
 
 int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
@@ -1084,9 +1142,10 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
     struct cuptimon_decode_stats st;
     struct cuptimon_walk w;
     struct cuptimon_ev ev;
-    struct dev_ev *scratch;
+    struct dev_ev *scratch, d;
     struct asess *s;
     size_t ns = 0;
+    uint64_t own = 0;
     int64_t now = cuptimon__agg_now_ns();
 
     memset(&st, 0, sizeof(st));
@@ -1123,6 +1182,8 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
     for (unsigned i = 0; s->nunmapped > 0 && i < s->ndevs; i++)
         if (s->unmapped[i])
             sess_dev_map(a, s, i, names);
+    if (s->nwait > 0 && (s->nunmapped == 0 || now - s->wait_since >= a->map_wait_ns))
+        wait_release(a, s, now);
     memset(&st, 0, sizeof(st));
     cuptimon__walk_begin_brief(&w, l, buf, len, &st);
     while (cuptimon__walk_next(&w, &ev)) {
@@ -1155,12 +1216,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
             t0 = cuptimon__clock_map(clk, ev.start);
             t1 = t0 + dur;
         }
-        if (ns == SCRATCH) {
-            dev_flush(a, scratch, ns, now);
-            ns = 0;
-        }
-        x = &scratch[ns];
-        x->dev = s->node[dslot];
+        x = &d;
         x->s = t0;
         x->e = t1;
         switch (ev.type) {
@@ -1197,10 +1253,27 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
             x->bytes = ev.u.memcpy.bytes;
             break;
         }
-        ns++;
+        /* A device whose node GPU the map may still name waits for it. */
+        if (s->unmapped[dslot] && (x = wait_slot(a, s, now)) != NULL) {
+            d.dev = (uint32_t)dslot;
+        } else {
+            own += s->unmapped[dslot];
+            if (ns == SCRATCH) {
+                dev_flush(a, scratch, ns, now);
+                ns = 0;
+            }
+            x = &scratch[ns++];
+            d.dev = s->node[dslot];
+        }
+        *x = d;
         aggregated++;
     }
     dev_flush(a, scratch, ns, now);
+    if (own > 0) {
+        pthread_mutex_lock(&a->dev_mu);
+        a->dev_own_ordinal += own;
+        pthread_mutex_unlock(&a->dev_mu);
+    }
     s->buffers++;
     s->records += st.records;
     s->undecodable += st.undecodable_bytes;
@@ -1294,7 +1367,7 @@ void cuptimon__agg_stats(struct cuptimon_agg *a, struct cuptimon_agg_stats *st)
         st->folded += s->folded;
         st->bad_times += s->bad_times;
         st->bytes += sizeof(*s) + s->kcap * sizeof(*s->k) + s->icap * sizeof(*s->idx) +
-                     (s->nk + s->ndevs) * sizeof(struct kent);
+                     (s->nk + s->ndevs) * sizeof(struct kent) + s->wait_cap * sizeof(struct dev_ev);
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_lock(&a->names.mu);
@@ -1303,6 +1376,7 @@ void cuptimon__agg_stats(struct cuptimon_agg *a, struct cuptimon_agg_stats *st)
     pthread_mutex_lock(&a->dev_mu);
     st->not_aggregated += a->dev_not_aggregated;
     st->bad_times += a->dev_bad_times;
+    st->own_ordinal += a->dev_own_ordinal;
     for (size_t i = 0; i < a->ndev; i++) {
         st->late_ns += a->dev[i]->late_ns;
         st->bytes += sizeof(*a->dev[i]) + a->dev[i]->ivcap * sizeof(struct iv);

@@ -93,6 +93,12 @@ struct cuptimon_agg_limits {
      * s.  Ended sessions give their place to new ones when the table is
      * full. */
     uint32_t keep_ended_s;
+    /* How long a device's records wait for the node map to list its GPU
+     * (node_of said -1), so that they are not counted on the process's
+     * ordinal, a wrong GPU under CUDA_VISIBLE_DEVICES; 0: 15 s.  Past it
+     * (or past 32768 records a session) they count on that ordinal, and
+     * cuptimon__agg_stats says how many did. */
+    uint32_t map_wait_s;
 };
 
 /* lim may be NULL for the defaults.  0, -EINVAL (a limit absurdly large:
@@ -110,7 +116,8 @@ void cuptimon__agg_free(struct cuptimon_agg *a);
  * cuptimon__gpm_node_of), or -2 once it never will.  Without it, or for a
  * device without a UUID or one node_of does not know, the process's
  * ordinal stands; node_of is asked again at the session's next buffer
- * only after a -1.  Set it before the first buffer; node_of may be called
+ * only after a -1, and the records of a device it said -1 for wait for
+ * its answer (map_wait_s, struct cuptimon_agg_limits).  Set it before the first buffer; node_of may be called
  * from any thread that adds a buffer.
  */
 void cuptimon__agg_set_node_map(struct cuptimon_agg *a, int (*node_of)(void *ud, const char *uuid),
@@ -312,6 +319,8 @@ struct cuptimon_agg_stats {
     uint64_t folded;         /* kernels folded into "other" by the bound */
     uint64_t bad_times;      /* kernels with end < start or far in the future */
     uint64_t late_ns;        /* busy time older than the 64-s ring (totals only) */
+    uint64_t own_ordinal;    /* device records counted on the process's ordinal:
+                                the node map did not list their GPU in time */
     uint64_t bytes;          /* memory held by the aggregate (approximate) */
 };
 void cuptimon__agg_stats(struct cuptimon_agg *a, struct cuptimon_agg_stats *st);

@@ -535,18 +535,23 @@ START_TEST(devices_are_the_nodes_gpus)
     add_kernel(&b2, 0x2, 0, s0 + 100000000, s0 + 300000000);
     add_kernel(&b3, 0x1, 0, s0 + 400000000, s0 + 450000000);
     add_kernel(&b4, 0x3, 0, s0 + 600000000, s0 + 670000000); /* a third session: no UUIDs */
-    /* Rank 1's first buffer comes before the map knows its GPU. */
+    /* Rank 1's first buffer comes before the map knows its GPU: its
+     * records wait for it, and are not put on the process's ordinal 0. */
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b1.p, b1.len, NULL), 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 0), 0);
+    json_object_put(o);
     map.known = 1;
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b3.p, b3.len, NULL), 1);
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 2, &l, t2, b2.p, b2.len, NULL), 1);
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 3, &l, NULL, b4.p, b4.len, NULL), 1);
     ck_assert_int_eq(map.asked, 3); /* rank 1 twice, rank 2 once */
     o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
-    ck_assert_uint_eq(busy_of(o, 0), 100000000 + 70000000); /* before the map knew; no UUID */
-    ck_assert_uint_eq(busy_of(o, 3), 50000000);
+    ck_assert_uint_eq(busy_of(o, 0), 70000000); /* no UUID */
+    ck_assert_uint_eq(busy_of(o, 3), 100000000 + 50000000);
     ck_assert_uint_eq(busy_of(o, 5), 200000000);
     ck_assert_uint_eq(json_object_array_length(jget(o, "devices")), 3);
+    ck_assert_uint_eq(ju(jget(o, "node"), "records_on_process_ordinal"), 0);
     json_object_put(o);
     free(b1.p);
     free(b2.p);
@@ -584,6 +589,128 @@ START_TEST(device_not_on_the_node_asked_once)
     o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
     ck_assert_uint_eq(busy_of(o, 1), 100000000); /* the same interval five times */
     json_object_put(o);
+    free(b.p);
+    cuptimon__strtab_free(t);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
+/* The records of a GPU the map has not named wait for it only so long
+ * (map_wait_s) and so many (32768 a session): past either they count on
+ * the process's ordinal, counted; a process that ends puts what waits on
+ * its GPUs as the map has them then. */
+static void uuid3(struct cuptimon_strtab **t)
+{
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, t), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(*t, CUPTIMON_DEVICE_UUID_KEY(0),
+                                          "GPU-fa4e0000-0000-4000-8000-000000000003", 40),
+                     0);
+}
+
+static uint64_t own_ordinal(struct cuptimon_agg *a)
+{
+    struct cuptimon_agg_stats st;
+    cuptimon__agg_stats(a, &st);
+    return st.own_ordinal;
+}
+
+START_TEST(waiting_for_the_map_is_bounded_in_time)
+{
+    struct cuptimon_agg_limits lim = {.map_wait_s = 1};
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a;
+    struct cuptimon_strtab *t;
+    struct tbuf b1 = {0}, b2 = {0}, b3 = {0};
+    uint64_t S = base_sec(), s0 = S * S_NS;
+    struct fake_map map = {0};
+    json_object *o;
+
+    ck_assert_int_eq(cuptimon__agg_new(&lim, &a), 0);
+    layout_13(&l);
+    cuptimon__agg_set_node_map(a, fake_node_of, &map);
+    uuid3(&t);
+    add_kernel(&b1, 0x1, 0, s0, s0 + 10000000);
+    add_kernel(&b2, 0x1, 0, s0 + 20000000, s0 + 50000000);
+    add_kernel(&b3, 0x1, 0, s0 + 60000000, s0 + 160000000);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b1.p, b1.len, NULL), 1);
+    ck_assert_uint_eq(own_ordinal(a), 0);
+    usleep(1100000); /* past map_wait_s: only that it passed matters */
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b2.p, b2.len, NULL), 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 0), 10000000 + 30000000);
+    ck_assert_uint_eq(ju(jget(o, "node"), "records_on_process_ordinal"), 2);
+    json_object_put(o);
+    /* The map answers at last: later records go on the node's GPU. */
+    map.known = 1;
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b3.p, b3.len, NULL), 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 3), 100000000);
+    ck_assert_uint_eq(busy_of(o, 0), 40000000);
+    json_object_put(o);
+    ck_assert_uint_eq(own_ordinal(a), 2);
+    free(b1.p);
+    free(b2.p);
+    free(b3.p);
+    cuptimon__strtab_free(t);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
+START_TEST(waiting_for_the_map_is_bounded_in_records)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a = new_agg(0);
+    struct cuptimon_strtab *t;
+    struct tbuf b = {0}, b2 = {0};
+    uint64_t S = base_sec() - 10, s0 = S * S_NS;
+    struct fake_map map = {0};
+    json_object *o;
+    const unsigned n = 40000, cap = 32768;
+
+    layout_13(&l);
+    cuptimon__agg_set_node_map(a, fake_node_of, &map);
+    uuid3(&t);
+    for (unsigned i = 0; i < n; i++)
+        add_kernel(&b, 0x1, 0, s0 + i * 5000ull, s0 + i * 5000ull + 3000);
+    add_kernel(&b2, 0x1, 0, s0 + n * 5000ull, s0 + n * 5000ull + 3000);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b.p, b.len, NULL), (int)n);
+    ck_assert_uint_eq(own_ordinal(a), n - cap);
+    map.known = 1;
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b2.p, b2.len, NULL), 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 3), (cap + 1) * 3000ull);
+    ck_assert_uint_eq(busy_of(o, 0), (n - cap) * 3000ull);
+    json_object_put(o);
+    free(b.p);
+    free(b2.p);
+    cuptimon__strtab_free(t);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
+START_TEST(waiting_for_the_map_ends_with_the_process)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a = new_agg(0);
+    struct cuptimon_strtab *t;
+    struct tbuf b = {0};
+    uint64_t S = base_sec(), s0 = S * S_NS;
+    struct fake_map map = {0};
+    json_object *o;
+
+    layout_13(&l);
+    cuptimon__agg_set_node_map(a, fake_node_of, &map);
+    uuid3(&t);
+    add_kernel(&b, 0x1, 0, s0, s0 + 10000000);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b.p, b.len, NULL), 1);
+    cuptimon__agg_end(a, 1);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 3, 2);
+    ck_assert_uint_eq(busy_of(o, 0), 10000000);
+    json_object_put(o);
+    ck_assert_uint_eq(own_ordinal(a), 1);
+    /* A buffer after the end does not wait: nothing would release it. */
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b.p, b.len, NULL), 1);
+    ck_assert_uint_eq(own_ordinal(a), 2);
     free(b.p);
     cuptimon__strtab_free(t);
     cuptimon__agg_free(a);
@@ -1628,6 +1755,9 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, busy_union_of_known_intervals);
     tcase_add_test(t, devices_are_the_nodes_gpus);
     tcase_add_test(t, device_not_on_the_node_asked_once);
+    tcase_add_test(t, waiting_for_the_map_is_bounded_in_time);
+    tcase_add_test(t, waiting_for_the_map_is_bounded_in_records);
+    tcase_add_test(t, waiting_for_the_map_ends_with_the_process);
     tcase_add_test(t, busy_many_intervals);
     tcase_add_test(t, percentiles_of_a_known_distribution);
     tcase_add_test(t, top_n_bound_with_other);
