@@ -1101,8 +1101,7 @@ static struct dev_ev *wait_slot(struct cuptimon_agg *a, struct asess *s, int64_t
     if (s->nwait == s->wait_cap) {
         size_t cap = s->wait_cap ? 2 * s->wait_cap : 256;
         struct dev_ev *p;
-        if (s->wait_cap >= WAIT_EV_MAX ||
-            (p = realloc(s->wait_ev, cap * sizeof(*p))) == NULL)
+        if (s->wait_cap >= WAIT_EV_MAX || (p = realloc(s->wait_ev, cap * sizeof(*p))) == NULL)
             return NULL;
         s->wait_ev = p;
         s->wait_cap = cap;
