@@ -805,9 +805,15 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
             rc = GPM_SUCCESS;
         if (rc != GPM_SUCCESS) {
             pthread_mutex_lock(&g->mu);
+            /* When and how it failed, for a failure seen once (the H100,
+             * 1.4 s after sampling resumed behind ncu: INVALID_PARAMETER,
+             * then two overflows). */
             if (d->decode_errors++ == 0)
-                log_warn("gpu-metrics", "GPU %d: cuptiPmSamplingDecodeData: %s (counted)",
-                         d->ordinal, err_str(g, rc));
+                log_warn("gpu-metrics",
+                         "GPU %d: cuptiPmSamplingDecodeData: %s (counted; %.3f s after Start, "
+                         "decode round %d, overflow flag %d, %" PRIu64 " samples so far)",
+                         d->ordinal, err_str(g, rc), (double)(now_ns() - d->started_ns) / 1e9,
+                         round, (int)dp.overflow, d->samples);
             pthread_mutex_unlock(&g->mu);
             break;
         }

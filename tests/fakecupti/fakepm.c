@@ -304,6 +304,7 @@ static struct {
     int ndev;
     int prof_inited; /* cuptiProfilerInitialize minus cuptiProfilerDeInitialize calls */
     uint64_t next_id;
+    uint64_t decodes; /* DecodeData calls (FAKEPM_DECODE_FAIL_AT) */
     struct CUpti_PmSampling_Object *obj[MAX_DEVICES];
     struct CUpti_Profiler_Host_Object *host[MAX_HOSTS];
     /* the phase script as last parsed */
@@ -1756,6 +1757,10 @@ static CUptiResult decode(CUpti_PmSampling_DecodeData_Params *p)
     CHECK_PARAMS(p, CUpti_PmSampling_DecodeData_Params, overflow);
     if (!(o = find_obj(p->pPmSamplingObject)))
         return CUPTI_ERROR_INVALID_PARAMETER;
+    if (++g.decodes == env_u64("FAKEPM_DECODE_FAIL_AT", 0, 0, UINT64_MAX)) {
+        lg("cuptiPmSamplingDecodeData: device %d: failing as FAKEPM_DECODE_FAIL_AT says", o->dev);
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
     if (!o->configured) {
         pm_warn("cuptiPmSamplingDecodeData on device %d before cuptiPmSamplingSetConfig", o->dev);
         return CUPTI_ERROR_INVALID_OPERATION;
@@ -2038,5 +2043,6 @@ void fakepm_reset(void)
     g.prof_inited = 0;
     g.clock_warned = 0;
     g.clock_file_last = 0;
+    g.decodes = 0;
     pthread_mutex_unlock(&g.mu);
 }

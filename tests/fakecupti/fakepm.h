@@ -198,6 +198,11 @@
  *                                  buffer was under a memory-bound load at 10 and 100 ms
  *                                  (64 MiB never; docs/gpu-runs/20261205-h100-held-pm-edges)
  *                                  (default 0: none).
+ *   FAKEPM_DECODE_FAIL_AT=N        the Nth DecodeData of the process (from 1) returns
+ *                                  CUPTI_ERROR_INVALID_PARAMETER and moves nothing, as one did
+ *                                  on the H100 1.4 s after sampling resumed behind ncu
+ *                                  (docs/gpu-runs/20261206-h100-pm-bench; cause unknown)
+ *                                  (default 0: none).
  *   FAKEPM_LOG=1                   every call and its result on stderr ("fakepm[PID]: ").
  *
  * Threads: one lock serializes every call.  Not modelled: contexts, MIG/vGPU, jitter in

@@ -219,6 +219,22 @@ starts=$(grep -c 'GPU 0 (NVIDIA H200, GH100): sampling' "$T/daemon.log" || true)
 if grep -q "sampling restarts" "$T/daemon.log" || [ "$starts" -ne 1 ]; then
     fail "sampling restarted where CUPTI still decoded: $(grep gpu-metrics "$T/daemon.log")"
 fi
+# A decode that fails once (CUPTI_ERROR_INVALID_PARAMETER, as once on the
+# H100 after sampling resumed behind ncu): counted and logged with when it
+# came, and sampling goes on without a restart.
+: >"$T/daemon.log"
+FAKEPM_DECODE_FAIL_AT=3 start_daemon --config "$T/cuptimond.conf"
+gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
+failed() { [ "$(gsamples decode_errors)" = 1 ]; }
+wait_for 50 failed || fail "the failed decode is not counted: $(ctl gpu-metrics --json)"
+n1=$(gsamples samples)
+wait_for 50 more || fail "no samples after the failed decode: $(ctl gpu-metrics)"
+stop_daemon
+grep -q "cuptiPmSamplingDecodeData: CUPTI_ERROR_INVALID_PARAMETER (counted; [0-9.]* s after Start, decode round 0" "$T/daemon.log" ||
+    fail "the failed decode is not logged with when: $(grep gpu-metrics "$T/daemon.log")"
+if grep -q "sampling restarts" "$T/daemon.log"; then
+    fail "sampling restarted after one failed decode: $(grep gpu-metrics "$T/daemon.log")"
+fi
 # A hardware buffer too small for the chip (the H100's 32 MiB under load:
 # overflowed before the first decode, every start): the device restarts
 # with twice the buffer, and samples.
