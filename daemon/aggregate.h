@@ -117,8 +117,8 @@ void cuptimon__agg_free(struct cuptimon_agg *a);
  * device without a UUID or one node_of does not know, the process's
  * ordinal stands; node_of is asked again at the session's next buffer
  * only after a -1, and the records of a device it said -1 for wait for
- * its answer (map_wait_s, struct cuptimon_agg_limits).  Set it before the first buffer; node_of may be called
- * from any thread that adds a buffer.
+ * its answer (map_wait_s, struct cuptimon_agg_limits).  Set it before the
+ * first buffer; node_of may be called from any thread that adds a buffer.
  */
 void cuptimon__agg_set_node_map(struct cuptimon_agg *a, int (*node_of)(void *ud, const char *uuid),
                                 void *ud);
