@@ -134,11 +134,15 @@ if t:
               f"them {inside:.1f} %, in the 200 ms before {before:.1f} %")
         check(inside > 50 and (before != before or before < 10),
               "the counters line up with the kernels (DRAM high over the triads, low before)")
-    gem = [k for k in kernels if "gemm" in k[0].lower() or "sm90" in k[0] or "xmma" in k[0]]
-    if gem:
-        lo, hi = min(k[1] for k in gem), max(k[2] for k in gem)
-        print(f"GEMM kernels: {len(gem)}; tensor pipe over their span "
-              f"{mean('GPU 0 Tensor pipe active', lo, hi):.1f} %")
+    # Each GEMM phase's kernels (cuBLAS's nvjet_* or WMMA), over their own
+    # span: not the warm-up launches made before the stream phase.
+    for p in ("gemm", "wmma"):
+        ks = [k for k in kernels if p in ph and ph[p][0] <= k[1] <= ph[p][1]
+              and not k[0].startswith(("triad", "fill"))]
+        if ks:
+            lo, hi = min(k[1] for k in ks), max(k[2] for k in ks)
+            print(f"{p} phase: {len(ks)} kernels ({ks[0][0][:40]}); tensor pipe over their span "
+                  f"{mean('GPU 0 Tensor pipe active', lo, hi):.1f} %")
 
 # Nsight Compute.
 if "ncu not found" in exits:
