@@ -69,6 +69,7 @@ elif trace_path and os.path.exists(os.path.join(W, "out", "windows", os.path.bas
 else:
     t = None
 check(t is not None, f"the window's trace is there ({trace_path})")
+rows = {}  # phase -> counter track -> its mean over the phase
 if t:
     base = int(t["otherData"]["base_unix_ns"])
     series = {}
@@ -102,7 +103,6 @@ if t:
         a, b = ph[p]
         return a + (b - a) // 10, b - (b - a) // 10
 
-    rows = {}
     for p in ("stream", "gemm", "wmma", "h2d", "d2h"):
         if p not in ph:
             continue
@@ -173,7 +173,6 @@ else:
             ref.setdefault(kind, {})[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
         except (KeyError, ValueError):
             pass
-    sampled = globals().get("rows", {})
     for phase, kind, track, metric in (
             ("stream", "triad", "DRAM active", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
             ("stream", "triad", "SM active", "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"),
@@ -181,10 +180,10 @@ else:
              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
             ("wmma", "wmma", "Tensor pipe active",
              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")):
-        a = sampled.get(phase, {}).get(f"GPU 0 {track}")
+        a = rows.get(phase, {}).get(f"GPU 0 {track}")
         b = ref.get(kind, {}).get(metric)
         if a is None or b is None:
-            if phase != "wmma" or "wmma" in sampled:
+            if phase != "wmma" or "wmma" in rows:
                 check(False, f"{track} in the {phase} phase vs Nsight Compute's {kind} kernel: "
                       f"{'no sampled value' if a is None else 'no ncu value'}", soft=True)
             continue
