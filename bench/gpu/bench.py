@@ -737,19 +737,26 @@ class Bench:
 
         def target(name, value, ok, detail):
             targets.append({"target": name, "value": value,
-                            "status": "n/a" if ok is None else ("pass" if ok else "missed"),
+                            "status": "n/a" if ok is None else (
+                                ok if isinstance(ok, str) else ("pass" if ok else "missed")),
                             "detail": detail})
 
         r = R.get("c/b")
         if r:
+            # A bound this close to 1 is decided by the interval, not the
+            # median: at this machine's 30-60 % run-to-run spread the ratio
+            # of medians alone lands either side of 1.03 from run to run.
+            lo, hi = r["ci90"] if r.get("ci90") else (r["of_medians"], r["of_medians"])
             target("(c)/(b) <= 1.03 for launch throughput (known-work launch loop)",
-                   r["of_medians"], r["of_medians"] <= 1.03,
+                   r["of_medians"], "pass" if hi <= 1.03 else "missed" if lo > 1.03 else "unclear",
                    "ratio of medians %.4f (bootstrap 90%% interval %s); paired per round %.4f "
-                   "[%.4f..%.4f], %d pairs" % (
+                   "[%.4f..%.4f], %d pairs%s" % (
                        r["of_medians"], "%.4f..%.4f" % tuple(r["ci90"]) if r.get("ci90") else "-",
                        r.get("paired_median", float("nan")),
                        r.get("paired_min", float("nan")), r.get("paired_max", float("nan")),
-                       r["n_pairs"]))
+                       r["n_pairs"],
+                       "; the interval holds 1.03: this run cannot tell (more rounds narrow it)"
+                       if lo <= 1.03 < hi else ""))
         else:
             target("(c)/(b) <= 1.03 for launch throughput (known-work launch loop)", None, None,
                    "not measured (mode b or c missing or failed)")
@@ -958,12 +965,12 @@ class Bench:
             L.append("")
         L.append("targets")
         for t in doc["targets"]:
-            L.append("  %-6s %s" % (t["status"].upper(), t["target"]))
-            L.append("         %s" % t["detail"])
+            L.append("  %-7s %s" % (t["status"].upper(), t["target"]))
+            L.append("          %s" % t["detail"])
         if doc["checks"]:
             L.append("checks")
             for t in doc["checks"]:
-                L.append("  %-6s %s: %s" % (t["status"].upper(), t["check"], t["detail"]))
+                L.append("  %-7s %s: %s" % (t["status"].upper(), t["check"], t["detail"]))
         L.append("")
         if doc["fatal"]:
             L.append("FATAL: %s" % doc["fatal"])
