@@ -67,15 +67,24 @@
 #define RING            1200 /* samples kept per device for status/top/metrics */
 /* CUPTI's hardware buffer per device.  On the H100 under a memory-bound
  * load, 32 MiB at 10 ms overflowed before the first decode, every time
- * (OUT_OF_MEMORY, no sample), where 64 MiB never did, whatever the decode
- * period or the counter data image's size (docs/gpu-runs/20261205-h100-
- * held-pm-edges, pm-overflow.txt).  A device that still wedges restarts
- * with twice the buffer, up to HW_BUFFER_MAX. */
+ * (OUT_OF_MEMORY, no sample), whatever the decode period or the counter
+ * data image's size (docs/gpu-runs/20261205-h100-held-pm-edges,
+ * pm-overflow.txt); 64 MiB holds with a decode every DECODE_NS.  A device
+ * that still wedges restarts with twice the buffer, up to HW_BUFFER_MAX. */
 #define HW_BUFFER_BYTES (64ull << 20)
 #define HW_BUFFER_MAX   (256ull << 20)
-#define DECODE_MAX_NS   1000000000ull /* decode at least every second */
-#define DECODE_MIN_NS   200000000ull  /* and at most every 200 ms */
-#define SCAN_NS         500000000ull  /* look for profilers' processes twice a second */
+/* A decode every 200 ms, whatever the interval: under a memory-bound load
+ * the H100 fills the hardware buffer at a rate the interval does not set
+ * (at 10 ms, 100 ms and 1 s alike, 64 MiB overflowed before a decode every
+ * 500 ms or 1 s, 128 MiB before one a second, and 64 MiB never did with
+ * one every 200 ms; docs/gpu-runs/20261206-h100-suite-pm-overflow).  Ten
+ * intervals, at least every SCAN_NS, overflowed once or twice in each
+ * pm-case.  Under that load decoding takes about 0.4 of a CPU core at 10
+ * and 100 ms alike (pm-probe); the sampler's CPU over a pm-case rose from
+ * 9.4-9.6 s to 12.3-12.7 s of its 84 s.  On an idle GPU, a few ms a
+ * second. */
+#define DECODE_NS 200000000ull
+#define SCAN_NS   500000000ull /* look for profilers' processes twice a second */
 
 /* The default set: what an operator reads on a DCGM dashboard, with the
  * PM sampling name that the H200 measured to mean it (docs/gpu-runs/
@@ -657,12 +666,6 @@ static uint64_t wanted_interval(const struct cuptimon_gpm *g)
     return (uint64_t)(s * 1e9);
 }
 
-static uint64_t decode_period(uint64_t interval)
-{
-    uint64_t p = interval * 10;
-    return p < DECODE_MIN_NS ? DECODE_MIN_NS : p > DECODE_MAX_NS ? DECODE_MAX_NS : p;
-}
-
 static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
 {
     struct gpm_api *a = &g->api;
@@ -727,7 +730,7 @@ static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
         return -1;
     }
     /* Room for twice a decode period's samples: decoding keeps up. */
-    d->max_samples = (uint32_t)(2 * decode_period(d->interval_ns) / d->interval_ns + 16);
+    d->max_samples = (uint32_t)(2 * DECODE_NS / d->interval_ns + 16);
     struct gpm_data_size_params ds = {.structSize =
                                           GPM_SIZE(struct gpm_data_size_params, counterDataSize),
                                       .pPmSamplingObject = d->obj,
@@ -1020,7 +1023,6 @@ static void *gpm_main(void *arg)
         g->reconfigure = 0;
         uint64_t interval = wanted_interval(g);
         pthread_mutex_unlock(&g->mu);
-        uint64_t period = decode_period(interval);
         for (int i = 0; i < g->ndev; i++) {
             struct gpm_dev *d = &g->dev[i];
             pthread_mutex_lock(&g->mu);
@@ -1087,7 +1089,7 @@ static void *gpm_main(void *arg)
         }
         /* Until the next decode, a command, or the next look at processes. */
         struct timespec until;
-        int64_t wake = now + (int64_t)period;
+        int64_t wake = now + (int64_t)DECODE_NS;
         if (wake > next_scan)
             wake = next_scan;
         until.tv_sec = (time_t)(wake / 1000000000);

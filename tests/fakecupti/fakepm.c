@@ -265,6 +265,8 @@ struct CUpti_PmSampling_Object {
     int configured;
     mset cfg;
     uint64_t hw_cap; /* samples the hardware buffer holds */
+    uint64_t hw_bytes, sample_bytes;
+    uint64_t fill_bps; /* FAKEPM_HW_FILL_BPS: the load's bytes a second beside the samples */
     uint64_t interval;
     int keep_latest;
     int reserved; /* holds the device (and lock_fd its lock file, when FAKEPM_DIR is set) */
@@ -276,6 +278,7 @@ struct CUpti_PmSampling_Object {
     /* the current run: sample i of it spans [start(i), t_start + (i+1) * interval) */
     int started;
     uint64_t t_start, lead, next_i;
+    uint64_t drained_at; /* Start or the last DecodeData: the fill counts from there */
     /* the hardware buffer: completed samples not decoded yet, oldest at head */
     struct span *ring;
     size_t ring_alloc, ring_head, ring_n;
@@ -819,7 +822,17 @@ static void advance(struct CUpti_PmSampling_Object *o, uint64_t now)
     fresh = total - o->next_i;
     i = o->next_i;
     if (!o->keep_latest) {
-        uint64_t room = o->hw_cap - o->ring_n, take = fresh < room ? fresh : room;
+        /* What an H100 did under a memory-bound load (keep oldest): the
+         * buffer filled at a rate the interval does not set (64 MiB within
+         * 0.5 s at 10 ms, 100 ms and 1 s alike), emptied by each decode. */
+        uint64_t cap = o->hw_cap;
+        if (o->fill_bps) {
+            double fill = (double)o->fill_bps * (double)(now - o->drained_at) / 1e9;
+            uint64_t left = fill >= (double)o->hw_bytes ? 0 : o->hw_bytes - (uint64_t)fill;
+            if (left / o->sample_bytes < cap)
+                cap = left / o->sample_bytes;
+        }
+        uint64_t room = cap > o->ring_n ? cap - o->ring_n : 0, take = fresh < room ? fresh : room;
         for (uint64_t k = 0; k < take; k++, i++)
             if (ring_push(
                     o, (struct span){sample_start(o, i), o->t_start + (i + 1) * o->interval}) < 0) {
@@ -1592,6 +1605,9 @@ static CUptiResult set_config(CUpti_PmSampling_SetConfig_Params *p)
     o->cfg = hd.metrics;
     o->interval = interval;
     o->hw_cap = p->hardwareBufferSize / sample_bytes;
+    o->hw_bytes = p->hardwareBufferSize;
+    o->sample_bytes = sample_bytes;
+    o->fill_bps = env_u64("FAKEPM_HW_FILL_BPS", 0, 0, UINT64_C(1) << 40);
     o->too_small = p->hardwareBufferSize < env_u64("FAKEPM_MIN_HW_BUFFER", 0, 0, UINT64_C(1) << 40);
     o->keep_latest =
         p->hwBufferAppendMode == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
@@ -1631,7 +1647,7 @@ static CUptiResult start(CUpti_PmSampling_Start_Params *p)
     o->overflow = 0;
     o->ring_n = 0;
     o->ring_head = 0;
-    o->t_start = now_ns();
+    o->t_start = o->drained_at = now_ns();
     o->lead = env_u64("FAKEPM_FIRST_SAMPLE_LEAD_NS", 800000000, 0, UINT64_C(3600000000000));
     o->next_i = 0;
     lg("cuptiPmSamplingStart: device %d at %" PRIu64 " (first sample from %" PRIu64 ")", o->dev,
@@ -1779,6 +1795,7 @@ static CUptiResult decode(CUpti_PmSampling_DecodeData_Params *p)
         return CUPTI_ERROR_INVALID_PARAMETER;
     }
     advance(o, now_ns());
+    o->drained_at = now_ns();
     if (o->wedged) {
         /* What the H200 did: OUT_OF_MEMORY and nothing decoded, every time. */
         p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER;

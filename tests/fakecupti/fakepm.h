@@ -196,8 +196,14 @@
  *   FAKEPM_MIN_HW_BUFFER=N         a KEEP_OLDEST run whose hardwareBufferSize is under N
  *                                  bytes is wedged from Start on, as the H100's 32 MiB
  *                                  buffer was under a memory-bound load at 10 and 100 ms
- *                                  (64 MiB never; docs/gpu-runs/20261205-h100-held-pm-edges)
- *                                  (default 0: none).
+ *                                  (docs/gpu-runs/20261205-h100-held-pm-edges) (default 0:
+ *                                  none).
+ *   FAKEPM_HW_FILL_BPS=N           a KEEP_OLDEST run's hardware buffer also fills with N
+ *                                  bytes a second, whatever the interval, and each DecodeData
+ *                                  empties it; full, it overflows as above.  An H100 under a
+ *                                  memory-bound load filled 64 MiB within 0.5 s at 10 ms,
+ *                                  100 ms and 1 s, never within 0.2 s, and 128 MiB within 1 s
+ *                                  (docs/gpu-runs/20261206-h100-suite-pm-overflow) (default 0).
  *   FAKEPM_DECODE_FAIL_AT=N        the Nth DecodeData of the process (from 1) returns
  *                                  CUPTI_ERROR_INVALID_PARAMETER and moves nothing, as one did
  *                                  on the H100 1.4 s after sampling resumed behind ncu

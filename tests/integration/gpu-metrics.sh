@@ -249,6 +249,19 @@ wait_for 50 more || fail "no samples with the larger buffer: $(ctl gpu-metrics)"
 stop_daemon
 [ "$(grep -c "sampling restarts" "$T/daemon.log")" = 1 ] ||
     fail "not one restart: $(grep gpu-metrics "$T/daemon.log")"
+# An H100 under a memory-bound load fills the hardware buffer at a rate the
+# interval does not set (64 MiB within 0.5 s at 10 ms, 100 ms and 1 s; the
+# double: 160 MiB a second, 32 MiB in 200 ms): at a 0.5 s interval the
+# daemon still decodes every 200 ms, and loses nothing (decoding every ten
+# intervals, at least every 0.5 s, it overflowed and restarted).
+: >"$T/daemon.log"
+sed 's/"gpu_metrics_interval_s": 0.05/"gpu_metrics_interval_s": 0.5/' "$T/cuptimond.conf" >"$T/slow.conf"
+FAKEPM_HW_FILL_BPS=167772160 start_daemon --config "$T/slow.conf"
+gwait sampling || fail "GPU 0 is not sampled (0.5 s): $(ctl gpu-metrics)"
+four() { [ "$(gsamples samples)" -ge 4 ]; }
+wait_for 100 four || fail "no 4 samples at 0.5 s: $(ctl gpu-metrics --json)"
+[ "$(gsamples overflows)" = 0 ] || fail "the buffer overflowed at 0.5 s: $(grep gpu-metrics "$T/daemon.log")"
+stop_daemon
 
 # Two GPUs; a job given the second (CUDA_VISIBLE_DEVICES=1, as SLURM binds
 # ranks) calls it its device 0.  Its window, and its decode, show the
