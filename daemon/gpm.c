@@ -574,8 +574,9 @@ static void refused(struct cuptimon_gpm *g, struct gpm_dev *d, const char *call,
         d->state = DEV_OFF;
         snprintf(d->why, sizeof d->why,
                  "the driver allows GPU performance counters to administrators only "
-                 "(RmProfilingAdminOnly=1): run cuptimond as root, or load the driver with "
-                 "NVreg_RestrictProfilingToAdminUsers=0");
+                 "(RmProfilingAdminOnly=1), which needs CAP_SYS_ADMIN; cuptimond.service keeps "
+                 "no capability (a drop-in with CapabilityBoundingSet=CAP_SYS_ADMIN gives it "
+                 "back); or load the driver with NVreg_RestrictProfilingToAdminUsers=0");
         break;
     case GPM_ERROR_NOT_SUPPORTED:
     case GPM_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:

@@ -5,7 +5,8 @@
 # was written against 13.0) and a C compiler; no GPU.
 #
 #   tests/gpu/build.sh                     known-work, long-work, held-work,
-#                                          cupti-probe, pm-load + cupti-layout.json
+#                                          cupti-probe, pm-load, sandbox-run
+#                                          + cupti-layout.json
 #   tests/gpu/build.sh --devlibs BUILD_DIR also copy the shared libraries that
 #                                          BUILD_DIR's cuptimond, cuptimonctl
 #                                          and libcuptimon.so need (outside
@@ -129,6 +130,17 @@ for prog in long-work cupti-probe held-work pm/pm-load; do
         echo "  UP2DATE  tests/gpu/build/$prog"
     fi
 done
+
+# ---- sandbox-run (sandbox-case.sh) --------------------------------------------
+sr_stamp="$CC -std=gnu11 -O2 -Wall -Wextra"
+if rebuild_needed "$out/sandbox-run" "$sr_stamp" "$here/sandbox-run.c"; then
+    echo "  CC       tests/gpu/build/sandbox-run"
+    # shellcheck disable=SC2086
+    $sr_stamp -o "$out/sandbox-run" "$here/sandbox-run.c"
+    echo "$sr_stamp" >"$out/sandbox-run.flags"
+else
+    echo "  UP2DATE  tests/gpu/build/sandbox-run"
+fi
 
 # ---- cupti-layout.json ------------------------------------------------------
 inc=

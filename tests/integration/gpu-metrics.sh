@@ -172,7 +172,8 @@ grep -q "gpus:.*GPU 0 sampling" "$T/status.txt" || fail "status has no gpus line
 FAKEPM_ADMIN_ONLY=all start_daemon --config "$T/cuptimond.conf"
 for _ in $(seq 100); do [ "$(gstate)" = "off" ] && break; sleep 0.05; done
 ctl gpu-metrics >"$T/admin.txt"
-grep -q "administrators only" "$T/admin.txt" || fail "the refusal does not say why: $(cat "$T/admin.txt")"
+grep -q "administrators only.*CAP_SYS_ADMIN.*CapabilityBoundingSet=CAP_SYS_ADMIN" "$T/admin.txt" ||
+    fail "the refusal does not say why and what to do: $(cat "$T/admin.txt")"
 stop_daemon
 # No CUDA driver: off, and why; the rest is served.
 printf '{"gpu_metrics_libcuda": "%s/none.so"}\n' "$T" >"$T/nodriver.conf"
