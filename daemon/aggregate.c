@@ -1030,7 +1030,10 @@ static struct bucket *bucket_at(struct adev *d, int64_t sec)
     return sec >= ring_floor(d) ? bucket_of(d, sec) : NULL;
 }
 
-static void dev_flush(struct cuptimon_agg *a, const struct dev_ev *ev, size_t n, int64_t now)
+/* Adds n device records to their GPUs; own of them are on the process's
+ * ordinal for want of the node map's answer (counted). */
+static void dev_flush(struct cuptimon_agg *a, const struct dev_ev *ev, size_t n, int64_t now,
+                      uint64_t own)
 {
     /* A record far in the future would move the ring past everyone's
      * data: such records count in the totals, not in the ring. */
@@ -1039,9 +1042,10 @@ static void dev_flush(struct cuptimon_agg *a, const struct dev_ev *ev, size_t n,
     uint32_t last = 0;
     int have = 0;
 
-    if (n == 0)
+    if (n == 0 && own == 0)
         return;
     pthread_mutex_lock(&a->dev_mu);
+    a->dev_own_ordinal += own;
     for (size_t i = 0; i < n; i++) {
         const struct dev_ev *x = &ev[i];
         struct bucket *b;
@@ -1120,13 +1124,9 @@ static void wait_release(struct cuptimon_agg *a, struct asess *s, int64_t now)
         own += s->unmapped[x->dev];
         x->dev = s->node[x->dev];
     }
-    dev_flush(a, s->wait_ev, s->nwait, now);
-    if (own > 0) {
+    dev_flush(a, s->wait_ev, s->nwait, now, own);
+    if (own > 0)
         s->no_wait = 1;
-        pthread_mutex_lock(&a->dev_mu);
-        a->dev_own_ordinal += own;
-        pthread_mutex_unlock(&a->dev_mu);
-    }
     free(s->wait_ev);
     s->wait_ev = NULL;
     s->nwait = s->wait_cap = 0;
@@ -1258,7 +1258,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         } else {
             own += s->unmapped[dslot];
             if (ns == SCRATCH) {
-                dev_flush(a, scratch, ns, now);
+                dev_flush(a, scratch, ns, now, 0);
                 ns = 0;
             }
             x = &scratch[ns++];
@@ -1267,12 +1267,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         *x = d;
         aggregated++;
     }
-    dev_flush(a, scratch, ns, now);
-    if (own > 0) {
-        pthread_mutex_lock(&a->dev_mu);
-        a->dev_own_ordinal += own;
-        pthread_mutex_unlock(&a->dev_mu);
-    }
+    dev_flush(a, scratch, ns, now, own);
     s->buffers++;
     s->records += st.records;
     s->undecodable += st.undecodable_bytes;
