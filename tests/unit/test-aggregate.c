@@ -599,12 +599,22 @@ END_TEST
  * (map_wait_s) and so many (32768 a session): past either they count on
  * the process's ordinal, counted; a process that ends puts what waits on
  * its GPUs as the map has them then. */
-static void uuid3(struct cuptimon_strtab **t)
+/* An aggregate whose node map is map (map_wait_s 0: the default), and a
+ * session's names giving its device 0 the UUID of the node's GPU 3. */
+static struct cuptimon_agg *agg_mapped(uint32_t map_wait_s, struct fake_map *map,
+                                       struct cuptimon_layout *l, struct cuptimon_strtab **t)
 {
+    struct cuptimon_agg_limits lim = {.map_wait_s = map_wait_s};
+    struct cuptimon_agg *a;
+
+    ck_assert_int_eq(cuptimon__agg_new(&lim, &a), 0);
+    layout_13(l);
+    cuptimon__agg_set_node_map(a, fake_node_of, map);
     ck_assert_int_eq(cuptimon__strtab_new(NULL, t), 0);
     ck_assert_int_eq(cuptimon__strtab_put(*t, CUPTIMON_DEVICE_UUID_KEY(0),
                                           "GPU-fa4e0000-0000-4000-8000-000000000003", 40),
                      0);
+    return a;
 }
 
 static uint64_t own_ordinal(struct cuptimon_agg *a)
@@ -616,19 +626,14 @@ static uint64_t own_ordinal(struct cuptimon_agg *a)
 
 START_TEST(waiting_for_the_map_is_bounded_in_time)
 {
-    struct cuptimon_agg_limits lim = {.map_wait_s = 1};
     struct cuptimon_layout l;
-    struct cuptimon_agg *a;
     struct cuptimon_strtab *t;
     struct tbuf b1 = {0}, b2 = {0}, b3 = {0};
     uint64_t S = base_sec(), s0 = S * S_NS;
     struct fake_map map = {0};
+    struct cuptimon_agg *a = agg_mapped(1, &map, &l, &t);
     json_object *o;
 
-    ck_assert_int_eq(cuptimon__agg_new(&lim, &a), 0);
-    layout_13(&l);
-    cuptimon__agg_set_node_map(a, fake_node_of, &map);
-    uuid3(&t);
     add_kernel(&b1, 0x1, 0, s0, s0 + 10000000);
     add_kernel(&b2, 0x1, 0, s0 + 20000000, s0 + 50000000);
     add_kernel(&b3, 0x1, 0, s0 + 60000000, s0 + 160000000);
@@ -659,17 +664,14 @@ END_TEST
 START_TEST(waiting_for_the_map_is_bounded_in_records)
 {
     struct cuptimon_layout l;
-    struct cuptimon_agg *a = new_agg(0);
     struct cuptimon_strtab *t;
     struct tbuf b = {0}, b2 = {0};
     uint64_t S = base_sec() - 10, s0 = S * S_NS;
     struct fake_map map = {0};
+    struct cuptimon_agg *a = agg_mapped(0, &map, &l, &t);
     json_object *o;
     const unsigned n = 40000, cap = 32768;
 
-    layout_13(&l);
-    cuptimon__agg_set_node_map(a, fake_node_of, &map);
-    uuid3(&t);
     for (unsigned i = 0; i < n; i++)
         add_kernel(&b, 0x1, 0, s0 + i * 5000ull, s0 + i * 5000ull + 3000);
     add_kernel(&b2, 0x1, 0, s0 + n * 5000ull, s0 + n * 5000ull + 3000);
@@ -691,16 +693,13 @@ END_TEST
 START_TEST(waiting_for_the_map_ends_with_the_process)
 {
     struct cuptimon_layout l;
-    struct cuptimon_agg *a = new_agg(0);
     struct cuptimon_strtab *t;
     struct tbuf b = {0};
     uint64_t S = base_sec(), s0 = S * S_NS;
     struct fake_map map = {0};
+    struct cuptimon_agg *a = agg_mapped(0, &map, &l, &t);
     json_object *o;
 
-    layout_13(&l);
-    cuptimon__agg_set_node_map(a, fake_node_of, &map);
-    uuid3(&t);
     add_kernel(&b, 0x1, 0, s0, s0 + 10000000);
     ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t, b.p, b.len, NULL), 1);
     cuptimon__agg_end(a, 1);
