@@ -810,8 +810,10 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
         if (rc != GPM_SUCCESS) {
             pthread_mutex_lock(&g->mu);
             /* When and how it failed, for a failure seen once (the H100,
-             * 1.4 s after sampling resumed behind ncu: INVALID_PARAMETER,
-             * then two overflows). */
+             * INVALID_PARAMETER 1.4 s into a memory-bound phase, then two
+             * overflows: most likely the buffer filling between decodes,
+             * not ncu's run before it; docs/gpu-runs/
+             * 20261206-h100-suite-pm-overflow). */
             if (d->decode_errors++ == 0)
                 log_warn("gpu-metrics",
                          "GPU %d: cuptiPmSamplingDecodeData: %s (counted; %.3f s after Start, "

@@ -206,8 +206,9 @@
  *                                  (docs/gpu-runs/20261206-h100-suite-pm-overflow) (default 0).
  *   FAKEPM_DECODE_FAIL_AT=N        the Nth DecodeData of the process (from 1) returns
  *                                  CUPTI_ERROR_INVALID_PARAMETER and moves nothing, as one did
- *                                  on the H100 1.4 s after sampling resumed behind ncu
- *                                  (docs/gpu-runs/20261206-h100-pm-bench; cause unknown)
+ *                                  on the H100 1.4 s into a memory-bound phase, just before
+ *                                  two overflows (docs/gpu-runs/20261206-h100-pm-bench;
+ *                                  likely the buffer filling, FAKEPM_HW_FILL_BPS)
  *                                  (default 0: none).
  *   FAKEPM_LOG=1                   every call and its result on stderr ("fakepm[PID]: ").
  *

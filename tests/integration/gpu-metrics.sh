@@ -221,8 +221,8 @@ if grep -q "sampling restarts" "$T/daemon.log" || [ "$starts" -ne 1 ]; then
     fail "sampling restarted where CUPTI still decoded: $(grep gpu-metrics "$T/daemon.log")"
 fi
 # A decode that fails once (CUPTI_ERROR_INVALID_PARAMETER, as once on the
-# H100 after sampling resumed behind ncu): counted and logged with when it
-# came, and sampling goes on without a restart.
+# H100 in a memory-bound phase, before two overflows): counted and logged
+# with when it came, and sampling goes on without a restart.
 : >"$T/daemon.log"
 FAKEPM_DECODE_FAIL_AT=3 start_daemon --config "$T/cuptimond.conf"
 gwait sampling || fail "GPU 0 is not sampled: $(ctl gpu-metrics)"
