@@ -660,11 +660,44 @@ class Suite:
               sorted(got_streams.values()), sorted(n for n in rep_streams.values() if n),
               sorted(got_streams.values()),
               detail="operations per stream (sorted counts; CUPTI stream ids %s)" % sorted(got_streams))
-        if rep.get("stream_ids_known"):
-            ids = {s["name"]: s["id"] for s in rep.get("streams", [])}
-            by_id = {ids[s]: n for s, n in rep_streams.items() if n and s in ids}
-            c.add(pre + "/stream-ids", by_id == dict(got_streams), by_id, dict(got_streams),
-                  hard=False, detail="operations per cudaStreamGetId id vs per CUPTI streamId")
+        # which operation went to which stream: each stream the program named
+        # must be one CUPTI stream with exactly its kernels (by name), copies
+        # (by kind) and memsets.  CUPTI numbers streams its own way (on driver
+        # 580 its streamId is cudaStreamGetId's minus one), so the check is
+        # that such a one-to-one map exists; the map is in the detail.
+        want_by = collections.defaultdict(collections.Counter)
+        for k in rep["kernels"]:
+            for s, n in k.get("by_stream", {}).items():
+                if n:
+                    want_by[s][("kernel", k["demangled"])] += n
+        for kind, v in rep.get("memcpy", {}).items():
+            for s, n in v.get("by_stream", {}).items():
+                if n:
+                    want_by[s][("memcpy", kind)] += n
+        for s, n in ms.get("by_stream", {}).items():
+            if n:
+                want_by[s][("memset",)] += n
+        got_by = collections.defaultdict(collections.Counter)
+        for e in gpu:
+            if e["type"] == "kernel":
+                key = ("kernel", DEMANGLE(a.kernel_name(e) or "?"))
+            elif e["type"] in ("memcpy", "p2p"):
+                key = ("memcpy", COPY_KIND.get(e["copyKind"], str(e["copyKind"])))
+            else:
+                key = (e["type"],)
+            got_by[e.get("streamId")][key] += 1
+        sig = lambda ctr: tuple(sorted(ctr.items()))
+        want_sigs = sorted(sig(v) for v in want_by.values())
+        got_sigs = sorted(sig(v) for v in got_by.values())
+        ids = {x["name"]: x["id"] for x in rep.get("streams", [])} if rep.get("stream_ids_known") else {}
+        cupti_of = {}
+        for s, v in want_by.items():
+            m = [i for i, g in got_by.items() if sig(g) == sig(v)]
+            cupti_of["%s (cudaStreamGetId %s)" % (s, ids.get(s, "?"))] = m[0] if len(m) == 1 else m
+        c.add(pre + "/stream-attribution", want_sigs == got_sigs, len(want_sigs), len(got_sigs),
+              detail={"cupti_stream_of": cupti_of} if want_sigs == got_sigs else
+              {"want": [dict((" ".join(k), n) for k, n in x) for x in want_sigs][:4],
+               "got": [dict((" ".join(k), n) for k, n in x) for x in got_sigs][:4]})
         # time
         t0, t1 = rep["start_ns"], rep["end_ns"]
         bad_order = [e for e in gpu if e["end"] < e["start"] or not e["start"]]
