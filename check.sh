@@ -70,7 +70,19 @@ no_cuda_headers() {
     return 1
 }
 
+# exec_bits: the scripts people run by name (on the GPU machine, set-up,
+# the demo) are executable in git: a clone keeps the mode git has.
+exec_bits() {
+    local bad
+    bad=$(git ls-files -s 'tests/gpu/*.sh' 'bench/gpu/*.sh' 'scripts/*.sh' tests/demo.sh check.sh |
+        awk '$1 != "100755" {print $4}')
+    [ -z "$bad" ] && return 0
+    echo "not executable in git (git update-index --chmod=+x):"; echo "$bad"
+    return 1
+}
+
 stage "format (clang-format, .clang-format)" ./scripts/check-format.sh
+stage "scripts run by name are executable" exec_bits
 
 echo "=== build (gcc, -Werror) (at ${SECONDS} s)"
 if build "$top/build-ci" --enable-werror; then
