@@ -14,7 +14,15 @@
 # DevicePolicy=closed with DeviceAllow=char-nvidia* (cgroups) and the file
 # system's read-only view.
 #
+# Each variant also checks that the sandbox was there: the daemon's
+# /proc/PID/status says seccomp filter mode, NoNewPrivs and the bounding
+# set, and, once, a W+X mapping and an AF_INET socket fail under the same
+# filters.
+#
 # usage: OUT=DIR tests/gpu/sandbox-case.sh BUILD_DIR   (as root; after tests/gpu/build.sh)
+#   SANDBOX_GPM_LIB=PATH  the daemon's libcupti and libcuda are PATH (the PM
+#                         double, build/tests/fakecupti/.libs/libpm-fake.so:
+#                         the script checked without a GPU)
 #   writes OUT/sandbox-report.txt (ends with RESULT PASS or RESULT FAIL) and
 #   OUT/sandbox-work.tgz (the daemons' logs and gpu-metrics answers).
 set -u
@@ -38,7 +46,25 @@ admin=$(awk -F': *' '/RmProfilingAdminOnly/ {print $2}' /proc/driver/nvidia/para
     echo "driver: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
     echo "RmProfilingAdminOnly: ${admin:-unknown}"
 } >"$R"
-printf '{"gpu_metrics_interval_s": 0.1, "gpu_metrics_retry_s": 1}\n' >"$W/c.conf"
+lib=${SANDBOX_GPM_LIB:+, \"gpu_metrics_libcupti\": \"$SANDBOX_GPM_LIB\", \"gpu_metrics_libcuda\": \"$SANDBOX_GPM_LIB\"}
+printf '{"gpu_metrics_interval_s": 0.1, "gpu_metrics_retry_s": 1%s}\n' "$lib" >"$W/c.conf"
+
+# The filters as sandbox-run applies them refuse what the unit refuses.
+"$S" --mdwe --unix-only --caps none -- python3 -c '
+import mmap, socket
+for what, f in (("W+X mapping", lambda: mmap.mmap(-1, 4096, prot=7)),
+                ("AF_INET socket", lambda: socket.socket(socket.AF_INET))):
+    try:
+        f()
+        print("allowed:", what)
+    except OSError as e:
+        print("refused:", what, e.errno)
+' >"$W/control.txt" 2>&1
+if [ "$(grep -c '^refused:' "$W/control.txt")" = 2 ]; then
+    ok "under the filters a W+X mapping and an AF_INET socket are refused"
+else
+    bad "the filters do not refuse what the unit refuses: $(tr '\n' ' ' <"$W/control.txt")"
+fi
 
 # variant NAME CAPS: starts the daemon under the sandbox, waits for GPU 0 to
 # leave "starting" and for a few samples, keeps what gpu-metrics says.
@@ -56,6 +82,7 @@ variant() {
         sleep 0.1
     done
     [ "$st" = sampling ] && sleep 1.5 # samples to count
+    grep -E '^(Seccomp|NoNewPrivs|CapBnd):' "/proc/$pid/status" >"$d/proc-status.txt" 2>&1
     "$B/cli/cuptimonctl" --control-socket "$d/c.sock" gpu-metrics --json >"$d/gpm.json" 2>&1
     "$B/cli/cuptimonctl" --control-socket "$d/c.sock" gpu-metrics >"$d/gpm.txt" 2>&1
     kill "$pid" 2>/dev/null
@@ -70,7 +97,20 @@ EOF
     echo "$name: state ${state:-?}, ${samples:-0} samples${why:+; why: $why}" >>"$R"
 }
 
+# in_sandbox NAME CAPBND: the daemon ran under seccomp filters, with
+# NoNewPrivs and the bounding set CAPBND (hex, as /proc shows it).
+in_sandbox() {
+    local f=$W/$1/proc-status.txt
+    if grep -qx 'Seccomp:[[:space:]]*2' "$f" && grep -qx 'NoNewPrivs:[[:space:]]*1' "$f" &&
+        grep -qx "CapBnd:[[:space:]]*$2" "$f"; then
+        ok "$1: the daemon ran under the filters, NoNewPrivs, bounding set $2"
+    else
+        bad "$1: the daemon was not in the sandbox: $(tr '\n' ' ' <"$f")"
+    fi
+}
+
 variant sys_admin sys_admin
+in_sandbox sys_admin 0000000000200000
 if [ "$state" = sampling ] && [ "${samples:-0}" -gt 0 ]; then
     ok "with CAP_SYS_ADMIN under MemoryDenyWriteExecute and AF_UNIX only, the daemon samples GPU 0 ($samples samples)"
 else
@@ -79,6 +119,7 @@ fi
 grep -E ' (error|crit|alert|emerg) ' "$W/sys_admin/daemon.log" | head -n 3 >>"$R"
 
 variant unit none
+in_sandbox unit 0000000000000000
 if [ "$admin" = 1 ]; then
     case "$state|$why" in
         off\|*CAP_SYS_ADMIN*CapabilityBoundingSet=CAP_SYS_ADMIN*)
