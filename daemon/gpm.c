@@ -80,9 +80,9 @@
  * one every 200 ms; docs/gpu-runs/20261206-h100-suite-pm-overflow).  Ten
  * intervals, at least every SCAN_NS, overflowed once or twice in each
  * pm-case.  Under that load decoding takes about 0.4 of a CPU core at 10
- * and 100 ms alike (pm-probe); the sampler's CPU over a pm-case rose from
- * 9.4-9.6 s to 12.3-12.7 s of its 84 s.  On an idle GPU, a few ms a
- * second. */
+ * and 100 ms alike (pm-probe); the sampler's CPU over a pm-case's 84 s was
+ * 12.7, 12.3 and 9.4 s in three runs, against 9.4-9.6 s before.  On an
+ * idle GPU, a few ms a second. */
 #define DECODE_NS 200000000ull
 #define SCAN_NS   500000000ull /* look for profilers' processes twice a second */
 
