@@ -259,6 +259,7 @@ stop_daemon
 sed 's/"gpu_metrics_interval_s": 0.05/"gpu_metrics_interval_s": 0.5/' "$T/cuptimond.conf" >"$T/slow.conf"
 FAKEPM_HW_FILL_BPS=167772160 start_daemon --config "$T/slow.conf"
 gwait sampling || fail "GPU 0 is not sampled (0.5 s): $(ctl gpu-metrics)"
+[ "$(gsamples interval_ms)" = 500.0 ] || fail "not sampled at 0.5 s: $(ctl gpu-metrics --json)"
 four() { [ "$(gsamples samples)" -ge 4 ]; }
 wait_for 100 four || fail "no 4 samples at 0.5 s: $(ctl gpu-metrics --json)"
 [ "$(gsamples overflows)" = 0 ] || fail "the buffer overflowed at 0.5 s: $(grep gpu-metrics "$T/daemon.log")"
