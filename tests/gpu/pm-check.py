@@ -91,14 +91,17 @@ if t:
     # with their phase and the SM clock of the same sample.
     json.dump(series, open(os.path.join(W, "window-counters.json"), "w"))
     clock = dict(series.get("GPU 0 SM clock", []))
+
+    def where(ts):
+        return next((f"{n} {(ts - a) / 1e6:+.0f} ms" for n, (a, b) in ph.items() if a <= ts <= b),
+                    "between phases")
+
     for k in sorted(series):
         if not k.startswith("GPU 0 ") or not k.endswith(("active", "(warps active)")):
             continue
         over = [(ts, v) for ts, v in series[k] if v > 100]
         if not over:
             continue
-        where = lambda ts: next((f"{n} {(ts - a) / 1e6:+.0f} ms" for n, (a, b) in ph.items() if a <= ts <= b),
-                                "between phases")
         print(f"above 100 %: {k[6:]} in {len(over)} of {len(series[k])} samples, e.g. " +
               "; ".join(f"{v:.1f} ({where(ts)}, SM clock {clock.get(ts, float('nan')) / 1e6:.0f} MHz)"
                         for ts, v in over[:3]))
