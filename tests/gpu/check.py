@@ -647,9 +647,10 @@ class Suite:
               detail="(count, bytes)")
         # streams: each stream the program named must be one CUPTI stream
         # with exactly its kernels (by name), copies (by kind) and memsets
-        # (so the operations per stream add up as well).  CUPTI numbers streams its own way (on driver
-        # 580 its streamId is cudaStreamGetId's minus one), so the check is
-        # that such a one-to-one map exists; the map is in the detail.
+        # (so the operations per stream add up as well).  CUPTI numbers
+        # streams its own way (on driver 580 its streamId is
+        # cudaStreamGetId's minus one), so the check is that such a
+        # one-to-one map exists; the map is in the detail.
         want_by = collections.defaultdict(collections.Counter)
         for k in rep["kernels"]:
             for s, n in k.get("by_stream", {}).items():
