@@ -89,7 +89,8 @@ if t:
     # Kept for a look afterwards (pm-case's tarball), and said: samples of a
     # percentage above 100 (CUPTI's evaluated values, stored as they are),
     # with their phase and the SM clock of the same sample.
-    json.dump(series, open(os.path.join(W, "window-counters.json"), "w"))
+    with open(os.path.join(W, "window-counters.json"), "w") as f:
+        json.dump(series, f)
     clock = dict(series.get("GPU 0 SM clock", []))
 
     def where(ts):
