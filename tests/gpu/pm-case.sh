@@ -13,6 +13,8 @@
 #     ref: run's kernels at run's sizes) are held against the sampled
 #     phases; without a pause, the daemon yields when ncu's process appears;
 #   - the cost: pm-load with sampling on and paused, interleaved, 3 each;
+#   - the job's side: known-work's launch-bound run under the shim and
+#     without it, sampling on and paused, interleaved, 5 each;
 #   - the metrics file families.
 # pm-check.py checks it all and writes pm-report.txt.
 # usage: OUT=DIR tests/gpu/pm-case.sh BUILD_DIR
@@ -95,6 +97,24 @@ for i in 1 2 3; do
     "$LOAD" run $ITERS >"$W/cost-off-$i.out" 2>&1
     ctl gpu-metrics resume >/dev/null 2>&1
     for _ in $(seq 100); do sampling && break; sleep 0.1; done
+done
+
+# 4. The job's side: the GPU suite's launch-bound known-work (its overhead
+# case) under the shim and without it, with the counters sampled and
+# paused, interleaved: whether sampling slows a traced job's launches.
+KW=$here/build/known-work
+KWARGS=(--kernels 7000 --graph-replays 100 --memcpys 16 --memsets 16 --no-nvtx --quiet)
+for i in 1 2 3 4 5; do
+    for tag in on off; do
+        [ $tag = off ] && { ctl gpu-metrics pause >/dev/null 2>&1; sleep 0.5; }
+        CUPTIMON_SOCKET=$P CUDA_INJECTION64_PATH=$B/client-lib/.libs/libcuptimon.so \
+            "$KW" "${KWARGS[@]}" --report "$W/kw-shim-$tag-$i.json" >/dev/null 2>&1
+        "$KW" "${KWARGS[@]}" --report "$W/kw-bare-$tag-$i.json" >/dev/null 2>&1
+        if [ $tag = off ]; then
+            ctl gpu-metrics resume >/dev/null 2>&1
+            for _ in $(seq 100); do sampling && break; sleep 0.1; done
+        fi
+    done
 done
 ctl gpu-metrics --json >"$W/gpm-end.json"
 kill -TERM "$dpid"; wait "$dpid"; echo "daemon exit $?" >>"$W/exits.txt"; dpid=

@@ -5,8 +5,9 @@ usage: pm-check.py WORKDIR
 
 The window's trace (its counter tracks against pm-load's phases and
 kernels), the daemon's gpu-metrics status, Nsight Compute's exits with the
-counters paused and not, the cost runs, stats --report gpu and the metrics
-file.  One line per check; exits 1 when a hard check failed.
+counters paused and not, the cost runs, known-work's launches sampled and
+not, stats --report gpu and the metrics file.  One line per check; exits 1
+when a hard check failed.
 """
 import csv
 import io
@@ -224,6 +225,26 @@ for p in ("stream", "gemm", "wmma"):
               f"{', '.join(f'{r:.4f}' for r in ratios)}")
         check(statistics.median(ratios) < 1.02, f"cost {p}: no measurable slowdown (median ratio "
               f"{statistics.median(ratios):.4f} < 1.02)", soft=True)
+
+# The job's side: known-work's work time (launch-bound) with the counters
+# sampled and paused, under the shim and without it.
+kw = {}
+for shim in ("shim", "bare"):
+    for tag in ("on", "off"):
+        kw[shim, tag] = [json.loads(r).get("work_ns", 0) / 1e6 for r in
+                         (read(f"kw-{shim}-{tag}-{i}.json") for i in range(1, 6)) if r]
+for shim in ("shim", "bare"):
+    on_, off_ = kw[shim, "on"], kw[shim, "off"]
+    if not on_ or not off_:
+        check(False, f"known-work {shim}: no reports", soft=True)
+        continue
+    ratios = [a / b for a, b in zip(on_, off_)]
+    print(f"known-work {'under the shim' if shim == 'shim' else 'without it'}: sampled "
+          f"{statistics.median(on_):.2f} ms, paused {statistics.median(off_):.2f} ms (medians of "
+          f"{len(on_)}); paired ratios {', '.join(f'{r:.3f}' for r in ratios)}")
+    if shim == "shim":
+        check(statistics.median(ratios) < 1.10, "a traced job's launches: no slowdown from "
+              f"sampling (median paired ratio {statistics.median(ratios):.3f} < 1.10)", soft=True)
 end_st = json.loads(read("gpm-end.json") or "{}")
 if end_st.get("devices"):
     d = end_st["devices"][0]
