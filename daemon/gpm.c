@@ -79,10 +79,13 @@
  * 500 ms or 1 s, 128 MiB before one a second, and 64 MiB never did with
  * one every 200 ms; docs/gpu-runs/20261206-h100-suite-pm-overflow).  Ten
  * intervals, at least every SCAN_NS, overflowed once or twice in each
- * pm-case.  Under that load decoding takes about 0.4 of a CPU core at 10
- * and 100 ms alike (pm-probe); the sampler's CPU over a pm-case's 84 s was
- * 12.7, 12.3 and 9.4 s in three runs, against 9.4-9.6 s before.  On an
- * idle GPU, a few ms a second. */
+ * pm-case.  On a busy GPU (a memory-bound kernel or a GEMM alike)
+ * decoding the default set takes 0.4-0.55 of a CPU core at 10 and 100 ms
+ * alike, because of one pair: the tensor pipe's counter in a configuration
+ * with SM active or occupancy.  Every set without that pair cost the H100
+ * 1-2 % of a core (docs/gpu-runs/20261207-h100-sandbox-pm-cost); the
+ * sampler's CPU over a pm-case's 84 s is 9.4-12.7 s.  On an idle GPU, a few
+ * ms a second. */
 #define DECODE_NS 200000000ull
 #define SCAN_NS   500000000ull /* look for profilers' processes twice a second */
 
