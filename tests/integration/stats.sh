@@ -203,11 +203,16 @@ got = {r["name"]: r["instances"] for r in st["kernels"]}
 assert got == made, (got, made)
 assert sys.argv[-1] in got
 # The runtime's launches each made a driver launch (the double's model),
-# but for a launch between the enabling (or disabling) of RUNTIME and of
+# but for launches between the enabling (or disabling) of RUNTIME and of
 # DRIVER: the window turns its kinds on and off one at a time, as a shim
-# must with CUPTI, so each edge may see one launch with only one of them.
+# must with CUPTI, so each edge may see launches with only one of them.
+# How many is the scheduler's: one or two on an idle machine, 37 of 8643
+# under distcheck's parallel load (the shim's thread preempted between
+# the two calls while the workload launched at 15000/s).  A table that
+# lost or doubled the driver's calls would be off by thousands.
 api = {r["name"]: r["calls"] for r in st["api"]}
-assert api["cudaLaunchKernel"] > 0 and abs(api["cuLaunchKernel"] - api["cudaLaunchKernel"]) <= 2, api
+rt, drv = api["cudaLaunchKernel"], api["cuLaunchKernel"]
+assert rt > 0 and abs(drv - rt) <= max(2, rt // 50), api
 assert st["info"]["sessions"] == 4 and st["info"]["dropped_records"] == 0, st["info"]
 PY
 
