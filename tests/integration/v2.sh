@@ -34,6 +34,10 @@ for v in $VERSIONS; do
 done
 five() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 5 ]; }
 wait_for 100 five || { ctl status; fail "the 5 workloads did not all connect"; }
+# A session's bytes per kernel are measured from its first buffer (every
+# 0.2 s): connected is not yet delivered (under ASan, status read a 0).
+measured() { ctl status --json | python3 -c 'import json,sys; sys.exit(any(s["record_bytes_per_kernel"] == 0 for s in json.load(sys.stdin)["sessions"]))'; }
+wait_for 100 measured || { ctl status; fail "a workload delivered no buffer in 10 s"; }
 ctl status --json > "$T/status.json"
 ctl status > "$T/status.txt"
 ctl metrics > "$T/metrics.txt" || fail "metrics failed"
