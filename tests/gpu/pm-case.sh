@@ -44,13 +44,18 @@ trap finish EXIT
 trap 'echo "stopped by a signal" >&2; exit 143' TERM INT
 for _ in $(seq 100); do ctl status >/dev/null 2>&1 && break; sleep 0.05; done
 sampling() { ctl gpu-metrics --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"]; sys.exit(0 if d and d[0]["state"] == "sampling" else 1)'; }
-for _ in $(seq 100); do sampling && break; sleep 0.1; done
+wait_sampling() { for _ in $(seq 100); do sampling && break; sleep 0.1; done; }
+# The cost runs' pause and resume: the "off" run starts with the counters
+# released, the next "on" run with the sampler back.
+pause_quiet() { ctl gpu-metrics pause >/dev/null 2>&1; sleep 0.5; }
+resume_quiet() { ctl gpu-metrics resume >/dev/null 2>&1; wait_sampling; }
+SHIM_ENV=(env CUPTIMON_SOCKET="$P" CUDA_INJECTION64_PATH="$B/client-lib/.libs/libcuptimon.so")
+wait_sampling
 ctl gpu-metrics --json >"$W/gpm-start.json"
 ctl gpu-metrics >"$W/gpm-start.txt"
 
 # 1. pm-load under the shim, inside a window (begun once its session is up).
-CUPTIMON_SOCKET=$P CUDA_INJECTION64_PATH=$B/client-lib/.libs/libcuptimon.so \
-    "$LOAD" run $ITERS >"$W/load-window.out" 2>&1 &
+"${SHIM_ENV[@]}" "$LOAD" run $ITERS >"$W/load-window.out" 2>&1 &
 lp=$!
 for _ in $(seq 500); do
     ctl status --json | python3 -c 'import json,sys; sys.exit(0 if any(s["pid"] == int(sys.argv[1]) for s in json.load(sys.stdin)["sessions"]) else 1)' $lp && break
@@ -80,10 +85,10 @@ if [ -x "$NCU" ]; then
         "$LOAD" ref >"$W/ncu-paused.out" 2>"$W/ncu-paused.err"
     echo "ncu-paused exit $?" >>"$W/exits.txt"
     ctl gpu-metrics resume >"$W/resume.txt" 2>&1
-    for _ in $(seq 100); do sampling && break; sleep 0.1; done
+    wait_sampling
     timeout 120 "$NCU" --metrics sm__cycles_active.avg "$LOAD" small >"$W/ncu-yield.out" 2>&1
     echo "ncu-yield exit $?" >>"$W/exits.txt"
-    for _ in $(seq 100); do sampling && break; sleep 0.1; done
+    wait_sampling
     ctl gpu-metrics --json >"$W/gpm-after-ncu.json"
 else
     echo "ncu not found" >>"$W/exits.txt"
@@ -92,11 +97,9 @@ fi
 # 3. The cost: pm-load without the shim, sampled or not, interleaved.
 for i in 1 2 3; do
     "$LOAD" run $ITERS >"$W/cost-on-$i.out" 2>&1
-    ctl gpu-metrics pause >/dev/null 2>&1
-    sleep 0.5
+    pause_quiet
     "$LOAD" run $ITERS >"$W/cost-off-$i.out" 2>&1
-    ctl gpu-metrics resume >/dev/null 2>&1
-    for _ in $(seq 100); do sampling && break; sleep 0.1; done
+    resume_quiet
 done
 
 # 4. The job's side: the GPU suite's launch-bound known-work (its overhead
@@ -104,17 +107,15 @@ done
 # paused, interleaved: whether sampling slows a traced job's launches.
 KW=$here/build/known-work
 KWARGS=(--kernels 7000 --graph-replays 100 --memcpys 16 --memsets 16 --no-nvtx --quiet)
+kw() { # kw on|off I: known-work under the shim, then without it
+    "${SHIM_ENV[@]}" "$KW" "${KWARGS[@]}" --report "$W/kw-shim-$1-$2.json" >/dev/null 2>&1
+    "$KW" "${KWARGS[@]}" --report "$W/kw-bare-$1-$2.json" >/dev/null 2>&1
+}
 for i in 1 2 3 4 5; do
-    for tag in on off; do
-        [ $tag = off ] && { ctl gpu-metrics pause >/dev/null 2>&1; sleep 0.5; }
-        CUPTIMON_SOCKET=$P CUDA_INJECTION64_PATH=$B/client-lib/.libs/libcuptimon.so \
-            "$KW" "${KWARGS[@]}" --report "$W/kw-shim-$tag-$i.json" >/dev/null 2>&1
-        "$KW" "${KWARGS[@]}" --report "$W/kw-bare-$tag-$i.json" >/dev/null 2>&1
-        if [ $tag = off ]; then
-            ctl gpu-metrics resume >/dev/null 2>&1
-            for _ in $(seq 100); do sampling && break; sleep 0.1; done
-        fi
-    done
+    kw on "$i"
+    pause_quiet
+    kw off "$i"
+    resume_quiet
 done
 ctl gpu-metrics --json >"$W/gpm-end.json"
 kill -TERM "$dpid"; wait "$dpid"; echo "daemon exit $?" >>"$W/exits.txt"; dpid=

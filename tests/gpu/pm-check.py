@@ -211,40 +211,44 @@ else:
         check(abs(a - b) <= 10, f"{track} in the {phase} phase {a:.1f} %, Nsight Compute's {kind} "
               f"kernel {b:.1f} % (within 10 points)", soft=True)
 
+
+def paired(what, pairs, digits, bound=None):
+    """pairs: (sampled, paused) ms, one round each.  Prints the medians and
+    the paired ratios; with bound, a soft check on the median ratio."""
+    if not pairs:
+        check(False, f"{what}: no round with both runs", soft=True)
+        return
+    ratios = [a / b for a, b in pairs]
+    print(f"{what}: sampled {statistics.median(a for a, _ in pairs):.{digits}f} ms, paused "
+          f"{statistics.median(b for _, b in pairs):.{digits}f} ms (medians of {len(pairs)}); "
+          f"paired ratios {', '.join(f'{r:.4f}' for r in ratios)}")
+    if bound:
+        med = statistics.median(ratios)
+        check(med < bound, f"{what}: no measurable slowdown (median ratio {med:.4f} < {bound:g})",
+              soft=True)
+
+
 # The cost on the GPU: each phase's time with sampling on and paused.
-on, off = {}, {}
-for i in (1, 2, 3):
-    for tag, dst in (("on", on), ("off", off)):
-        for p, (a, b) in phases(read(f"cost-{tag}-{i}.out")).items():
-            dst.setdefault(p, []).append((b - a) / 1e6)
+rounds = [(phases(read(f"cost-on-{i}.out")), phases(read(f"cost-off-{i}.out"))) for i in (1, 2, 3)]
 for p in ("stream", "gemm", "wmma"):
-    if on.get(p) and off.get(p):
-        ratios = [a / b for a, b in zip(on[p], off[p])]
-        print(f"cost {p}: sampled {statistics.median(on[p]):.1f} ms, paused "
-              f"{statistics.median(off[p]):.1f} ms (medians of {len(on[p])}); paired ratios "
-              f"{', '.join(f'{r:.4f}' for r in ratios)}")
-        check(statistics.median(ratios) < 1.02, f"cost {p}: no measurable slowdown (median ratio "
-              f"{statistics.median(ratios):.4f} < 1.02)", soft=True)
+    pairs = [((a[p][1] - a[p][0]) / 1e6, (b[p][1] - b[p][0]) / 1e6)
+             for a, b in rounds if p in a and p in b]
+    if pairs:
+        paired(f"cost {p}", pairs, 1, 1.02)
+
 
 # The job's side: known-work's work time (launch-bound) with the counters
-# sampled and paused, under the shim and without it.
-kw = {}
-for shim in ("shim", "bare"):
-    for tag in ("on", "off"):
-        kw[shim, tag] = [json.loads(r).get("work_ns", 0) / 1e6 for r in
-                         (read(f"kw-{shim}-{tag}-{i}.json") for i in range(1, 6)) if r]
-for shim in ("shim", "bare"):
-    on_, off_ = kw[shim, "on"], kw[shim, "off"]
-    if not on_ or not off_:
-        check(False, f"known-work {shim}: no reports", soft=True)
-        continue
-    ratios = [a / b for a, b in zip(on_, off_)]
-    print(f"known-work {'under the shim' if shim == 'shim' else 'without it'}: sampled "
-          f"{statistics.median(on_):.2f} ms, paused {statistics.median(off_):.2f} ms (medians of "
-          f"{len(on_)}); paired ratios {', '.join(f'{r:.3f}' for r in ratios)}")
-    if shim == "shim":
-        check(statistics.median(ratios) < 1.10, "a traced job's launches: no slowdown from "
-              f"sampling (median paired ratio {statistics.median(ratios):.3f} < 1.10)", soft=True)
+# sampled and paused, under the shim (checked) and without it (shown).
+def work_ms(name):
+    r = read(name)
+    return json.loads(r).get("work_ns", 0) / 1e6 if r else 0
+
+
+for shim, what, bound in (("shim", "known-work under the shim", 1.10),
+                          ("bare", "known-work without it", None)):
+    pairs = [(work_ms(f"kw-{shim}-on-{i}.json"), work_ms(f"kw-{shim}-off-{i}.json"))
+             for i in range(1, 6)]
+    paired(what, [(a, b) for a, b in pairs if a and b], 2, bound)
 end_st = json.loads(read("gpm-end.json") or "{}")
 if end_st.get("devices"):
     d = end_st["devices"][0]
