@@ -20,8 +20,9 @@
 # cuptimond's ten metrics, its three SM ones, SM active with the tensor
 # pipe, the two SM ones without it, the tensor pipe and the two SM ones each
 # with the seven others, the DRAM and PCIe ones and the clock alone, under
-# the stream phase and then idle; each prints the decode's and the
-# evaluation's CPU, the process's CPU and the bytes per sample.  Found on
+# the stream phase (the rows marked idle again with the GPU idle); each
+# prints the decode's and the evaluation's CPU, the process's CPU and the
+# bytes per sample.  Found on
 # the H100 (docs/gpu-runs/20261207-h100-sandbox-pm-cost): the tensor pipe
 # in one configuration with SM active or occupancy costs about half a core
 # on a busy GPU (the stream or a GEMM alike); every set without that pair,
