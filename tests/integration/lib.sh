@@ -62,7 +62,13 @@ cleanup() {
         echo "--- daemon log ($T/daemon.log):"
         tail -n 40 "$T/daemon.log" 2>/dev/null || true
     fi
-    [ -n "${KEEP:-}" ] || rm -rf "$T"
+    # A failed test keeps its files (traces, launch logs, the daemon's log
+    # and archive): a failure that happened once is explained from them.
+    if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+        echo "--- the test's files are kept in $T"
+    elif [ -z "${KEEP:-}" ]; then
+        rm -rf "$T"
+    fi
     exit $rc
 }
 trap cleanup EXIT
