@@ -9,8 +9,10 @@
  * is paged, so its memory follows the ids it holds (a 60 s window of one
  * process at 50 k launches/s: well under a MiB), and only one session's
  * set is held at a time.  Memory: the trace writer's bounded tables plus
- * that set (and, for a process that joined during the window, the set of
- * its API calls outside it). */
+ * that set, the set of its runtime calls begun before the start in the
+ * window's first chunks (a launch belongs to the window when its outermost
+ * call starts inside: launched_inside below), and, for a process that
+ * joined during the window, the set of its API calls outside it. */
 #include "config.h"
 
 #include <errno.h>
@@ -42,10 +44,11 @@ struct wsession {
     const struct cuptimon_window_source *src;
     struct cuptimon_archive_session as; /* meta.json and strings, read on the first pass */
     struct cuptimon_decode_stats dec;
-    int loaded;                /* as was read (on the first pass) */
-    struct cuptimon_idset in;  /* ids of the API calls that start inside the window */
-    struct cuptimon_idset out; /* ... and outside it (a process that joined only) */
-    uint64_t api_in_window;    /* API records inside the window */
+    int loaded;                      /* as was read (on the first pass) */
+    struct cuptimon_idset in;        /* ids of the API calls that start inside the window */
+    struct cuptimon_idset out;       /* ... and outside it (a process that joined only) */
+    struct cuptimon_idset rt_before; /* runtime calls that start before the window */
+    uint64_t api_in_window;          /* API records inside the window */
     uint64_t events, kernels, dropped, chunks;
     struct cuptimon_gpm_ordinals devs; /* the devices its kept GPU work ran on */
 };
@@ -133,13 +136,34 @@ static int collect(struct wsession *s, const struct cuptimon_ev *ev,
                    const struct cuptimon_clock *clk, void *ud)
 {
     const struct pass *p = ud;
+    int rc;
     if (!is_api(ev))
         return 0;
     uint64_t t = cuptimon__clock_map(clk, ev->start);
-    if (!(t >= p->w->start_ns && t <= p->w->end_ns))
+    if (!(t >= p->w->start_ns && t <= p->w->end_ns)) {
+        if (ev->type == CUPTIMON_EV_RUNTIME && t < p->w->start_ns &&
+            (rc = cuptimon__idset_add(&s->rt_before, ev->correlation_id)) < 0)
+            return rc;
         return s->src->joined ? cuptimon__idset_add(&s->out, ev->correlation_id) : 0;
+    }
     s->api_in_window++;
     return cuptimon__idset_add(&s->in, ev->correlation_id);
+}
+
+/* A launch is the window's when its outermost API call starts inside: the
+ * runtime call where there is one.  A runtime call begun before the start
+ * whose nested driver call starts inside (the runtime spent that long
+ * before calling the driver: lazy loading, a pageable copy's staging) is
+ * not the window's, though PyTorch's filter, reading each record alone,
+ * would keep its work through the driver record; the trace then showed a
+ * kernel launched by a bare cuLaunchKernel, or a copy or memset with no
+ * launch at all (a copy's driver call is not drawn, as in Kineto).  At the
+ * end no such case arises: a runtime call inside keeps its work whenever
+ * its driver call starts. */
+static int launched_inside(struct wsession *s, uint32_t corr)
+{
+    return cuptimon__idset_has(&s->in, corr) &&
+           (s->rt_before.ids == 0 || !cuptimon__idset_has(&s->rt_before, corr));
 }
 
 static int keep(struct wsession *s, const struct cuptimon_ev *ev, const struct cuptimon_clock *clk,
@@ -147,10 +171,11 @@ static int keep(struct wsession *s, const struct cuptimon_ev *ev, const struct c
 {
     uint64_t t = cuptimon__clock_map(clk, ev->start);
     if (is_api(ev))
-        return t >= w->start_ns && t <= w->end_ns;
+        return t >= w->start_ns && t <= w->end_ns &&
+               (ev->type == CUPTIMON_EV_RUNTIME || launched_inside(s, ev->correlation_id));
     if (is_gpu(ev)) {
         int inside = t >= w->start_ns && t <= w->end_ns;
-        if (cuptimon__idset_has(&s->in, ev->correlation_id))
+        if (launched_inside(s, ev->correlation_id))
             return 1; /* whatever its own times: launched inside */
         if (ev->correlation_id == 0)
             return inside;
@@ -160,7 +185,7 @@ static int keep(struct wsession *s, const struct cuptimon_ev *ev, const struct c
         return s->src->joined && inside && !cuptimon__idset_has(&s->out, ev->correlation_id);
     }
     if (ev->type == CUPTIMON_EV_EXTERNAL_CORRELATION)
-        return cuptimon__idset_has(&s->in, ev->correlation_id);
+        return launched_inside(s, ev->correlation_id);
     return ev->start == 0 || (t >= w->start_ns && t <= w->end_ns);
 }
 
@@ -424,6 +449,7 @@ int cuptimon__window_write(const struct cuptimon_window_spec *w, json_object **s
         /* Only one session's sets at a time. */
         cuptimon__idset_clear(&s->in);
         cuptimon__idset_clear(&s->out);
+        cuptimon__idset_clear(&s->rt_before);
     }
     /* The GPUs the window's processes ran work on, over its span. */
     gpm_write(w, &gb, tr, &alldevs, 1);
@@ -483,6 +509,7 @@ out:
         cuptimon__archive_session_clear(&ss[i].as);
         cuptimon__idset_clear(&ss[i].in);
         cuptimon__idset_clear(&ss[i].out);
+        cuptimon__idset_clear(&ss[i].rt_before);
     }
     free(ss);
     cuptimon__archive_free_list(gb.dirs);

@@ -109,7 +109,8 @@ struct extstack {
 };
 
 /* How correlation ids are numbered and API records written
- * (FAKECUPTI_CORR_*, FAKECUPTI_DROP_API, FAKECUPTI_API_ORDER): read at the
+ * (FAKECUPTI_CORR_*, FAKECUPTI_DROP_API, FAKECUPTI_API_ORDER,
+ * FAKECUPTI_RT_LEAD_NS): read at the
  * first launch after load or fakecupti_reset. */
 struct corrnum {
     int ready;
@@ -119,6 +120,7 @@ struct corrnum {
     uint64_t drawn[3];     /* ids drawn from each counter */
     uint64_t drop_api;     /* every Nth launch with API records loses them (0: none) */
     int order;             /* 0 driver record first, 1 runtime first, 2 alternate */
+    uint64_t rt_lead;      /* ns each runtime call spends before its nested driver call */
     uint64_t api_launches; /* launches with an API record on */
 };
 
@@ -1260,6 +1262,9 @@ static void corr_config_locked(void)
     }
     if ((s = getenv("FAKECUPTI_DROP_API")) && *s)
         c->drop_api = knob("FAKECUPTI_DROP_API", s, 0, UINT32_MAX, 0);
+    if ((s = getenv("FAKECUPTI_RT_LEAD_NS")) && *s)
+        __atomic_store_n(&c->rt_lead, knob("FAKECUPTI_RT_LEAD_NS", s, 0, 1000000000, 0),
+                         __ATOMIC_RELAXED);
     if ((s = getenv("FAKECUPTI_API_ORDER")) && *s) {
         if (strcmp(s, "runtime-first") == 0)
             c->order = 1;
@@ -1321,6 +1326,11 @@ static uint32_t do_launch(const struct launch *L)
     t->last_result = 0;
     throttle(L->device, L->stream);
     t0 = api_ts(t);
+    /* Read without the lock: set once, at the first launch (which does not
+     * wait), before any launch reads it. */
+    uint64_t lead = __atomic_load_n(&g.cn.rt_lead, __ATOMIC_RELAXED);
+    if (lead)
+        sleep_ns(lead);
 
     lock();
     switch (L->op) {

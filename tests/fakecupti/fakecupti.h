@@ -121,6 +121,11 @@
  *   FAKECUPTI_API_ORDER=O         driver-first (default: the nested driver record, then the
  *                                 runtime record), runtime-first, or alternate (launches with
  *                                 API records on take turns, the first driver-first).
+ *   FAKECUPTI_RT_LEAD_NS=N        each runtime call spends N ns (0 to 10^9) before its nested
+ *                                 driver call starts, as on a GPU when the runtime loads a
+ *                                 module lazily or stages a pageable copy first: a call begun
+ *                                 just before a window's start has its driver call inside.
+ *                                 The first launch after load does not wait.  0 or unset: none.
  *                                 default CUPTI_ERROR_NOT_SUPPORTED, like the H200.  Also
  *                                 the _v2 attribute ENABLE_HES; =mig: it answers
  *                                 CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED.

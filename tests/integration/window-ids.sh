@@ -4,7 +4,7 @@
 # numbers as real CUPTI may (kernels, copies and memsets from separate
 # ranges; ids out of order; a counter that wraps at 2^32 inside the window;
 # API records dropped while their GPU records are kept; runtime records
-# before their nested driver records) and one that joins mid-window with
+# before their nested driver records, which start 0.2 ms into them) and one that joins mid-window with
 # per-kind ranges.  Each process's trace is checked against what its
 # workload launched (its --launch-log: kind, id, times, and which records
 # the double wrote or dropped), never against what the writer wrote:
@@ -34,7 +34,10 @@ pids=
 run 0 --annotate=200 FAKECUPTI_CORR_RANGES=1,1000000000,2000000000
 run 1 --annotate=200 FAKECUPTI_CORR_SHUFFLE=4096
 run 2 --annotate=200 FAKECUPTI_DROP_API=7
-run 3 --annotate=200 FAKECUPTI_API_ORDER=alternate
+# Its runtime calls spend 0.2 ms before their nested driver calls, so that
+# the window's start falls between the two calls of some launch (which is
+# then not the window's: tests/unit/test-window's driver-inside proves it).
+run 3 --annotate=200 FAKECUPTI_API_ORDER=alternate FAKECUPTI_RT_LEAD_NS=200000
 # The wrapping counter starts launching when the window has started, 5000
 # ids (about 0.8 s) before 2^32, so that it wraps inside (checked below).
 run 4 --annotate=200 --wait-file="$T/go" FAKECUPTI_CORR_START=$((4294967295 - 5000))

@@ -210,6 +210,8 @@ struct scenario {
     enum numbering num;
     unsigned drop_every; /* every Nth launch's API records are missing */
     int joined;          /* the process starts at 350 ms, its API kinds come at 450 */
+    uint64_t drv_lead;   /* each runtime call's nested driver call starts this many ns
+                          * after it (0: no driver records) */
 };
 
 struct launch {
@@ -354,9 +356,9 @@ static void gpu_rec(struct rec *r, const struct launch *l)
 /* Writes the session's archive: the launches' records (plus uncorrelated
  * kernels at 100, 400 and 720 ms), sorted by delivery, in chunks of
  * CHUNK_MS numbered by their delivery time. */
-static void write_archive(const char *dir, const struct launch *L, size_t n)
+static void write_archive(const char *dir, const struct launch *L, size_t n, uint64_t drv_lead)
 {
-    size_t cap = 3 * n + 8, nr = 0;
+    size_t cap = 4 * n + 8, nr = 0;
     struct rec *R = calloc(cap, sizeof *R);
     ck_assert_ptr_nonnull(R);
     for (size_t i = 0; i < n; i++) {
@@ -383,6 +385,20 @@ static void write_archive(const char *dir, const struct launch *L, size_t n)
         a->u.a.processId = 455;
         a->u.a.threadId = 77;
         a->u.a.correlationId = l->corr;
+        if (!drv_lead)
+            continue;
+        /* The nested driver call (cuLaunchKernel, cuMemcpyDtoHAsync_v2,
+         * cuMemsetD8Async) ends first, so its record comes first. */
+        struct rec *d = &R[nr++];
+        *d = *a;
+        d->seq = 0;
+        d->at = l->t + drv_lead + 1000;
+        d->u.a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+        d->u.a.cbid = l->kind == 'k' ? 307 : l->kind == 'c' ? 279 : 296;
+        d->u.a.start = BASE + l->t + drv_lead;
+        d->u.a.end = BASE + l->t + drv_lead + 1000;
+        a->at = d->at + 1;
+        a->u.a.end = BASE + l->t + drv_lead + 2000;
     }
     static const uint64_t unc[] = {100, 400, 720};
     for (size_t i = 0; i < 3; i++) {
@@ -475,7 +491,7 @@ static void check_scenario(const struct scenario *sc)
     size_t n = make_launches(sc, &L);
     char dir[300];
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, sc->name);
-    write_archive(dir, L, n);
+    write_archive(dir, L, n, sc->drv_lead);
     json_object *summary = NULL, *root = write_window(dir, sc->joined, &summary);
 
     /* What the trace holds, by correlation id (unique per process). */
@@ -568,11 +584,23 @@ static void check_scenario(const struct scenario *sc)
 }
 
 static const struct scenario scenarios[] = {
-    {"one-counter", ONE, 0, 0},    {"per-kind", PER_KIND, 0, 0},
-    {"shuffled", SHUFFLED, 0, 0},  {"wraps", WRAPS, 0, 0},
-    {"api-dropped", ONE, 5, 0},    {"per-kind-dropped", PER_KIND, 7, 0},
-    {"joined", ONE, 0, 1},         {"joined-per-kind", PER_KIND, 0, 1},
+    {"one-counter", ONE, 0, 0},
+    {"per-kind", PER_KIND, 0, 0},
+    {"shuffled", SHUFFLED, 0, 0},
+    {"wraps", WRAPS, 0, 0},
+    {"api-dropped", ONE, 5, 0},
+    {"per-kind-dropped", PER_KIND, 7, 0},
+    {"joined", ONE, 0, 1},
+    {"joined-per-kind", PER_KIND, 0, 1},
     {"joined-wraps", WRAPS, 0, 1},
+    /* A runtime call that spends 2 ms before its driver call (lazy module
+     * loading, a pageable copy's staging): the calls begun in the 2 ms
+     * before the start have their driver call inside.  Launched before the
+     * window, their work is not its own, though a driver record of theirs
+     * starts inside (a copy's or memset's driver call is not drawn, so its
+     * work was kept with no launch at all). */
+    {"driver-inside", ONE, 0, 0, 2 * MS},
+    {"driver-inside-dropped", PER_KIND, 5, 0, 2 * MS},
 };
 
 START_TEST(window_keeps_pytorchs_set)
