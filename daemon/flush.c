@@ -115,7 +115,14 @@ static void fw_finish(struct flush_wait *w)
     for (size_t i = 0; i < w->n; i++) {
         const struct fw_entry *e = &w->e[i];
         json_object *pid = json_object_new_int64(e->pid);
-        struct session *s = e->state == FW_GONE ? NULL : find_session(d, e->session);
+        /* Held records matter to a plain flush that completed (it handed
+         * over the rest), and to a fence's session still running at the
+         * timeout; a fence that completed had everything launched before
+         * it, whatever runs now. */
+        int run = e->state != FW_COMPLETE && e->state != FW_GONE && e->answered &&
+                  e->state != FW_WAIT_WRITES;
+        int ask = w->mode == CUPTIMON_FLUSH_FENCE ? run : e->state == FW_COMPLETE;
+        struct session *s = ask ? find_session(d, e->session) : NULL;
         json_object *f = s ? held_behind(s) : NULL;
         if (f) {
             json_object_object_add(f, "pid", json_object_new_int64(e->pid));
@@ -129,7 +136,7 @@ static void fw_finish(struct flush_wait *w)
             json_object_put(pid);
         } else if (e->state == FW_GONE)
             json_object_array_add(gone, pid);
-        else if (e->answered && e->state != FW_WAIT_WRITES)
+        else if (run)
             json_object_array_add(running, pid);
         else
             json_object_array_add(late, pid);
