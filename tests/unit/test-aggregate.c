@@ -618,6 +618,14 @@ START_TEST(busy_counts_the_kernel_running_now)
     ck_assert_double_eq_tol(jd(d, "busy_1s"), 1.0, 1e-9);
     ck_assert_double_eq_tol(jd(d, "busy_10s"), 0.1, 1e-9);
     json_object_put(o);
+    /* The metrics' gauge too (its window ends 2 s before the real now,
+     * long after S + 2: both kernels cover all of it). */
+    char *text = cuptimon__agg_prometheus(a);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, "cuptimon_gpu_busy_ratio{device=\"3\"} 1.000000\n") &&
+                      strstr(text, "cuptimon_gpu_busy_ratio{device=\"5\"} 1.000000\n"),
+                  "%s", text);
+    free(text);
 
     /* Work that is not a kernel, or nothing held: the records alone. */
     h.kernel = 0;
