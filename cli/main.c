@@ -143,6 +143,21 @@ static void gpu_line(json_object *gm)
     }
 }
 
+/* The work a process's records wait on and what waits behind it (an
+ * in_flight object of status, or of a flush's "held"), one line. */
+static void print_in_flight(json_object *inf)
+{
+    char d[24], b[32];
+    human_duration(d, sizeof d, cuptimon__json_double(inf, "age_s", 0));
+    human_bytes(b, sizeof b, (double)cuptimon__json_int(inf, "bytes_behind", 0));
+    printf("waiting %s on %s (device %" PRId64 ", stream %" PRId64 ", correlation %" PRId64
+           "): %" PRId64 " records (%s) in %" PRId64 " buffers behind it\n",
+           d, cuptimon__json_str(inf, "what", "?"), cuptimon__json_int(inf, "device", 0),
+           cuptimon__json_int(inf, "stream", 0), cuptimon__json_int(inf, "correlation_id", 0),
+           cuptimon__json_int(inf, "records_behind", 0), b,
+           cuptimon__json_int(inf, "buffers_held", 0));
+}
+
 static int cmd_status(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -247,19 +262,9 @@ static int cmd_status(int argc, char **argv)
          * to keep what waits behind it. */
         json_object *inf = cuptimon__json_get(s, "in_flight"),
                     *pool = cuptimon__json_get(s, "pool");
-        double age = inf ? cuptimon__json_double(inf, "age_s", 0) : 0;
-        if (inf && age >= 1) {
-            char d[24], b[32];
-            human_duration(d, sizeof d, age);
-            human_bytes(b, sizeof b, (double)cuptimon__json_int(inf, "bytes_behind", 0));
-            printf("        waiting %s on %s (device %" PRId64 ", stream %" PRId64
-                   ", correlation %" PRId64 "): %" PRId64 " records (%s) in %" PRId64
-                   " buffers behind it\n",
-                   d, cuptimon__json_str(inf, "what", "?"), cuptimon__json_int(inf, "device", 0),
-                   cuptimon__json_int(inf, "stream", 0),
-                   cuptimon__json_int(inf, "correlation_id", 0),
-                   cuptimon__json_int(inf, "records_behind", 0), b,
-                   cuptimon__json_int(inf, "buffers_held", 0));
+        if (inf && cuptimon__json_double(inf, "age_s", 0) >= 1) {
+            printf("        ");
+            print_in_flight(inf);
         }
         const char *view = pool ? cuptimon__json_str(pool, "in_flight_view", "") : "";
         if (strcmp(view, "partial") == 0)
@@ -307,6 +312,33 @@ static int cmd_status(int argc, char **argv)
     return 0;
 }
 
+/* The processes whose records a flush could not hand over, after its
+ * caller's first words: each one's pid and session, and the work its
+ * records wait on (the daemon's "held").  pids: only these (the fence's
+ * "running"; NULL: every one in held); one without a view of its work (a
+ * shim on CUPTI's v2 path, an older one) is named by its pid alone. */
+static void print_held(json_object *held, json_object *pids)
+{
+    size_t nh = held ? json_object_array_length(held) : 0,
+           n = pids ? json_object_array_length(pids) : nh;
+    printf(" (those records reach the archive when the work ends):\n");
+    for (size_t i = 0; i < n; i++) {
+        int64_t pid = pids ? json_object_get_int64(json_object_array_get_idx(pids, i))
+                           : cuptimon__json_int(json_object_array_get_idx(held, i), "pid", 0);
+        json_object *inf = NULL;
+        for (size_t k = 0; !inf && k < nh; k++)
+            if (cuptimon__json_int(json_object_array_get_idx(held, k), "pid", 0) == pid)
+                inf = json_object_array_get_idx(held, k);
+        printf("  pid %" PRId64, pid);
+        if (!inf) {
+            printf("\n");
+            continue;
+        }
+        printf(", session %" PRId64 ": ", cuptimon__json_int(inf, "session", 0));
+        print_in_flight(inf);
+    }
+}
+
 static int cmd_flush(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -346,10 +378,14 @@ static int cmd_flush(int argc, char **argv)
                    "  --timeout=S     how long to wait (default 5 s)\n"
                    "  --json          print the daemon's answer as JSON\n"
                    "\n"
-                   "Exit status: 0 when every session answered (and, with --wait-running, handed\n"
-                   "over everything), 1 when some were late or still ran work at the timeout\n"
-                   "(listed; their records reach the archive when the work ends), 2 on bad\n"
-                   "usage.\n");
+                   "While a kernel runs long, CUPTI holds every record launched after it, on\n"
+                   "any stream: a plain flush names each process it could not hand those over\n"
+                   "for, the work they wait on and how much waits behind it.\n"
+                   "\n"
+                   "Exit status: 0 when every session answered and handed over everything (with\n"
+                   "--wait-running: of all the work launched before the flush), 1 when some were\n"
+                   "late or held records behind work still running (listed; their records reach\n"
+                   "the archive when the work ends), 2 on bad usage.\n");
             return 0;
         default: return 2;
         }
@@ -367,23 +403,34 @@ static int cmd_flush(int argc, char **argv)
     json_object *late = cuptimon__json_get(r, "late"), *running = cuptimon__json_get(r, "running");
     size_t nlate = late ? json_object_array_length(late) : 0,
            nrun = running ? json_object_array_length(running) : 0;
+    /* A plain flush hands over what is complete; records CUPTI holds
+     * behind work still running are not, and a script that reads the
+     * archive next must know (the same exit status as --wait-running's
+     * timeout, for the same reason). */
+    json_object *held = cuptimon__json_get(r, "held");
+    size_t nheld = fence || !held ? 0 : json_object_array_length(held);
     if (json) {
         printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PRETTY));
     } else {
         printf("flush: %" PRId64 " of %" PRId64 " session(s) flushed and archived%s in %.1f ms",
-               cuptimon__json_int(r, "completed", 0), cuptimon__json_int(r, "sessions", 0),
+               cuptimon__json_int(r, "completed", 0) - (int64_t)nheld,
+               cuptimon__json_int(r, "sessions", 0),
                fence ? ", with all the work launched before it," : "",
                cuptimon__json_double(r, "elapsed_ms", 0));
         if (nlate)
             printf("; late (no answer): %s", json_object_to_json_string(late));
-        if (nrun)
-            printf("; still running work after %g s: %s (those records reach the archive when "
-                   "the work ends)",
-                   timeout, json_object_to_json_string(running));
         printf("\n");
+        if (nrun) {
+            printf("still running work after %g s", timeout);
+            print_held(held, running);
+        } else if (nheld) {
+            printf("not handed over, held by CUPTI behind work still running");
+            print_held(held, NULL);
+            printf("'cuptimonctl flush --wait-running' waits for them.\n");
+        }
     }
     json_object_put(r);
-    return nlate || nrun ? 1 : 0;
+    return nlate || nrun || nheld ? 1 : 0;
 }
 
 /* ---- trace windows -------------------------------------------------------- */

@@ -876,14 +876,20 @@ static const char *gpu_none(const struct gpu_out *g)
     return "no GPU metric sample in the selection";
 }
 
+/* counted: the processes' records were read (not so for the gpu report
+ * alone): without them the engine's counts would be zeros that read as an
+ * empty archive, so info leaves them out and says records_read false. */
 static int write_output(FILE *f, struct cuptimon_stats *st, unsigned reports, int format,
-                        size_t top, json_object *extra, unsigned width, const struct gpu_out *gpu)
+                        size_t top, json_object *extra, unsigned width, const struct gpu_out *gpu,
+                        int counted)
 {
-    json_object *rows[CUPTIMON_STATS_REPORTS] = {NULL}, *info = cuptimon__stats_info_json(st);
+    json_object *rows[CUPTIMON_STATS_REPORTS] = {NULL},
+                *info = counted ? cuptimon__stats_info_json(st) : json_object_new_object();
     int rc = 0;
 
     if (info == NULL)
         return -ENOMEM;
+    json_object_object_add(info, "records_read", json_object_new_boolean(counted));
     for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++) {
         if (!(reports & CUPTIMON_STATS_BIT(r)))
             continue;
@@ -1266,21 +1272,25 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     if (extra == NULL)
         goto oom;
     {
-        uint64_t chunks = 0, undec = 0, recs = 0, kept = 0, nread = 0;
+        /* sessions: the processes' sessions the selection holds, read or
+         * not (the gpu report alone reads none of them). */
+        uint64_t chunks = 0, undec = 0, recs = 0, kept = 0, nsel = 0;
         for (size_t i = 0; i < nsess; i++) {
-            if (sess[i].skip || !read_procs)
+            if (sess[i].skip)
                 continue;
-            nread++;
+            nsel++;
             chunks += sess[i].chunks;
             undec += sess[i].dec.undecodable_bytes;
             recs += sess[i].dec.records;
             kept += sess[i].kept;
         }
-        json_object_object_add(extra, "sessions", json_object_new_uint64(nread));
-        json_object_object_add(extra, "chunks_read", json_object_new_uint64(chunks));
-        json_object_object_add(extra, "records_decoded", json_object_new_uint64(recs));
-        json_object_object_add(extra, "records_counted", json_object_new_uint64(kept));
-        json_object_object_add(extra, "undecodable_bytes", json_object_new_uint64(undec));
+        json_object_object_add(extra, "sessions", json_object_new_uint64(nsel));
+        if (read_procs) {
+            json_object_object_add(extra, "chunks_read", json_object_new_uint64(chunks));
+            json_object_object_add(extra, "records_decoded", json_object_new_uint64(recs));
+            json_object_object_add(extra, "records_counted", json_object_new_uint64(kept));
+            json_object_object_add(extra, "undecodable_bytes", json_object_new_uint64(undec));
+        }
         if (sel.have_from || sel.to) {
             json_object_object_add(extra, "from_unix_ns", json_object_new_uint64(rg.from));
             if (sel.to)
@@ -1298,7 +1308,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (m == NULL)
             goto oom;
         rc = write_output(m, st, reports, format, (size_t)top, extra,
-                          of.is_file ? 0 : cuptimon__cli_term_width(stdout), &gout);
+                          of.is_file ? 0 : cuptimon__cli_term_width(stdout), &gout, read_procs);
         if (fclose(m) != 0 || rc == -ENOMEM) {
             free(buf);
             goto oom;

@@ -536,6 +536,29 @@ static int gpu_counters(json_object *gm, int64_t dev, char *out, size_t n)
     return 0;
 }
 
+/* "         held 3.02s by kernel hold(), 11.2 MiB behind it" for process
+ * row r, whose oldest work has held its records for age seconds, within
+ * the width: a kernel's name is shortened as the KERNEL column's are. */
+static void held_note(struct out *o, const struct view *v, json_object *r, double age)
+{
+    const char *what = cuptimon__json_str(r, "inflight_what", "?");
+    char d[32], hb[32], pre[64], post[64], line[1024];
+    size_t used, room;
+    char *w;
+    int kernel = strncmp(what, "kernel ", 7) == 0;
+
+    fmt_ns(d, sizeof(d), (uint64_t)(age * 1e9));
+    fmt_bytes(hb, sizeof(hb), (double)cuptimon__json_uint(r, "inflight_held_bytes", 0), "");
+    snprintf(pre, sizeof(pre), "%9sheld %s by %s", "", d, kernel ? "kernel " : "");
+    snprintf(post, sizeof(post), ", %s behind it", hb);
+    used = strlen(pre) + strlen(post);
+    room = v->width > used + 10 ? v->width - used : 10;
+    w = kernel ? shorten(what + 7, room) : cut(what, room);
+    snprintf(line, sizeof(line), "%s%s%s", pre, w ? w : "?", post);
+    free(w);
+    out_line(o, line, v->width);
+}
+
 static void draw_table(struct out *o, const struct view *v, json_object *t, size_t max)
 {
     json_object *rows = cuptimon__json_get(t, "rows");
@@ -595,7 +618,8 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
                      "LABEL", "RANK", "KERNELS", "GPU-TIME", "%TIME", "P99", "DROP", "LOST",
                      "JOB/EXE");
         heading(o, v, line);
-        for (size_t i = 0; i < n; i++) {
+        size_t lines = 0; /* on a terminal: the rows and notes drawn */
+        for (size_t i = 0; i < n && (!v->tty || lines < max); i++) {
             json_object *r = json_object_array_get_idx(rows, i);
             char k[32], tt[32], p50[32], p90[32], p99[32], mb[32], dr[32], rest[512];
             uint64_t tot = cuptimon__json_uint(r, "kernel_ns", 0);
@@ -626,26 +650,26 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
                 snprintf(line, sizeof(line), "%8s %9s %5.1f%% %9s %6s %5" PRIu64 " ", k, tt, pct,
                          p99, dr, cuptimon__json_uint(r, "lost_buffers", 0));
             out_cell(&row, line, fixed - 9 - lw - 1 - rw - 1);
-            /* The job, then the program's name without its directory, and
-             * the work that has held its records for a second or more. */
-            char held[200] = "";
-            json_object *age = cuptimon__json_get(r, "inflight_s");
-            if (age && json_object_get_double(age) >= 1) {
-                char d[32], hb[32];
-                fmt_ns(d, sizeof(d), (uint64_t)(json_object_get_double(age) * 1e9));
-                fmt_bytes(hb, sizeof(hb), (double)cuptimon__json_uint(r, "inflight_held_bytes", 0),
-                          "");
-                snprintf(held, sizeof(held), " [held %s by %s, %s behind]", d,
-                         cuptimon__json_str(r, "inflight_what", "?"), hb);
-            }
-            snprintf(rest, sizeof(rest), "%s%s%s%s%s", cuptimon__json_str(r, "job", ""),
+            /* The job, then the program's name without its directory. */
+            snprintf(rest, sizeof(rest), "%s%s%s%s", cuptimon__json_str(r, "job", ""),
                      *cuptimon__json_str(r, "job", "") ? " " : "", base ? base + 1 : exe,
-                     cuptimon__json_bool(r, "ended", 0) ? " (ended)" : "", held);
+                     cuptimon__json_bool(r, "ended", 0) ? " (ended)" : "");
             safe = cut(rest, v->width > fixed + 10 ? v->width - fixed : 10);
             if (safe != NULL)
                 out_add(&row, safe, strlen(safe));
             free(safe);
             end_row(o, v, &row, eol);
+            lines += v->tty;
+            /* The work that has held its records for a second or more, on
+             * a line of its own under the row: in the JOB/EXE column it
+             * was cut to nothing on 80 columns.  On a terminal it takes
+             * one of the rows that fit. */
+            json_object *age = cuptimon__json_get(r, "inflight_s");
+            if (age && json_object_get_double(age) >= 1 && (!v->tty || lines < max)) {
+                held_note(o, v, r, json_object_get_double(age));
+                out_printf(o, "%s", eol);
+                lines += v->tty;
+            }
         }
     } else {
         snprintf(line, sizeof(line), "%-4s %7s %7s %7s %9s %9s %11s %11s %11s %11s %9s", "GPU",
@@ -927,6 +951,10 @@ static void top_usage(FILE *f)
                "terminal, or with --once, it prints one plain snapshot (with --interval,\n"
                "one every S seconds).  --json prints the daemon's answer, with full kernel\n"
                "names.  Kernel names are demangled, and shortened to fit the width.\n"
+               "A process whose records running work has held for a second or more gets\n"
+               "a line under its row: \"held 3.02s by kernel NAME, 11.2MiB behind it\".  A\n"
+               "kernel still running counts as busy on its GPU until now (CUPTI hands its\n"
+               "record over only when it ends).\n"
                "\n"
                "  -i, --interval=S      refresh period in seconds (default 2)\n"
                "  -b, --by=WHAT         process (default), kernel or device\n"

@@ -91,6 +91,8 @@ struct asess {
      * behind it, and the pool's growth in bytes */
     uint64_t held_since_ns, held_records, held_bytes, grown_bytes;
     char held_what[128];
+    int held_kernel;   /* the oldest is a kernel, running on held_dev */
+    uint32_t held_dev; /* the process's ordinal */
     /* the rest: under mu */
     struct kent **k;
     size_t nk, kcap;
@@ -185,7 +187,27 @@ size_t cuptimon__agg_sess_live(const struct cuptimon_agg *a);
 char *cuptimon__agg_display_name(struct cuptimon_agg *a, const struct kent *e);
 /* The end (exclusive, Unix s) of the window the busy ratios cover. */
 int64_t cuptimon__agg_window_end(const struct cuptimon_agg_query *q);
-/* Under dev_mu. */
-double cuptimon__agg_busy_ratio(const struct adev *d, int64_t end, unsigned w);
+/* A kernel running on a device now, as the sessions' HELD reports say: the
+ * earliest since (Unix ns) per node device. */
+struct running {
+    uint32_t dev;
+    uint64_t since_ns;
+};
+/* Under a->mu: the devices a live session's held kernel runs on, malloc'd
+ * into *out (NULL when none); their number.  Takes each session's mu. */
+size_t cuptimon__agg_running(struct cuptimon_agg *a, struct running **out);
+/* Under dev_mu: creates the devices of r that have no record yet (a job
+ * whose first kernel runs long), within max_devices. */
+void cuptimon__agg_running_devices(struct cuptimon_agg *a, const struct running *r, size_t n);
+/* The since of device id in r (0: nothing runs on it). */
+uint64_t cuptimon__agg_running_since(const struct running *r, size_t n, uint32_t id);
+/* Under dev_mu: the busy ratio over [end - w, end) seconds, each second at
+ * least as busy as a kernel running since run_since (0: none) until now
+ * covers it. */
+double cuptimon__agg_busy_ratio(const struct adev *d, int64_t end, unsigned w, uint64_t run_since,
+                                int64_t now);
+/* Under dev_mu: the device of node id, created if new (NULL past
+ * max_devices or out of memory). */
+struct adev *cuptimon__agg_dev_get(struct cuptimon_agg *a, uint32_t id);
 
 #endif

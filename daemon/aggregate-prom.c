@@ -407,13 +407,21 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
     sb_family(&b, "cuptimon_sessions", "gauge", "Processes whose activity is aggregated now.");
     sb_printf(&b, "cuptimon_sessions %zu\n", live);
 
+    /* A kernel still running counts as busy (its record comes when it
+     * ends); the busy seconds counter stays the records' own. */
+    struct running *run = NULL;
+    size_t nrun = cuptimon__agg_running(a, &run);
     pthread_mutex_lock(&a->dev_mu);
+    cuptimon__agg_running_devices(a, run, nrun);
     sb_family(&b, "cuptimon_gpu_busy_ratio", "gauge",
               "Fraction of the 10 s ending 2 s ago in which at least one kernel ran on the "
               "device (CUDA device ordinal of the processes).");
     for (size_t i = 0; i < a->ndev; i++)
         sb_printf(&b, "cuptimon_gpu_busy_ratio{device=\"%" PRIu32 "\"} %.6f\n", a->dev[i]->id,
-                  cuptimon__agg_busy_ratio(a->dev[i], end, 10));
+                  cuptimon__agg_busy_ratio(a->dev[i], end, 10,
+                                           cuptimon__agg_running_since(run, nrun, a->dev[i]->id),
+                                           now));
+    free(run);
     sb_family(&b, "cuptimon_gpu_busy_seconds_total", "counter",
               "Time in which at least one kernel ran on the device (the union of kernel "
               "intervals).");

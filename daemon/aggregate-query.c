@@ -120,17 +120,92 @@ static json_object *u64j(uint64_t v)
     return json_object_new_uint64(v);
 }
 
-/* A device's busy ratio over [end - w, end) seconds (under dev_mu). */
-double cuptimon__agg_busy_ratio(const struct adev *d, int64_t end, unsigned w)
+/* How much of second sec a kernel running since since_ns (0: none) until
+ * now covers. */
+static uint64_t covered(int64_t sec, uint64_t since_ns, int64_t now)
+{
+    uint64_t lo = (uint64_t)sec * NS_PER_S, hi = lo + NS_PER_S;
+    if (since_ns == 0 || now <= 0)
+        return 0;
+    if (since_ns > lo)
+        lo = since_ns;
+    if ((uint64_t)now < hi)
+        hi = (uint64_t)now;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* Second sec's busy time: the records' union, or at least what a kernel
+ * still running covers of it (its record comes when it ends). */
+static uint64_t busy_in(const struct adev *d, int64_t sec, uint64_t run_since, int64_t now)
+{
+    const struct bucket *b = &d->ring[(uint64_t)sec % RING];
+    uint64_t busy = 0, run = covered(sec, run_since, now);
+    if (sec >= 0 && b->sec == sec)
+        busy = b->busy_ns < NS_PER_S ? b->busy_ns : NS_PER_S;
+    return run > busy ? run : busy;
+}
+
+double cuptimon__agg_busy_ratio(const struct adev *d, int64_t end, unsigned w, uint64_t run_since,
+                                int64_t now)
 {
     uint64_t busy = 0;
 
-    for (int64_t sec = end - (int64_t)w; sec < end; sec++) {
-        const struct bucket *b = &d->ring[(uint64_t)sec % RING];
-        if (sec >= 0 && b->sec == sec)
-            busy += b->busy_ns < NS_PER_S ? b->busy_ns : NS_PER_S;
-    }
+    for (int64_t sec = end - (int64_t)w; sec < end; sec++)
+        if (sec >= 0)
+            busy += busy_in(d, sec, run_since, now);
     return (double)busy / ((double)w * (double)NS_PER_S);
+}
+
+/* Under s->mu: the node GPU of the process's ordinal id, -1 while the node
+ * map may still name it; an ordinal without a UUID stands for itself, as
+ * its records do. */
+static int64_t sess_node(const struct asess *s, uint32_t id)
+{
+    for (unsigned i = 0; i < s->ndevs; i++)
+        if (s->devs[i] == id)
+            return s->unmapped[i] ? -1 : (int64_t)s->node[i];
+    return id;
+}
+
+size_t cuptimon__agg_running(struct cuptimon_agg *a, struct running **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    for (size_t i = 0; i < a->nsess; i++) {
+        struct asess *s = a->sess[i];
+        int64_t node;
+        size_t k;
+        if (s->ended_ns != 0 || !s->held_kernel || s->held_since_ns == 0)
+            continue;
+        pthread_mutex_lock(&s->mu);
+        node = sess_node(s, s->held_dev);
+        pthread_mutex_unlock(&s->mu);
+        if (node < 0)
+            continue;
+        if (*out == NULL && (*out = calloc(a->nsess, sizeof(**out))) == NULL)
+            return 0;
+        for (k = 0; k < n && (*out)[k].dev != (uint32_t)node; k++)
+            ;
+        if (k == n)
+            (*out)[n++] = (struct running){(uint32_t)node, s->held_since_ns};
+        else if (s->held_since_ns < (*out)[k].since_ns)
+            (*out)[k].since_ns = s->held_since_ns;
+    }
+    return n;
+}
+
+void cuptimon__agg_running_devices(struct cuptimon_agg *a, const struct running *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        (void)cuptimon__agg_dev_get(a, r[i].dev);
+}
+
+uint64_t cuptimon__agg_running_since(const struct running *r, size_t n, uint32_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (r[i].dev == id)
+            return r[i].since_ns;
+    return 0;
 }
 
 int64_t cuptimon__agg_window_end(const struct cuptimon_agg_query *q)
@@ -140,7 +215,8 @@ int64_t cuptimon__agg_window_end(const struct cuptimon_agg_query *q)
     return now / (int64_t)NS_PER_S - lag;
 }
 
-static json_object *device_json(const struct adev *d, int64_t end)
+/* run_since: a kernel has run on it since then, until now (0: none). */
+static json_object *device_json(const struct adev *d, int64_t end, uint64_t run_since, int64_t now)
 {
     json_object *o = json_object_new_object(), *series = json_object_new_array(),
                 *mc = json_object_new_object();
@@ -153,19 +229,19 @@ static json_object *device_json(const struct adev *d, int64_t end)
         return NULL;
     }
     json_object_object_add(o, "device", json_object_new_int64(d->id));
-    json_object_object_add(o, "busy_1s",
-                           json_object_new_double(cuptimon__agg_busy_ratio(d, end, 1)));
-    json_object_object_add(o, "busy_10s",
-                           json_object_new_double(cuptimon__agg_busy_ratio(d, end, 10)));
-    json_object_object_add(o, "busy_60s",
-                           json_object_new_double(cuptimon__agg_busy_ratio(d, end, 60)));
+    json_object_object_add(
+        o, "busy_1s", json_object_new_double(cuptimon__agg_busy_ratio(d, end, 1, run_since, now)));
+    json_object_object_add(
+        o, "busy_10s",
+        json_object_new_double(cuptimon__agg_busy_ratio(d, end, 10, run_since, now)));
+    json_object_object_add(
+        o, "busy_60s",
+        json_object_new_double(cuptimon__agg_busy_ratio(d, end, 60, run_since, now)));
     for (int64_t sec = end - 60; sec < end; sec++) {
         const struct bucket *b = &d->ring[(uint64_t)sec % RING];
-        double r = 0;
-        if (sec >= 0 && b->sec == sec) {
-            r = (double)(b->busy_ns < NS_PER_S ? b->busy_ns : NS_PER_S) / (double)NS_PER_S;
+        double r = sec >= 0 ? (double)busy_in(d, sec, run_since, now) / (double)NS_PER_S : 0;
+        if (sec >= 0 && b->sec == sec)
             unchecked += b->unchecked_ns;
-        }
         json_object_array_add(series, json_object_new_double(r));
         if (sec >= end - 10 && sec >= 0 && b->sec == sec)
             for (unsigned k = 0; k < NDIR; k++)
@@ -500,18 +576,23 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
     json_object_object_add(node, "records", u64j(recs));
     json_object_object_add(node, "dropped_records", u64j(drop));
     json_object_object_add(node, "lost_buffers", u64j(lost));
+    struct running *run = NULL;
+    size_t nrun = cuptimon__agg_running(a, &run);
+    int64_t now = q->now_ns ? q->now_ns : cuptimon__agg_now_ns();
     pthread_mutex_lock(&a->dev_mu);
+    cuptimon__agg_running_devices(a, run, nrun);
     json_object_object_add(node, "not_aggregated_records",
                            u64j(a->not_aggregated + a->dev_not_aggregated));
     /* Records of a GPU the node map did not name in time (map_wait_s): on
      * the process's own ordinal, maybe not the node's. */
     json_object_object_add(node, "records_on_process_ordinal", u64j(a->dev_own_ordinal));
     for (size_t i = 0; i < a->ndev; i++) {
-        json_object *d = device_json(a->dev[i], end);
+        uint64_t rs_ns = cuptimon__agg_running_since(run, nrun, a->dev[i]->id);
+        json_object *d = device_json(a->dev[i], end, rs_ns, now);
         if (d != NULL)
             json_object_array_add(devs, d);
         if (by == CUPTIMON_AGG_BY_DEVICE && i < n) {
-            d = device_json(a->dev[i], end);
+            d = device_json(a->dev[i], end, rs_ns, now);
             if (d != NULL)
                 json_object_array_add(rows, d);
         }
@@ -519,6 +600,7 @@ json_object *cuptimon__agg_json(struct cuptimon_agg *a, const struct cuptimon_ag
     if (by == CUPTIMON_AGG_BY_DEVICE)
         shown = a->ndev;
     pthread_mutex_unlock(&a->dev_mu);
+    free(run);
     json_object_object_add(o, "node", node);
     json_object_object_add(o, "devices", devs);
 

@@ -458,8 +458,37 @@ void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
         s->held_records = h->records;
         s->held_bytes = h->bytes;
         s->grown_bytes = h->grown_bytes;
+        s->held_kernel = h->kernel && h->since_ns;
+        s->held_dev = h->device;
         cuptimon__agg_copy_str(s->held_what, sizeof(s->held_what), h->what);
     }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int sess_dev(struct cuptimon_agg *a, struct asess *s, uint32_t id,
+                    const struct cuptimon_strtab *names);
+
+void cuptimon__agg_session_devices(struct cuptimon_agg *a, uint64_t session,
+                                   const struct cuptimon_strtab *names)
+{
+    pthread_mutex_lock(&a->mu);
+    struct asess *s = sess_find(a, session);
+    if (s != NULL)
+        s->refs++;
+    pthread_mutex_unlock(&a->mu);
+    if (s == NULL || names == NULL)
+        goto out;
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t id = 0; id < SESSION_DEVICES; id++)
+        if (cuptimon__strtab_get(names, CUPTIMON_DEVICE_UUID_KEY(id), NULL) != NULL)
+            (void)sess_dev(a, s, id, names);
+    pthread_mutex_unlock(&s->mu);
+out:
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&a->mu);
+    if (--s->refs == 0 && s->dead)
+        sess_free(a, s);
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -751,7 +780,7 @@ struct dev_ev {
     uint64_t s, e, bytes;
 };
 
-static struct adev *dev_get(struct cuptimon_agg *a, uint32_t id)
+struct adev *cuptimon__agg_dev_get(struct cuptimon_agg *a, uint32_t id)
 {
     struct adev *d, **nd;
 
@@ -1051,7 +1080,7 @@ static void dev_flush(struct cuptimon_agg *a, const struct dev_ev *ev, size_t n,
         struct bucket *b;
         int timed = x->e != 0 && x->e <= limit;
         if (!have || x->dev != last) {
-            d = dev_get(a, x->dev);
+            d = cuptimon__agg_dev_get(a, x->dev);
             last = x->dev;
             have = 1;
         }

@@ -164,13 +164,35 @@ void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const 
  * since_ns, when its oldest incomplete record was first seen (Unix ns; 0:
  * none), what it is (a short text), the records and bytes behind it, and
  * the bytes its pool grew by.  For top and the metrics.  An unknown
- * session is ignored. */
+ * session is ignored.
+ *
+ * When it is a kernel (kernel set; device: the process's ordinal), the
+ * device counts as busy from since_ns to now in the busy ratios (busy_1s,
+ * _10s, _60s, busy_series, cuptimon_gpu_busy_ratio): no record of it
+ * arrives while it runs, and a GPU running an 8-s kernel is not idle for
+ * 8 s.  Each second of the window is busy for at least the part of it
+ * the kernel covered (the union with the records' time, never the sum).
+ * The device is the node's GPU through the process's UUIDs
+ * (cuptimon__agg_session_devices); one the node map has not named yet is
+ * not counted.  The busy totals (busy_ns_total, the _seconds_total
+ * counter) stay the records' alone: the kernel's time joins them when
+ * its record comes. */
 struct cuptimon_agg_held {
     uint64_t since_ns, records, bytes, grown_bytes;
     const char *what;
+    int kernel;
+    uint32_t device;
 };
 void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
                                 const struct cuptimon_agg_held *h);
+
+/* The process sent the UUIDs of its devices (names: its string table, read
+ * only during the call, on the thread that fills it): each ordinal with one
+ * is mapped to the node's GPU now, as at its first record, so that work
+ * held before any record came (cuptimon__agg_session_held) is on the
+ * right GPU.  An unknown session is ignored. */
+void cuptimon__agg_session_devices(struct cuptimon_agg *a, uint64_t session,
+                                   const struct cuptimon_strtab *names);
 
 /*
  * Adds one buffer of session's records (len bytes at buf, walked with the

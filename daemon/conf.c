@@ -257,9 +257,22 @@ static size_t distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* Every key of the table, ", "-separated, malloc'd; NULL when out of
+ * memory.  Built from the table itself, whole, so that the hint lists
+ * each key there is. */
+static char *key_list(void)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < NKEYS; i++)
+        len += strlen(keys[i].name) + 2;
+    char *list = malloc(len), *p = list;
+    for (size_t i = 0; list && i < NKEYS; i++)
+        p += sprintf(p, "%s%s", i ? ", " : "", keys[i].name);
+    return list;
+}
+
 static void unknown_key(char **err, const char *where, const char *name)
 {
-    char known[512] = "";
     const char *guess = NULL;
     size_t best = 3;
     for (size_t i = 0; i < NKEYS; i++) {
@@ -268,12 +281,12 @@ static void unknown_key(char **err, const char *where, const char *name)
             best = d;
             guess = keys[i].name;
         }
-        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
-                 keys[i].name);
     }
+    char *known = key_list();
     set_err(err, "%s%sunknown key \"%.100s\"%s%s%s (known keys: %s)", where ? where : "",
             where ? ": " : "", name, guess ? "; did you mean " : "", guess ? guess : "",
-            guess ? "?" : "", known);
+            guess ? "?" : "", known ? known : "see cuptimond.conf(5)");
+    free(known);
 }
 
 /* ---- values -------------------------------------------------------------- */

@@ -80,6 +80,22 @@ static void fw_timer_closed(uv_handle_t *h)
     free(w);
 }
 
+static struct session *find_session(struct daemon *d, uint64_t id);
+
+/* What s's CUPTI holds behind running work now, as status shows it (its
+ * in_flight object, taken from session_held_status), or NULL: nothing. */
+static json_object *held_behind(const struct session *s)
+{
+    json_object *st = json_object_new_object(), *f = NULL;
+    if (!st)
+        return NULL;
+    session_held_status(s, st);
+    if (json_object_object_get_ex(st, "in_flight", &f))
+        json_object_get(f);
+    json_object_put(st);
+    return f;
+}
+
 static void fw_finish(struct flush_wait *w)
 {
     if (w->finished)
@@ -94,11 +110,25 @@ static void fw_finish(struct flush_wait *w)
     }
     json_object *r = json_object_new_object(), *late = json_object_new_array(),
                 *gone = json_object_new_array(), *running = json_object_new_array(),
-                *taken = json_object_new_array();
+                *taken = json_object_new_array(), *held = json_object_new_array();
     size_t completed = 0;
     for (size_t i = 0; i < w->n; i++) {
         const struct fw_entry *e = &w->e[i];
         json_object *pid = json_object_new_int64(e->pid);
+        /* Held records matter to a plain flush that completed (it handed
+         * over the rest), and to a fence's session still running at the
+         * timeout; a fence that completed had everything launched before
+         * it, whatever runs now. */
+        int run = e->state != FW_COMPLETE && e->state != FW_GONE && e->answered &&
+                  e->state != FW_WAIT_WRITES;
+        int ask = w->mode == CUPTIMON_FLUSH_FENCE ? run : e->state == FW_COMPLETE;
+        struct session *s = ask ? find_session(d, e->session) : NULL;
+        json_object *f = s ? held_behind(s) : NULL;
+        if (f) {
+            json_object_object_add(f, "pid", json_object_new_int64(e->pid));
+            json_object_object_add(f, "session", json_object_new_int64((int64_t)e->session));
+            json_object_array_add(held, f);
+        }
         if (e->state == FW_COMPLETE) {
             completed++;
             if (e->taken)
@@ -106,7 +136,7 @@ static void fw_finish(struct flush_wait *w)
             json_object_put(pid);
         } else if (e->state == FW_GONE)
             json_object_array_add(gone, pid);
-        else if (e->answered && e->state != FW_WAIT_WRITES)
+        else if (run)
             json_object_array_add(running, pid);
         else
             json_object_array_add(late, pid);
@@ -122,6 +152,11 @@ static void fw_finish(struct flush_wait *w)
     json_object_object_add(r, "running", running);
     /* Another CUPTI client holds their buffers: nothing to wait for. */
     json_object_object_add(r, "cupti_taken", taken);
+    /* What the flush could not hand over: per session whose CUPTI holds
+     * records behind running work, that work and what waits behind it
+     * (status's in_flight, with pid and session).  A plain flush answers
+     * without them; those records reach the archive when the work ends. */
+    json_object_object_add(r, "held", held);
     json_object_object_add(r, "fence_flushes", json_object_new_int64((int64_t)w->fence_flushes));
     json_object_object_add(r, "elapsed_ms",
                            json_object_new_double((double)(unix_ns_now() - w->started_ns) / 1e6));

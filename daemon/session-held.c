@@ -109,7 +109,9 @@ int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *w
                                        .records = m.records,
                                        .bytes = m.held_bytes,
                                        .grown_bytes = (uint64_t)m.grown * s->slot_size,
-                                       .what = what};
+                                       .what = what,
+                                       .kernel = m.kind == 3 || m.kind == 10,
+                                       .device = m.device_id};
         cuptimon__agg_session_held(s->d->agg, s->id, &ah);
     }
     session_held_check(s);

@@ -201,6 +201,10 @@ static void agg_item(struct session *s, const struct aw_item *it, const uint8_t 
             return;
         while (cuptimon__strings_next(&iter, &ptr, &str, &n) == 1)
             cuptimon__strtab_put(s->names, ptr, str, n); /* refusals are counted there */
+        /* The devices' UUIDs may be among them: a kernel that runs long
+         * before any record came is then shown busy on the right GPU. */
+        if (s->d->agg)
+            cuptimon__agg_session_devices(s->d->agg, s->id, s->names);
         return;
     }
     const struct cuptimon_buffer_ready *m = &it->ready;

@@ -19,3 +19,6 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/inte
 # cuptimonctl stats and the demo's end (issue 29): their own line, so that
 # lists growing above merge without a conflict.
 INTEGRATION_TESTS += tests/integration/stats.sh tests/integration/demo-end.sh
+# What flush and top say while a running kernel holds the records (issue
+# 47): their own line.
+INTEGRATION_TESTS += tests/integration/held-commands.sh

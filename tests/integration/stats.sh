@@ -214,6 +214,20 @@ api = {r["name"]: r["calls"] for r in st["api"]}
 rt, drv = api["cudaLaunchKernel"], api["cuLaunchKernel"]
 assert rt > 0 and abs(drv - rt) <= max(2, rt // 50), api
 assert st["info"]["sessions"] == 4 and st["info"]["dropped_records"] == 0, st["info"]
+assert st["info"]["records_read"] is True, st["info"]
+PY
+
+# The gpu report alone reads no process's records: its info counts the
+# four sessions all the same and leaves out the records' counts rather
+# than give them as 0 (it said "sessions": 0, "kernels": 0).
+"$CTL" stats "$T/out" --report gpu --format json -q >"$T/gpu.json" || fail "stats --report gpu --format json failed"
+python3 - "$T/gpu.json" <<'PY' || fail "stats --report gpu --format json: its info is not true"
+import json, sys
+info = json.load(open(sys.argv[1]))["info"]
+assert info["sessions"] == 4, info
+assert info["records_read"] is False, info
+for key in ("kernels", "kernel_ns", "dropped_records", "records_decoded", "records_counted"):
+    assert key not in info, (key, info)
 PY
 
 # CSV: one header row per report, the report's name first, the JSON's rows.

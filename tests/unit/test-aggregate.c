@@ -563,6 +563,87 @@ START_TEST(devices_are_the_nodes_gpus)
 }
 END_TEST
 
+/* A kernel still running (a HELD report: its record comes when it ends)
+ * makes its GPU busy from when it was first seen until now, in the busy
+ * ratios and series, at least the part of each second it covers; the busy
+ * total stays the records'.  Its GPU is the node's, through the UUIDs the
+ * process sent, also before any record came (the device is created).
+ * Before the fix a GPU running an 8-s kernel read 0 % busy. */
+START_TEST(busy_counts_the_kernel_running_now)
+{
+    struct cuptimon_layout l;
+    struct cuptimon_agg *a = new_agg(0);
+    struct cuptimon_strtab *t1, *t2;
+    struct tbuf b1 = {0};
+    uint64_t S = base_sec(), s0 = S * S_NS;
+    struct fake_map map = {.known = 1};
+    json_object *o, *d;
+
+    layout_13(&l);
+    cuptimon__agg_set_node_map(a, fake_node_of, &map);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &t1), 0);
+    ck_assert_int_eq(cuptimon__strtab_new(NULL, &t2), 0);
+    ck_assert_int_eq(cuptimon__strtab_put(t1, CUPTIMON_DEVICE_UUID_KEY(0),
+                                          "GPU-fa4e0000-0000-4000-8000-000000000003", 40),
+                     0);
+    ck_assert_int_eq(cuptimon__strtab_put(t2, CUPTIMON_DEVICE_UUID_KEY(0),
+                                          "GPU-fa4e0000-0000-4000-8000-000000000005", 40),
+                     0);
+    /* Process 1: 0.1 s of kernels in second S, then one kernel running
+     * since S + 1.5 (its ordinal 0 is the node's GPU 3). */
+    add_kernel(&b1, 0x1, 0, s0, s0 + 100000000);
+    ck_assert_int_eq(cuptimon__agg_add_buffer(a, 1, &l, t1, b1.p, b1.len, NULL), 1);
+    struct cuptimon_agg_held h = {
+        .since_ns = s0 + 1500000000, .what = "kernel hold()", .kernel = 1, .device = 0};
+    cuptimon__agg_session_held(a, 1, &h);
+    /* Process 2: no record yet, only its UUIDs, and a kernel running
+     * since S + 2 on its ordinal 0, the node's GPU 5. */
+    ck_assert_int_eq(cuptimon__agg_session(a, 2, NULL, 0, 0), 0);
+    cuptimon__agg_session_devices(a, 2, t2);
+    h.since_ns = s0 + 2 * S_NS;
+    cuptimon__agg_session_held(a, 2, &h);
+
+    /* now S + 5, lag 2: the 1-s window is second S + 2. */
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 5, 2);
+    ck_assert_uint_eq(json_object_array_length(jget(o, "devices")), 2);
+    d = device0(o);
+    ck_assert_uint_eq(ju(d, "device"), 3);
+    ck_assert_double_eq_tol(jd(d, "busy_1s"), 1.0, 1e-9);
+    ck_assert_double_eq_tol(jd(d, "busy_10s"), (0.1 + 0.5 + 1.0) / 10, 1e-9);
+    ck_assert_double_eq_tol(
+        json_object_get_double(json_object_array_get_idx(jget(d, "busy_series"), 58)), 0.5, 1e-9);
+    ck_assert_uint_eq(ju(d, "busy_ns_total"), 100000000);
+    d = json_object_array_get_idx(jget(o, "devices"), 1);
+    ck_assert_uint_eq(ju(d, "device"), 5);
+    ck_assert_double_eq_tol(jd(d, "busy_1s"), 1.0, 1e-9);
+    ck_assert_double_eq_tol(jd(d, "busy_10s"), 0.1, 1e-9);
+    json_object_put(o);
+    /* The metrics' gauge too (its window ends 2 s before the real now,
+     * long after S + 2: both kernels cover all of it). */
+    char *text = cuptimon__agg_prometheus(a);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, "cuptimon_gpu_busy_ratio{device=\"3\"} 1.000000\n") &&
+                      strstr(text, "cuptimon_gpu_busy_ratio{device=\"5\"} 1.000000\n"),
+                  "%s", text);
+    free(text);
+
+    /* Work that is not a kernel, or nothing held: the records alone. */
+    h.kernel = 0;
+    cuptimon__agg_session_held(a, 1, &h);
+    h = (struct cuptimon_agg_held){.what = ""};
+    cuptimon__agg_session_held(a, 2, &h);
+    o = query(a, CUPTIMON_AGG_BY_DEVICE, 0, S + 5, 2);
+    d = device0(o);
+    ck_assert_double_eq_tol(jd(d, "busy_1s"), 0, 1e-9);
+    ck_assert_double_eq_tol(jd(d, "busy_10s"), 0.01, 1e-9);
+    json_object_put(o);
+    free(b1.p);
+    cuptimon__strtab_free(t1);
+    cuptimon__strtab_free(t2);
+    cuptimon__agg_free(a);
+}
+END_TEST
+
 /* A UUID the node's final list does not have (a GPU the daemon cannot
  * see) keeps the process's ordinal, and is not looked up again at every
  * buffer of the session. */
@@ -1753,6 +1834,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, names_resolve_late);
     tcase_add_test(t, busy_union_of_known_intervals);
     tcase_add_test(t, devices_are_the_nodes_gpus);
+    tcase_add_test(t, busy_counts_the_kernel_running_now);
     tcase_add_test(t, device_not_on_the_node_asked_once);
     tcase_add_test(t, waiting_for_the_map_is_bounded_in_time);
     tcase_add_test(t, waiting_for_the_map_is_bounded_in_records);
