@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "archive/archive.h"
 #include "archive/session.h"
 #include "cuptimon-proto.h"
 
@@ -130,6 +131,13 @@ int cuptimon__cli_session_is_gpm(const char *dir);
 int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *dir,
                                  struct cuptimon_archive_session *as, const char *eacces_hint);
 
+/* The earliest record start (Unix ns) in session dir's first chunk, that
+ * chunk's completion when it holds no timed record, or 0 (no chunk, or the
+ * session cannot be opened: said).  meta.json is parsed into as, quietly.
+ * decode and export put their time base at it, rounded down to a second. */
+uint64_t cuptimon__cli_first_time(const char *prog, const char *dir,
+                                  struct cuptimon_archive_session *as);
+
 /* ---- reading one session ------------------------------------------------ */
 
 /* Opens dir for reading its chunks: its damage is said on standard error
@@ -138,6 +146,14 @@ int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *di
  * (0: none).  0, or < 0 after saying why it could not be opened. */
 int cuptimon__cli_read_open(const char *prog, const char *dir, const char *eacces_hint,
                             uint64_t skip_before, struct cuptimon_archive_reader **r);
+
+/* The reader's damage report that cuptimon__cli_read_open() sets: the
+ * first damage of each kind in a session, on standard error (the
+ * session's line after it, cuptimon__cli_read_damage(), gives the counts);
+ * ud is the command's name.  A command that keeps the reports too (export)
+ * sets its own and calls this from it. */
+void cuptimon__cli_report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                                 uint64_t offset, const char *what);
 
 /* Reads the session's strings and layout generations into as (after its
  * meta.json), saying what is wrong with them: 0, or -ENOMEM. */
@@ -169,6 +185,12 @@ void cuptimon__cli_read_damage(const char *prog, const char *dir,
  * the reason, from meta.json's layouts or a later generation's) and what
  * that costs. */
 void cuptimon__cli_udr_refused(const char *prog, const char *dir, const char *what);
+
+/* ---- --window ----------------------------------------------------------- */
+
+/* The GPU metrics sessions beside a window's process session dir (in its
+ * parent directory, the archive), or NULL when none or on error. */
+char **cuptimon__cli_window_gpm_dirs(const char *dir);
 
 /* ---- output ------------------------------------------------------------- */
 

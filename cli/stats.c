@@ -718,83 +718,6 @@ static int gpu_one(const char *dir, struct cuptimon_gpm_stats *gs, const struct 
     return rc == -ENOMEM ? rc : 0;
 }
 
-/* ---- --window --------------------------------------------------------------- */
-
-static int by_path(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Asks the daemon for window id: its range into *from and *to, and its
- * sessions' archive directories into *dirs.  0, or the exit status. */
-static int window_lookup(struct cuptimon_ctl *ctl, long long id, uint64_t *from, uint64_t *to,
-                         char ***dirs)
-{
-    json_object *req = json_object_new_object(), *r, *ws, *w = NULL, *procs;
-    char err[600];
-    size_t n = 0;
-    int ret = 1;
-
-    *dirs = NULL;
-    if (req == NULL)
-        return 1;
-    json_object_object_add(req, "op", json_object_new_string("windows"));
-    r = cuptimon__ctl_call(ctl, req, err, sizeof err, NULL);
-    json_object_put(req);
-    if (r == NULL) {
-        fprintf(stderr, PROG ": --window %lld: %s\n", id, err);
-        return 1;
-    }
-    ws = cuptimon__json_get(r, "windows");
-    for (size_t i = 0;
-         ws && json_object_is_type(ws, json_type_array) && i < json_object_array_length(ws); i++)
-        if (cuptimon__json_int(json_object_array_get_idx(ws, i), "window", 0) == id)
-            w = json_object_array_get_idx(ws, i);
-    if (w == NULL) {
-        fprintf(stderr,
-                PROG ": --window %lld: the daemon has no such window that you may see "
-                     "('cuptimonctl windows' lists them)\n",
-                id);
-        goto out;
-    }
-    if (strcmp(cuptimon__json_str(w, "state", ""), "done") != 0) {
-        fprintf(stderr,
-                PROG ": --window %lld: the window is %s; its statistics are read once it has "
-                     "ended and its trace is written ('cuptimonctl end-window %lld')\n",
-                id, cuptimon__json_str(w, "state", "?"), id);
-        goto out;
-    }
-    *from = cuptimon__json_uint(w, "start_unix_ns", 0);
-    *to = cuptimon__json_uint(w, "end_unix_ns", 0) + 1; /* the window keeps its end */
-    procs = cuptimon__json_get(cuptimon__json_get(w, "summary"), "processes");
-    n = procs && json_object_is_type(procs, json_type_array) ? json_object_array_length(procs) : 0;
-    *dirs = calloc(n + 1, sizeof(**dirs));
-    if (*dirs == NULL)
-        goto out;
-    for (size_t i = 0, k = 0; i < n; i++) {
-        const char *d = cuptimon__json_str(json_object_array_get_idx(procs, i), "archive", NULL);
-        if (d != NULL && d[0] != '\0' && ((*dirs)[k] = strdup(d)) != NULL)
-            k++;
-    }
-    if ((*dirs)[0] == NULL) {
-        fprintf(stderr, PROG ": --window %lld: the window holds no process\n", id);
-        goto out;
-    }
-    /* In the order the archive's own listing gives them: the same tables
-     * as the archive read over the window's range, to the last bit. */
-    for (n = 0; (*dirs)[n] != NULL; n++)
-        ;
-    qsort(*dirs, n, sizeof(**dirs), by_path);
-    ret = 0;
-out:
-    if (ret != 0) {
-        cuptimon__archive_free_list(*dirs);
-        *dirs = NULL;
-    }
-    json_object_put(r);
-    return ret;
-}
-
 /* ---- output --------------------------------------------------------------------- */
 
 static const char *const report_title[] = {
@@ -1153,7 +1076,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
 
     if (window) {
         uint64_t wf = 0, wt = 0;
-        if ((rc = window_lookup(ctl, window, &wf, &wt, &dirs)) != 0)
+        if ((rc = cuptimon__cli_window_lookup(ctl, PROG, window, &wf, &wt, &dirs)) != 0)
             return rc;
         if (!sel.have_from || sel.from < wf)
             sel.from = wf;
@@ -1168,7 +1091,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             cuptimon__archive_free_list(dirs);
             return 2;
         }
-        /* window_lookup() gives at least one (it fails on none). */
+        /* cuptimon__cli_window_lookup() gives at least one (it fails on none). */
         while (dirs[nsess] != NULL)
             nsess++;
     } else if (cuptimon__cli_find_sessions(PROG, argv[optind], &dirs, &nsess) != 0) {
@@ -1185,16 +1108,8 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (!window)
             sess[i].gpm = sess[i].skip = cuptimon__cli_session_is_gpm(dirs[i]);
     }
-    if (window && (reports & REPORT_GPU) && nsess > 0) {
-        char *root = strdup(dirs[0]), *slash = root ? strrchr(root, '/') : NULL;
-        if (root == NULL)
-            goto oom;
-        if (slash != NULL && slash != root)
-            *slash = '\0';
-        if (slash == NULL || slash == root || cuptimon__gpm_find_sessions(root, &gdirs) < 0)
-            gdirs = NULL;
-        free(root);
-    }
+    if (window && (reports & REPORT_GPU) && nsess > 0)
+        gdirs = cuptimon__cli_window_gpm_dirs(dirs[0]);
     /* --pid/--label: a value that matches no session fails before anything
      * is written (the tables would silently lack what was asked for). */
     if (cuptimon__cli_select_picks(&sel)) {
