@@ -61,7 +61,24 @@ sleep 0.8
 ctl end-window --json >/dev/null || fail "end-window failed"
 wait "$w0" || fail "the annotating workload failed"
 wait "$w1" || fail "the second workload failed"
+# --window: the ended window's range and processes, as --from/--to/--pid
+# of them export them.
+ctl export --window 1 --type sqlite -o "$T/win.sqlite" 2>"$T/err" || fail "export --window 1: $(cat "$T/err")"
+ctl windows --json >"$T/windows.json" || fail "windows failed"
+rc=0; ctl export --window 7 --type sqlite -o "$T/bad.sqlite" 2>"$T/err" || rc=$?
+[ $rc = 1 ] && grep -q -- "--window 7: the daemon has no such window" "$T/err" || fail "--window 7: rc $rc"
 stop_daemon
+read -r wfrom wto wpids < <(python3 -c '
+import json, sys
+w = [w for w in json.load(open(sys.argv[1]))["windows"] if w["window"] == 1][0]
+print(w["start_unix_ns"], w["end_unix_ns"] + 1, " ".join("--pid %d" % p["pid"] for p in w["summary"]["processes"]))' \
+    "$T/windows.json")
+# shellcheck disable=SC2086
+"$CTL" export "$T/out" --type sqlite --from "${wfrom}ns" --to "${wto}ns" $wpids -o "$T/range.sqlite" ||
+    fail "export over the window's range failed"
+q="SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL; SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME; SELECT count(*) FROM NVTX_EVENTS"
+a=$(sqlite3 "$T/win.sqlite" "$q"); b=$(sqlite3 "$T/range.sqlite" "$q")
+[ "$a" = "$b" ] && [ "${a%%|*}" -gt 0 ] || fail "export --window 1: $a; over its range: $b"
 
 DB=$T/x.sqlite
 "$CTL" export "$T/out" --type sqlite -o "$DB" 2>"$T/export.err" ||
