@@ -52,9 +52,10 @@ for dur in $durs; do
     done
     third=$(python3 -c "print($dur / 3)")
     sleep "$third"
-    ctl begin-window --all --output /dev/null --json >/dev/null
+    ctl begin-window --all --output "$out/w.json.gz" --json >/dev/null
     sleep "$third"
     ctl --timeout 600 end-window --json >/dev/null
+    rm -f "$out/w.json.gz"
     sleep "$third"
     # shellcheck disable=SC2086
     kill $pids 2>/dev/null
