@@ -523,22 +523,28 @@ static int64_t global_tid(int64_t gpid, uint32_t tid)
 
 /* The base name nsys gives a kernel (shortName): the demangled name
  * without return type, scope, template arguments and parameters
- * ("void at::native::kern<float>(float*)" -> "kern"). */
+ * ("void at::native::(anonymous namespace)::kern<4>(float*)" -> "kern").
+ * The parameter list is found from the end (its ')' matched back), since
+ * a scope may hold parentheses too ("(anonymous namespace)") and the
+ * parameters may ("void (*)(int)"). */
 static void base_name(const char *s, size_t *off, size_t *len)
 {
     size_t n = strlen(s), end = n, begin;
     int depth = 0;
 
-    /* The parameter list: the first '(' outside template arguments. */
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '<')
-            depth++;
-        else if (s[i] == '>' && depth > 0)
-            depth--;
-        else if (s[i] == '(' && depth == 0 && i > 0) {
-            end = i;
-            break;
+    while (end > 0 && s[end - 1] == ' ')
+        end--;
+    if (end > 0 && s[end - 1] == ')') {
+        for (size_t i = end; i-- > 0;) {
+            if (s[i] == ')')
+                depth++;
+            else if (s[i] == '(' && --depth == 0) {
+                end = i;
+                break;
+            }
         }
+        if (depth != 0)
+            end = n; /* unbalanced: no parameter list */
     }
     /* Template arguments right before it. */
     if (end > 0 && s[end - 1] == '>') {
@@ -552,14 +558,14 @@ static void base_name(const char *s, size_t *off, size_t *len)
             }
         }
     }
-    /* Back to a space or "::" outside template arguments. */
+    /* Back to a space or "::" outside template arguments and parentheses. */
     begin = end;
     depth = 0;
     while (begin > 0) {
         char c = s[begin - 1];
-        if (c == '>')
+        if (c == '>' || c == ')')
             depth++;
-        else if (c == '<')
+        else if (c == '<' || c == '(')
             depth--;
         else if (depth == 0 && (c == ' ' || c == ':' || c == '*' || c == '&'))
             break;
@@ -795,7 +801,7 @@ static int write_event(struct reading *rd, const struct cuptimon_ev *ev,
 /* An NVTX row: start, end (no end: open at the end of the session or a
  * mark), type, the text's StringIds id, the thread. */
 static int nvtx_row(struct reading *rd, int64_t start, const int64_t *end, int type,
-                    int64_t range_id, int64_t text_id, int64_t gtid)
+                    int64_t range_id, int64_t text_id, int64_t gtid, int64_t end_gtid)
 {
     sqlite3_stmt *q = rd->d->st[S_NVTX];
 
@@ -809,7 +815,7 @@ static int nvtx_row(struct reading *rd, int64_t start, const int64_t *end, int t
      * recipes read COALESCE(text, StringIds.value). */
     B64(q, 6, gtid);
     if (end != NULL)
-        B64(q, 7, gtid);
+        B64(q, 7, end_gtid);
     B64(q, 8, text_id);
     B64(q, 9, 0);
     return db_step(rd->d, S_NVTX);
@@ -832,7 +838,7 @@ static int write_marker(struct reading *rd, const struct cuptimon_ev *ev,
 {
     uint64_t t = cuptimon__clock_map(clk, ev->start);
     uint32_t flags = ev->u.marker.flags;
-    uint32_t tid = ev->u.marker.object_kind == 1 /* CUPTI_ACTIVITY_OBJECT_THREAD */
+    uint32_t tid = ev->u.marker.object_kind == 2 /* CUPTI_ACTIVITY_OBJECT_THREAD */
                        ? ev->u.marker.object_id.b
                        : 0;
     int64_t rel = (int64_t)(t - (uint64_t)rd->d->base), gtid = global_tid(rd->s->gpid, tid);
@@ -852,7 +858,7 @@ static int write_marker(struct reading *rd, const struct cuptimon_ev *ev,
         rd->s->exported++;
         return nvtx_row(rd, m->start, &rel,
                         m->gtid == gtid ? NVTX_PUSHPOP_RANGE : NVTX_STARTEND_RANGE, m->id,
-                        m->text_id, m->gtid);
+                        m->text_id, m->gtid, gtid);
     }
     int64_t text_id = string_id0(rd->d, name ? name : "");
     if (text_id < 0)
@@ -860,8 +866,8 @@ static int write_marker(struct reading *rd, const struct cuptimon_ev *ev,
     if (flags & 2u) {  /* CUPTI_ACTIVITY_FLAG_MARKER_START */
         if (m->used) { /* its slot is taken: that one is written open */
             rd->s->unpaired++;
-            if (overlaps(rd, (uint64_t)(m->start + rd->d->base), 0) &&
-                nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid) < 0)
+            if (overlaps(rd, (uint64_t)(m->start + rd->d->base), 0) && ++rd->s->exported &&
+                nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid, 0) < 0)
                 return -1;
         }
         *m = (struct mark){
@@ -871,7 +877,7 @@ static int write_marker(struct reading *rd, const struct cuptimon_ev *ev,
     if (!overlaps(rd, t, t + 1))
         return 0;
     rd->s->exported++;
-    return nvtx_row(rd, rel, NULL, NVTX_MARK, -1, text_id, gtid);
+    return nvtx_row(rd, rel, NULL, NVTX_MARK, -1, text_id, gtid, 0);
 }
 
 /* The start markers still open at the end of the session: rows without an
@@ -883,8 +889,8 @@ static int marks_flush(struct reading *rd)
         if (!m->used)
             continue;
         m->used = 0;
-        if (overlaps(rd, (uint64_t)(m->start + rd->d->base), 0) &&
-            nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid) < 0)
+        if (overlaps(rd, (uint64_t)(m->start + rd->d->base), 0) && ++rd->s->exported &&
+            nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid, 0) < 0)
             return -1;
     }
     return 0;
@@ -917,8 +923,9 @@ static int each_string(void *ud, uint64_t key, const char *s, size_t len)
         int64_t text = string_id(d, nm ? nm : "", nm ? nlen : 0);
         int64_t rs = (int64_t)(b.unix_ns - (uint64_t)d->base);
         int64_t re = (int64_t)(end - (uint64_t)d->base);
-        if (text < 0 || nvtx_row(rd, rs, end ? &re : NULL, NVTX_PUSHPOP_RANGE, (int64_t)id, text,
-                                 global_tid(rd->s->gpid, b.tid)) < 0)
+        if (text < 0 ||
+            nvtx_row(rd, rs, end ? &re : NULL, NVTX_PUSHPOP_RANGE, (int64_t)id, text,
+                     global_tid(rd->s->gpid, b.tid), global_tid(rd->s->gpid, b.tid)) < 0)
             return -1;
         return 0;
     }

@@ -45,6 +45,7 @@ include tests/unit/proto.mk
 include tests/unit/util.mk
 include tests/unit/decode.mk
 include tests/unit/stats.mk
+include tests/unit/export.mk
 include tests/unit/gpm.mk
 include tests/unit/daemon.mk
 include tests/unit/window.mk
