@@ -134,7 +134,7 @@ def launches(db):
         "SELECT " + STRIP + ", r.start, k.start, k.globalPid, r.globalTid, k.correlationId, r.end"
         " FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN StringIds AS ids ON ids.id = r.nameId"
         " JOIN CUPTI_ACTIVITY_KIND_KERNEL AS k ON k.correlationId = r.correlationId"
-        " AND k.globalPid = (r.globalTid / 0x1000000) * 0x1000000").fetchall()
+        " AND k.globalPid = (r.globalTid & 0xFFFFFFFFFF000000)").fetchall()
 
 def kernels_in_nvtx(db):
     # nvtx_kern_sum's attribution: an NVTX range on the launching thread
@@ -145,7 +145,7 @@ def kernels_in_nvtx(db):
         " JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.globalTid = n.globalTid"
         " AND r.start >= n.start AND r.end <= n.end"
         " JOIN CUPTI_ACTIVITY_KIND_KERNEL AS k ON k.correlationId = r.correlationId"
-        " AND k.globalPid = (r.globalTid / 0x1000000) * 0x1000000"
+        " AND k.globalPid = (r.globalTid & 0xFFFFFFFFFF000000)"
         " WHERE n.eventType = 59").fetchall()
 PY
 
