@@ -250,7 +250,7 @@ static const char schema_sql[] =
     " (0,'CUPTI_FUNC_SHMEM_LIMIT_DEFAULT','Default'),"
     " (1,'CUPTI_FUNC_SHMEM_LIMIT_OPTIN','Opt-in');\n"
     /* cuptimon's own tables. */
-    "CREATE TABLE CUPTIMON_SESSIONS (globalPid INTEGER NOT NULL PRIMARY KEY,"
+    "CREATE TABLE CUPTIMON_SESSIONS (globalPid INTEGER NOT NULL,"
     " pid INTEGER NOT NULL, hostname TEXT, exe TEXT, label TEXT, jobId TEXT, rank INTEGER,"
     " localRank INTEGER, worldSize INTEGER, cuptiVersion INTEGER, sessionDir TEXT NOT NULL,"
     " chunksRead INTEGER NOT NULL, recordsDecoded INTEGER NOT NULL,"
@@ -509,7 +509,10 @@ struct reading {
  * its recipes read it: globalPid / 0x1000000 % 0x1000000); bits 48..62,
  * which nsys gives to the machine and VM ids, hold the session's place in
  * the export (1-based, modulo 2^15), so that two sessions of one reused
- * pid stay apart.  globalTid adds the thread id in bits 0..23.
+ * pid stay apart (in an export of more than 32767 sessions, two of one pid
+ * 32767 places apart would share one: hence no unique key on it in
+ * CUPTIMON_SESSIONS, where a failed insert would fail the export).
+ * globalTid adds the thread id in bits 0..23.
  */
 static int64_t global_pid(size_t idx, uint32_t pid)
 {
