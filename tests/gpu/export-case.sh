@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 50's item 4: `nsys stats` on cuptimonctl's SQLite export of a real
 # job, against `cuptimonctl stats` on the same archive.  known-work (every
-# kernel, copy and memset known) runs under the shim with a window open
-# over it (so its API calls are archived too), then:
+# kernel, copy and memset known) runs under the shim with its API calls
+# and NVTX archived too (CUPTIMON_ACTIVITIES), then:
 #   cuptimonctl export OUT/archive --type sqlite -o x.sqlite
 #   nsys stats --report cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,
 #              cuda_gpu_mem_size_sum,cuda_api_sum --format csv x.sqlite
@@ -24,8 +24,19 @@ export CUPTIMON_SOCKET=$W/p.sock CUPTIMON_CONTROL_SOCKET=$W/c.sock
 CTL=$B/cli/cuptimonctl
 KW=$here/build/known-work
 REPORT=$OUT/export-report.txt
-NSYS=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | tail -1)}
-[ -x "$KW" ] || { echo "$KW is missing: run tests/gpu/build.sh first"; exit 2; }
+NSYS=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda*/nsight-systems-*/bin/nsys \
+    /usr/local/cuda/bin/nsys 2>/dev/null | tail -1)}
+# CUPTIMON_GPU_DRYRUN=1: no GPU, the libcupti test double's workload stands
+# in for known-work (the plumbing checked anywhere, as run.sh's dry run).
+DRY=${CUPTIMON_GPU_DRYRUN:-0}
+if [ "$DRY" = 1 ]; then
+    KW=$B/tests/fakecupti/cuptimon-workload
+    KW_ARGS=(--kernels 3000 --names "_Z5scaleILi2EEvPfi,ns_add_one" --memcpy-every 7 --memset-every 11
+        --report "$W/kw.json" --quiet)
+else
+    KW_ARGS=(--report "$W/kw.json")
+fi
+[ -x "$KW" ] || { echo "$KW is missing: run tests/gpu/build.sh first (dry run: make check)"; exit 2; }
 # known-work does not link libcupti: the shim dlopens it by soname.
 KW_LDPATH=${LD_LIBRARY_PATH:-}
 if ! ldconfig -p 2>/dev/null | grep -q 'libcupti\.so\.13 '; then
@@ -39,13 +50,11 @@ dpid=$!
 trap 'kill $dpid 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
 {
-    echo "export-case: known-work under the shim, a window over it"
-    "$CTL" begin-window --all --activities kernel,memcpy,memset,runtime,driver,marker \
-        --json >/dev/null || echo "FAIL: begin-window"
+    echo "export-case: known-work under the shim, API calls and NVTX always on"
     CUDA_INJECTION64_PATH=$B/client-lib/.libs/libcuptimon.so CUPTIMON_LABEL=export-case \
-        LD_LIBRARY_PATH=$KW_LDPATH timeout 120 "$KW" --report "$W/kw.json" >"$W/kw.out" 2>&1 ||
+        CUPTIMON_ACTIVITIES=kernel,memcpy,memset,runtime,driver,marker,synchronization \
+        LD_LIBRARY_PATH=$KW_LDPATH timeout 120 "$KW" "${KW_ARGS[@]}" >"$W/kw.out" 2>&1 ||
         { echo "FAIL: known-work"; tail -n 20 "$W/kw.out"; }
-    "$CTL" end-window --json >/dev/null || echo "FAIL: end-window"
     kill -TERM $dpid; wait $dpid
     "$CTL" export "$W/out/archive" --type sqlite -o "$OUT/export.sqlite" || echo "FAIL: export"
     "$CTL" stats "$W/out/archive" --report all --format json -o "$W/stats.json" -q ||
