@@ -168,6 +168,10 @@ static void make_session(const char *dir)
     put(&sb, 0x2100, "async");
     put(&sb, 0x2200, "mark");
     put(&sb, CUPTIMON_THREAD_NAME_KEY(TID_A), "pt_main_thread");
+    /* The shim's device strings (cuptimon-proto.h). */
+    put(&sb, CUPTIMON_DEVICE_KEY(0),
+        "0 150109880320 9 0 1024 2048 65536 32 49152 132 65536 232448 233472 NVIDIA H200");
+    put(&sb, CUPTIMON_DEVICE_UUID_KEY(0), "GPU-12345678-1234-1234-1234-123456789abc");
     ck_assert_int_eq(cuptimon__aw_strings(w, sb.data, sb.len), 0);
     build(&b);
     memset(&h, 0, sizeof h);
@@ -266,6 +270,10 @@ START_TEST(export_rows)
     ck_assert_str_eq(q("SELECT s.value, t.globalTid % 0x1000000 FROM ThreadNames AS t JOIN "
                        "StringIds AS s ON s.id = t.nameId"),
                      "pt_main_thread|4242");
+    ck_assert_str_eq(q("SELECT id, name, uuid, totalMemory, smCount, computeMajor, computeMinor, "
+                       "threadsPerWarp, maxShmemPerBlockOptin, cuDevice FROM TARGET_INFO_GPU"),
+                     "0|NVIDIA H200|GPU-12345678-1234-1234-1234-123456789abc|150109880320|132|9|0|"
+                     "32|232448|0");
     /* What was not written, counted. */
     ck_assert_str_eq(q("SELECT recordsDecoded, recordsExported, recordsIncomplete, "
                        "recordsOtherKinds, droppedRecords, nvtxUnpaired, chunksRead FROM "
@@ -296,11 +304,45 @@ START_TEST(export_rows)
 }
 END_TEST
 
+/* Two sessions of one pid (a pid reused over the archive's life): two
+ * globalPids, so that correlation ids never join across them; their one
+ * device is one TARGET_INFO_GPU row. */
+START_TEST(export_reused_pid)
+{
+    char root[] = "/tmp/cuptimon-export-test.XXXXXX", dir[300], path[300], cmd[400];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(dir, sizeof dir, "%s/a", root);
+    make_session(dir);
+    snprintf(dir, sizeof dir, "%s/b", root);
+    make_session(dir);
+    snprintf(path, sizeof path, "%s/x.sqlite", root);
+    {
+        const char *args[] = {"export", root, "--type=sqlite", "-o", path};
+        ck_assert_int_eq(run_export(args, 5), 0);
+    }
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_str_eq(q("SELECT count(DISTINCT globalPid), count(*), min(pid), max(pid) FROM "
+                       "CUPTIMON_SESSIONS"),
+                     "2|2|455|455");
+    ck_assert_str_eq(q("SELECT count(*) FROM TARGET_INFO_GPU"), "1");
+    ck_assert_str_eq(q("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"), "4");
+    /* nsys' own join (cuda_kern_exec_sum): one call per kernel. */
+    ck_assert_str_eq(q("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN "
+                       "CUPTI_ACTIVITY_KIND_KERNEL AS k ON k.correlationId = r.correlationId AND "
+                       "k.globalPid = (r.globalTid & 0xFFFFFFFFFF000000)"),
+                     "4");
+    sqlite3_close(db);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("export");
     TCase *t = tcase_create("export");
     tcase_add_test(t, export_rows);
+    tcase_add_test(t, export_reused_pid);
     suite_add_tcase(s, t);
     return s;
 }
