@@ -1283,6 +1283,8 @@ static int export_gpm(struct db *d, const char *dir, int64_t type_id, uint64_t f
         free(m);
         return 0;
     }
+    d->dir = dir;
+    cuptimon__archive_set_report(r, report_damage, d);
     if (cuptimon__gpm_meta_parse(cuptimon__archive_meta(r), m, why, sizeof why) < 0) {
         fprintf(stderr, PROG ": %s/meta.json: %s; its GPU metrics are left out\n", dir, why);
         cuptimon__archive_close(r);
