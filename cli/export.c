@@ -78,7 +78,7 @@ static void usage(FILE *f)
           "Write the always-on archive as an SQLite database in the tables and columns of\n"
           "Nsight Systems' own export (nsys export --type sqlite), so that its SQL recipes\n"
           "and scripts run on it: CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET, _RUNTIME\n"
-          "(runtime and driver calls), _SYNCHRONIZATION, NVTX_EVENTS, StringIds,\n"
+          "(runtime and driver calls), _SYNCHRONIZATION, _CUDA_EVENT, NVTX_EVENTS, StringIds,\n"
           "PROCESSES, ThreadNames, TARGET_INFO_GPU, TARGET_INFO_SESSION_START_TIME,\n"
           "GPU_METRICS, TARGET_INFO_GPU_METRICS and the ENUM_* tables; and cuptimon's own\n"
           "CUPTIMON_SESSIONS (each process's rank, label and job, joined by globalPid, and\n"
@@ -179,6 +179,10 @@ static const char schema_sql[] =
     " end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,"
     " greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER,"
     " globalPid INTEGER, syncType INTEGER NOT NULL, eventId INTEGER NOT NULL);\n"
+    "CREATE TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT (timestamp INTEGER, deviceId INTEGER NOT NULL,"
+    " contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL,"
+    " correlationId INTEGER, globalPid INTEGER, eventId INTEGER NOT NULL,"
+    " eventSyncId INTEGER);\n"
     "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,"
     " rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER,"
     " endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, uint64Value INTEGER,"
@@ -284,6 +288,7 @@ static const char index_sql[] =
     "CREATE INDEX cuptimon_runtime_corr ON CUPTI_ACTIVITY_KIND_RUNTIME (correlationId);\n"
     "CREATE INDEX cuptimon_runtime_tid ON CUPTI_ACTIVITY_KIND_RUNTIME (globalTid, start);\n"
     "CREATE INDEX cuptimon_sync_corr ON CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (correlationId);\n"
+    "CREATE INDEX cuptimon_event_corr ON CUPTI_ACTIVITY_KIND_CUDA_EVENT (correlationId);\n"
     "CREATE INDEX cuptimon_nvtx_tid ON NVTX_EVENTS (globalTid, start);\n"
     "CREATE INDEX cuptimon_gpu_metrics_time ON GPU_METRICS (typeId, metricId, timestamp);\n"
     "DROP INDEX cuptimon_StringIds_value;\n";
@@ -296,6 +301,7 @@ enum {
     S_MEMSET,
     S_API,
     S_SYNC,
+    S_CUDA_EVENT,
     S_NVTX,
     S_DROP,
     S_DAMAGE,
@@ -316,6 +322,8 @@ static const char *const stmt_sql[S_STMTS] = {
     [S_API] = "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?1,?2,?3,?4,?5,?6,?7,NULL)",
     [S_SYNC] = "INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (?1,?2,?3,?4,NULL,?5,?6,"
                "?7,?8,?9)",
+    [S_CUDA_EVENT] = "INSERT INTO CUPTI_ACTIVITY_KIND_CUDA_EVENT VALUES (?1,?2,?3,NULL,?4,?5,?6,"
+                     "?7,?8)",
     [S_NVTX] = "INSERT INTO NVTX_EVENTS (start, end, eventType, rangeId, text, globalTid,"
                " endGlobalTid, textId, domainId) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
     [S_DROP] = "INSERT INTO CUPTIMON_DROPS VALUES (?1,?2,?3,?4)",
@@ -797,6 +805,21 @@ static int write_event(struct reading *rd, const struct cuptimon_ev *ev,
         B64(q, 8, ev->u.sync.type);
         B64(q, 9, ev->u.sync.cuda_event_id);
         return db_step(d, S_SYNC) < 0 ? -1 : 1;
+    case CUPTIMON_EV_CUDA_EVENT:
+        /* One time, the event's completion on the device (0: not taken). */
+        q = d->st[S_CUDA_EVENT];
+        if (ev->start != 0)
+            B64(q, 1, s);
+        else
+            sqlite3_bind_null(q, 1);
+        B64(q, 2, ev->device_id);
+        B64(q, 3, ev->context_id);
+        B64(q, 4, ev->stream_id);
+        B64(q, 5, ev->correlation_id);
+        B64(q, 6, rd->s->gpid);
+        B64(q, 7, ev->u.cuda_event.event_id);
+        B64(q, 8, ev->u.cuda_event.cuda_event_sync_id);
+        return db_step(d, S_CUDA_EVENT) < 0 ? -1 : 1;
     default: return 0;
     }
 }
@@ -1174,7 +1197,7 @@ static int export_one(struct db *d, struct xsess *s, struct reading *rd, uint64_
                 continue;
             }
             if (ev.type == CUPTIMON_EV_MARKER_DATA || ev.type == CUPTIMON_EV_EXTERNAL_CORRELATION ||
-                ev.type == CUPTIMON_EV_OVERHEAD || ev.type == CUPTIMON_EV_CUDA_EVENT) {
+                ev.type == CUPTIMON_EV_OVERHEAD) {
                 s->other++; /* no table of nsys's holds them as CUPTI gives them */
                 continue;
             }
@@ -1185,7 +1208,8 @@ static int export_one(struct db *d, struct xsess *s, struct reading *rd, uint64_
             /* As stats counts them: a record CUPTI handed over unfinished
              * at a forced flush has no end, and nsys's tables no row for
              * one. */
-            if (ev.start == 0 || ev.end == 0 || ev.end < ev.start) {
+            if (ev.type != CUPTIMON_EV_CUDA_EVENT &&
+                (ev.start == 0 || ev.end == 0 || ev.end < ev.start)) {
                 s->incomplete++;
                 continue;
             }

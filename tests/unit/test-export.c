@@ -66,6 +66,7 @@ static void build(struct recbuf *b)
     CUpti_ActivityAPI a;
     CUpti_ActivityMemcpy6 m;
     CUpti_ActivityExternalCorrelation x;
+    CUpti_ActivityCudaEvent2 ce;
 
     b->len = 0;
     memset(&a, 0, sizeof a);
@@ -122,6 +123,16 @@ static void build(struct recbuf *b)
     m.contextId = 1;
     m.correlationId = 13;
     add(b, &m, sizeof m);
+
+    memset(&ce, 0, sizeof ce);
+    ce.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+    ce.correlationId = 14;
+    ce.contextId = 1;
+    ce.streamId = 7;
+    ce.eventId = 3;
+    ce.deviceTimestamp = BASE + 15000;
+    ce.cudaEventSyncId = 99;
+    add(b, &ce, sizeof ce);
 
     memset(&x, 0, sizeof x);
     x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
@@ -259,6 +270,8 @@ START_TEST(export_rows)
     ck_assert_str_eq(q("SELECT start, end, bytes, copyKind, srcKind, dstKind, srcDeviceId FROM "
                        "CUPTI_ACTIVITY_KIND_MEMCPY"),
                      "10000|11000|4096|2|2|1|NULL");
+    ck_assert_str_eq(q("SELECT * FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
+                     "15000|0|1|NULL|7|14|281482610343936|3|99");
     /* NVTX. */
     ck_assert_str_eq(q("SELECT n.start, n.end, eventType, s.value, globalTid % 0x1000000, "
                        "endGlobalTid % 0x1000000 FROM NVTX_EVENTS AS n JOIN StringIds AS s ON "
@@ -278,7 +291,7 @@ START_TEST(export_rows)
     ck_assert_str_eq(q("SELECT recordsDecoded, recordsExported, recordsIncomplete, "
                        "recordsOtherKinds, droppedRecords, nvtxUnpaired, chunksRead FROM "
                        "CUPTIMON_SESSIONS"),
-                     "14|9|1|1|3|1|1");
+                     "15|10|1|1|3|1|1");
     ck_assert_str_eq(q("SELECT chunkIndex, completed, droppedRecords FROM CUPTIMON_DROPS"),
                      "0|100000|3");
     ck_assert_str_eq(q("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"),
