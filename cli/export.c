@@ -62,6 +62,11 @@
 #define NVTX_MARK                34
 #define NVTX_PUSHPOP_RANGE       59
 #define NVTX_STARTEND_RANGE      60
+#define NVTX_DOMAIN_CREATE       75
+
+/* NVTX domains a session's markers name, given ids 1.. (0: the default
+ * domain; the markers of domains past this many read as its). */
+#define DOMAINS_MAX 256
 
 /* SQLite's page cache (KiB): the bound on what the database holds in
  * memory; 32 MiB keeps the pages the inserts and the final index builds
@@ -212,7 +217,8 @@ static const char schema_sql[] =
     " (1,'TRACE_PROCESS_EVENT_CUDA_DRIVER','CUDA driver');\n"
     "INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (34,'NvtxMark','NvtxMark'),"
     " (59,'NvtxPushPopRange','NvtxPushPopRange'),"
-    " (60,'NvtxStartEndRange','NvtxStartEndRange');\n"
+    " (60,'NvtxStartEndRange','NvtxStartEndRange'),"
+    " (75,'NvtxDomainCreate','NvtxDomainCreate');\n"
     "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (0,'CUDA_MEMCPY_KIND_UNKNOWN','Unknown'),"
     " (1,'CUDA_MEMCPY_KIND_HTOD','Host-to-Device'),"
     " (2,'CUDA_MEMCPY_KIND_DTOH','Device-to-Host'),"
@@ -499,7 +505,7 @@ struct kname {
 struct mark {
     uint32_t id, used;
     int64_t start, gtid;
-    int64_t text_id;
+    int64_t text_id, domain;
 };
 
 struct reading {
@@ -509,7 +515,10 @@ struct reading {
     uint64_t from, to; /* Unix ns; 0: none */
     struct kname *kn;
     size_t kn_cap, kn_used;
-    struct mark *marks; /* MARK_OPEN_MAX slots by id */
+    struct mark *marks;                  /* MARK_OPEN_MAX slots by id */
+    uint64_t domain_ptr[DOMAINS_MAX];    /* the session's domains: id i + 1 */
+    uint8_t domain_written[DOMAINS_MAX]; /* its NvtxDomainCreate row is in */
+    unsigned ndomains;
 };
 
 /*
@@ -825,12 +834,25 @@ static int write_event(struct reading *rd, const struct cuptimon_ev *ev,
 }
 
 /* An NVTX row: start, end (no end: open at the end of the session or a
- * mark), type, the text's StringIds id, the thread. */
+ * mark), type, the text's StringIds id, the threads, the domain. */
 static int nvtx_row(struct reading *rd, int64_t start, const int64_t *end, int type,
-                    int64_t range_id, int64_t text_id, int64_t gtid, int64_t end_gtid)
+                    int64_t range_id, int64_t text_id, int64_t gtid, int64_t end_gtid,
+                    int64_t domain)
 {
     sqlite3_stmt *q = rd->d->st[S_NVTX];
 
+    /* A domain's first event: before it, the NvtxDomainCreate row (eventType
+     * 75: its name, on this thread) by which nsys' recipes name domains. */
+    if (domain > 0 && !rd->domain_written[domain - 1]) {
+        const char *name = rd->s->as.names ? cuptimon__strtab_get(rd->s->as.names,
+                                                                  rd->domain_ptr[domain - 1], NULL)
+                                           : NULL;
+        int64_t text = string_id0(rd->d, name ? name : "");
+        rd->domain_written[domain - 1] = 1;
+        if (text < 0 ||
+            nvtx_row(rd, start, NULL, NVTX_DOMAIN_CREATE, -1, text, gtid, 0, domain) < 0)
+            return -1;
+    }
     B64(q, 1, start);
     if (end != NULL)
         B64(q, 2, *end);
@@ -843,7 +865,7 @@ static int nvtx_row(struct reading *rd, int64_t start, const int64_t *end, int t
     if (end != NULL)
         B64(q, 7, end_gtid);
     B64(q, 8, text_id);
-    B64(q, 9, 0);
+    B64(q, 9, domain);
     return db_step(rd->d, S_NVTX);
 }
 
@@ -855,6 +877,24 @@ static int overlaps(const struct reading *rd, uint64_t s, uint64_t e)
     if (rd->from != 0 && e != 0 && e < rd->from)
         return 0;
     return 1;
+}
+
+/* The id of the NVTX domain a marker names (its name a pointer into the
+ * session's strings), 1 up; 0 for the default domain or past DOMAINS_MAX.
+ * nvtx_row() writes the domain's own row when it first writes one of its
+ * events. */
+static int64_t domain_id(struct reading *rd, uint64_t ptr)
+{
+    if (ptr == 0)
+        return 0;
+    for (unsigned i = 0; i < rd->ndomains; i++)
+        if (rd->domain_ptr[i] == ptr)
+            return (int64_t)i + 1;
+    if (rd->ndomains == DOMAINS_MAX)
+        return 0;
+    rd->domain_ptr[rd->ndomains] = ptr;
+    rd->domain_written[rd->ndomains] = 0;
+    return (int64_t)++rd->ndomains;
 }
 
 /* NVTX markers (CUPTI MARKER records): a start waits for its end, by id;
@@ -884,26 +924,32 @@ static int write_marker(struct reading *rd, const struct cuptimon_ev *ev,
         rd->s->exported++;
         return nvtx_row(rd, m->start, &rel,
                         m->gtid == gtid ? NVTX_PUSHPOP_RANGE : NVTX_STARTEND_RANGE, m->id,
-                        m->text_id, m->gtid, gtid);
+                        m->text_id, m->gtid, gtid, m->domain);
     }
     int64_t text_id = string_id0(rd->d, name ? name : "");
-    if (text_id < 0)
+    int64_t domain = domain_id(rd, ev->u.marker.domain_ptr);
+    if (text_id < 0 || domain < 0)
         return -1;
     if (flags & 2u) {  /* CUPTI_ACTIVITY_FLAG_MARKER_START */
         if (m->used) { /* its slot is taken: that one is written open */
             rd->s->unpaired++;
             if (overlaps(rd, (uint64_t)(m->start + rd->d->base), 0) && ++rd->s->exported &&
-                nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid, 0) < 0)
+                nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid, 0,
+                         m->domain) < 0)
                 return -1;
         }
-        *m = (struct mark){
-            .id = ev->u.marker.id, .used = 1, .start = rel, .gtid = gtid, .text_id = text_id};
+        *m = (struct mark){.id = ev->u.marker.id,
+                           .used = 1,
+                           .start = rel,
+                           .gtid = gtid,
+                           .text_id = text_id,
+                           .domain = domain};
         return 0;
     }
     if (!overlaps(rd, t, t + 1))
         return 0;
     rd->s->exported++;
-    return nvtx_row(rd, rel, NULL, NVTX_MARK, -1, text_id, gtid, 0);
+    return nvtx_row(rd, rel, NULL, NVTX_MARK, -1, text_id, gtid, 0, domain);
 }
 
 /* The start markers still open at the end of the session: rows without an
@@ -916,7 +962,8 @@ static int marks_flush(struct reading *rd)
             continue;
         m->used = 0;
         if (overlaps(rd, (uint64_t)(m->start + rd->d->base), 0) && ++rd->s->exported &&
-            nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid, 0) < 0)
+            nvtx_row(rd, m->start, NULL, NVTX_PUSHPOP_RANGE, m->id, m->text_id, m->gtid, 0,
+                     m->domain) < 0)
             return -1;
     }
     return 0;
@@ -951,7 +998,7 @@ static int each_string(void *ud, uint64_t key, const char *s, size_t len)
         int64_t re = (int64_t)(end - (uint64_t)d->base);
         if (text < 0 ||
             nvtx_row(rd, rs, end ? &re : NULL, NVTX_PUSHPOP_RANGE, (int64_t)id, text,
-                     global_tid(rd->s->gpid, b.tid), global_tid(rd->s->gpid, b.tid)) < 0)
+                     global_tid(rd->s->gpid, b.tid), global_tid(rd->s->gpid, b.tid), 0) < 0)
             return -1;
         return 0;
     }
@@ -1171,6 +1218,7 @@ static int export_one(struct db *d, struct xsess *s, struct reading *rd, uint64_
     if (rd->kn != NULL)
         memset(rd->kn, 0, rd->kn_cap * sizeof *rd->kn);
     memset(rd->marks, 0, MARK_OPEN_MAX * sizeof *rd->marks);
+    rd->ndomains = 0;
     begin(d);
     if (s->as.names != NULL)
         cuptimon__strtab_each(s->as.names, each_string, rd);

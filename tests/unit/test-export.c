@@ -44,7 +44,7 @@ static void add(struct recbuf *b, const void *rec, size_t size)
 }
 
 static void marker(struct recbuf *b, uint32_t flags, uint32_t id, uint64_t t, uint32_t tid,
-                   uint64_t name)
+                   uint64_t name, uint64_t domain)
 {
     CUpti_ActivityMarker2 mk;
 
@@ -57,6 +57,7 @@ static void marker(struct recbuf *b, uint32_t flags, uint32_t id, uint64_t t, ui
     mk.objectId.pt.processId = 455;
     mk.objectId.pt.threadId = tid;
     mk.name = PTR(name);
+    mk.domain = PTR(domain);
     add(b, &mk, sizeof mk);
 }
 
@@ -143,13 +144,13 @@ static void build(struct recbuf *b)
 
     /* NVTX: a push/pop range, a start/end range ended on another thread,
      * a mark, an end never started, a start never ended. */
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, 5, 18000, TID_A, 0x2000);
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 7, 18500, TID_A, 0x2200);
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_END, 5, 19000, TID_A, 0);
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, 6, 20000, TID_A, 0x2100);
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_END, 6, 21000, TID_B, 0);
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_END, 9, 22000, TID_A, 0);
-    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, 8, 23000, TID_B, 0x2000);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, 5, 18000, TID_A, 0x2000, 0x3000);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 7, 18500, TID_A, 0x2200, 0);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_END, 5, 19000, TID_A, 0, 0);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, 6, 20000, TID_A, 0x2100, 0x3000);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_END, 6, 21000, TID_B, 0, 0);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_END, 9, 22000, TID_A, 0, 0);
+    marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, 8, 23000, TID_B, 0x2000, 0);
 }
 
 static void put(struct cuptimon_buf *sb, uint64_t ptr, const char *s)
@@ -178,6 +179,7 @@ static void make_session(const char *dir)
     put(&sb, 0x2000, "step 1");
     put(&sb, 0x2100, "async");
     put(&sb, 0x2200, "mark");
+    put(&sb, 0x3000, "app");
     put(&sb, CUPTIMON_THREAD_NAME_KEY(TID_A), "pt_main_thread");
     /* The shim's device strings (cuptimon-proto.h). */
     put(&sb, CUPTIMON_DEVICE_KEY(0),
@@ -274,12 +276,16 @@ START_TEST(export_rows)
                      "15000|0|1|NULL|7|14|281482610343936|3|99");
     /* NVTX. */
     ck_assert_str_eq(q("SELECT n.start, n.end, eventType, s.value, globalTid % 0x1000000, "
-                       "endGlobalTid % 0x1000000 FROM NVTX_EVENTS AS n JOIN StringIds AS s ON "
-                       "s.id = n.textId ORDER BY n.start"),
-                     "18000|19000|59|step 1|4242|4242\n"
-                     "18500|NULL|34|mark|4242|NULL\n"
-                     "20000|21000|60|async|4242|4243\n"
-                     "23000|NULL|59|step 1|4243|NULL");
+                       "endGlobalTid % 0x1000000, domainId FROM NVTX_EVENTS AS n JOIN StringIds "
+                       "AS s ON s.id = n.textId WHERE eventType != 75 ORDER BY n.start"),
+                     "18000|19000|59|step 1|4242|4242|1\n"
+                     "18500|NULL|34|mark|4242|NULL|0\n"
+                     "20000|21000|60|async|4242|4243|1\n"
+                     "23000|NULL|59|step 1|4243|NULL|0");
+    /* The domain, as nsys' recipes find it (nvtx_sum: eventType 75). */
+    ck_assert_str_eq(q("SELECT n.domainId, s.value, n.globalTid % 0x1000000 FROM NVTX_EVENTS AS n "
+                       "JOIN StringIds AS s ON s.id = n.textId WHERE eventType = 75"),
+                     "1|app|4242");
     ck_assert_str_eq(q("SELECT s.value, t.globalTid % 0x1000000 FROM ThreadNames AS t JOIN "
                        "StringIds AS s ON s.id = t.nameId"),
                      "pt_main_thread|4242");
