@@ -106,7 +106,8 @@ static void usage(FILE *f)
           "                         (asks the daemon; the window must have ended)\n"
           "      --read-all         with --from: read every chunk, also those completed\n"
           "                         before it (as decode --read-all)\n"
-          "  -q, --quiet            accepted for symmetry with decode and stats\n"
+          "  -q, --quiet            no progress line (shown only when standard error is\n"
+          "                         a terminal)\n"
           "  -h, --help             show this help\n"
           "\n"
           "T is Unix time, as decode takes it: an integer of 10^12 or more is\n"
@@ -515,7 +516,9 @@ struct reading {
     uint64_t from, to; /* Unix ns; 0: none */
     struct kname *kn;
     size_t kn_cap, kn_used;
-    struct mark *marks;                  /* MARK_OPEN_MAX slots by id */
+    struct mark *marks; /* MARK_OPEN_MAX slots by id */
+    struct cuptimon_cli_progress *pg;
+    size_t idx, nsess;                   /* the session's place, for the progress line */
     uint64_t domain_ptr[DOMAINS_MAX];    /* the session's domains: id i + 1 */
     uint8_t domain_written[DOMAINS_MAX]; /* its NvtxDomainCreate row is in */
     unsigned ndomains;
@@ -1229,6 +1232,8 @@ static int export_one(struct db *d, struct xsess *s, struct reading *rd, uint64_
 
         s->chunks++;
         s->dropped += ch.hdr.dropped;
+        rd->pg->records += ch.hdr.records;
+        cuptimon__cli_progress_show(rd->pg, "export", rd->idx + 1, rd->nsess, 0);
         begin(d);
         if (ch.hdr.dropped != 0) {
             sqlite3_stmt *q = d->st[S_DROP];
@@ -1499,6 +1504,7 @@ static int export_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     size_t nsess = 0;
     long long window = 0;
     int c, ret = 1, have_of = 0;
+    struct cuptimon_cli_progress pg = {.on = isatty(STDERR_FILENO)};
 
     optind = 0; /* glibc: re-initialises getopt completely */
     while ((c = getopt_long(argc, argv, "t:o:qh", opts, NULL)) != -1) {
@@ -1523,7 +1529,7 @@ static int export_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             }
             break;
         }
-        case 'q': break;
+        case 'q': pg.on = 0; break;
         case 'h': usage(stdout); return 0;
         default: fprintf(stderr, "Try '" PROG " --help' for more information.\n"); return 2;
         }
@@ -1631,6 +1637,9 @@ static int export_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         goto out;
     rd.d = &d;
     rd.dm = dm;
+    rd.pg = &pg;
+    rd.nsess = nsess;
+    pg.t0 = pg.last = cuptimon__cli_mono_s();
     rd.from = sel.have_from ? sel.from : 0;
     rd.to = sel.to;
     uint64_t skip_before = cuptimon__cli_select_skip_before(&sel);
@@ -1651,6 +1660,7 @@ static int export_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             }
             sess[i].gpid = global_pid(i, sess[i].as.info.pid);
         }
+        rd.idx = i;
         int rc = export_one(&d, &sess[i], &rd, skip_before);
         if (rc < 0)
             goto out;
@@ -1666,6 +1676,9 @@ static int export_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (export_gpm(&d, dir, ++type_id, rd.from, rd.to, &devs) < 0)
             goto out;
     }
+    cuptimon__cli_progress_show(&pg, "export", nsess, nsess, 1);
+    if (pg.on)
+        fprintf(stderr, "export: making the indexes\n");
     if (db_exec(&d, index_sql, "making the indexes") < 0)
         goto out;
     db_close(&d);

@@ -381,3 +381,16 @@ char **cuptimon__cli_argv(const char *prog, int argc, char **argv)
     av[0] = (char *)prog;
     return av;
 }
+
+void cuptimon__cli_progress_show(struct cuptimon_cli_progress *p, const char *what, size_t done,
+                                 size_t total, int final)
+{
+    double t = cuptimon__cli_mono_s();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
+    fprintf(stderr, "\r%s: %.2f M records, session %zu of %zu, %.2f M records/s\033[K%s", what,
+            (double)p->records / 1e6, done, total, (double)p->records / el / 1e6,
+            final ? "\n" : "");
+}

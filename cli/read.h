@@ -215,6 +215,19 @@ int cuptimon__cli_out_close(const char *prog, struct cuptimon_cli_out *o, int ok
 /* CLOCK_MONOTONIC in seconds, for the progress lines. */
 double cuptimon__cli_mono_s(void);
 
+/* The progress line of stats and export on a terminal (on: standard error
+ * is one and -q was not given; t0 and last: cuptimon__cli_mono_s() at the
+ * start; records: added up by the caller), rewritten at most twice a
+ * second ("WHAT: N M records, session I of N, R M records/s"); final ends
+ * it. */
+struct cuptimon_cli_progress {
+    int on;
+    double t0, last;
+    uint64_t records;
+};
+void cuptimon__cli_progress_show(struct cuptimon_cli_progress *p, const char *what, size_t done,
+                                 size_t total, int final);
+
 /* A copy of argv (argc entries and a NULL) whose argv[0] is prog, as
  * getopt names argv[0] in its messages; NULL after saying that memory ran
  * out.  Freed with free(). */

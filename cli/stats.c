@@ -587,24 +587,6 @@ static void session_meta(struct ssess *s, const char *text, int report)
                 s->dir);
 }
 
-struct progress {
-    int on;
-    double t0, last;
-    uint64_t records;
-};
-
-static void progress_show(struct progress *p, size_t done, size_t total, int final)
-{
-    double t = cuptimon__cli_mono_s();
-    if (!p->on || (!final && t - p->last < 0.5))
-        return;
-    p->last = t;
-    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
-    fprintf(stderr, "\rstats: %.2f M records, session %zu of %zu, %.2f M records/s\033[K%s",
-            (double)p->records / 1e6, done, total, (double)p->records / el / 1e6,
-            final ? "\n" : "");
-}
-
 struct range {
     uint64_t from, to, skip_before;
 };
@@ -612,7 +594,8 @@ struct range {
 /* Counts session s into the engine: 0, 1 when it could not be opened
  * (reported, passed over), or -ENOMEM. */
 static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon_demangler *dm,
-                     const struct range *rg, struct progress *pg, size_t idx, size_t n, int window)
+                     const struct range *rg, struct cuptimon_cli_progress *pg, size_t idx, size_t n,
+                     int window)
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
@@ -644,7 +627,7 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             (rg->to == 0 || ch.hdr.unix_ns < rg->to + CUPTIMON_CLI_SKIP_MARGIN_NS))
             cuptimon__stats_dropped(st, proc, ch.hdr.dropped);
         pg->records += ch.hdr.records;
-        progress_show(pg, idx + 1, n, 0);
+        cuptimon__cli_progress_show(pg, "stats", idx + 1, n, 0);
         while (cuptimon__walk_next(&w, &ev)) {
             if ((rg->from || rg->to) && !cuptimon__ev_in_range(&ev, &clk, rg->from, rg->to))
                 continue;
@@ -1009,7 +992,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     struct cuptimon_stats *st = NULL;
     struct cuptimon_cli_out of = {.fd = -1};
     struct cuptimon_cli_select sel = {.prog = PROG};
-    struct progress pg = {.on = isatty(STDERR_FILENO)};
+    struct cuptimon_cli_progress pg = {.on = isatty(STDERR_FILENO)};
     struct range rg = {0, 0, 0};
     json_object *extra = NULL;
     struct gpu_out gout = {.window = 0};
@@ -1146,7 +1129,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (rc == -ENOMEM)
             goto oom;
     }
-    progress_show(&pg, nsess, nsess, 1);
+    cuptimon__cli_progress_show(&pg, "stats", nsess, nsess, 1);
     if (reports & REPORT_GPU) {
         struct cuptimon_gpm_devset devs = {.all = !gpu_devs};
         struct cuptimon_gpm_read_stats gst;

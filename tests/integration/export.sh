@@ -339,6 +339,14 @@ got=$(sqlite3 "$T/damaged.sqlite" "SELECT corruptChunks FROM CUPTIMON_SESSIONS; 
 chunk
 1" ] || fail "the damaged chunk in the database: $got"
 
+# On a terminal, a progress line (the last one says every session); -q:
+# none (the damaged chunk above is still said).
+on_tty "$CTL" export "$T/out" --type sqlite -o "$T/tty.sqlite" >"$T/tty.txt" || fail "export on a tty failed"
+grep -q "export: .* M records, session 3 of 3, .* M records/s" "$T/tty.txt" ||
+    fail "no progress line on a terminal: $(cat -v "$T/tty.txt")"
+on_tty "$CTL" export "$T/out" --type sqlite -o "$T/tty.sqlite" -q >"$T/tty.txt" || fail "export -q failed"
+! grep -q "M records" "$T/tty.txt" || fail "export -q wrote a progress line: $(cat -v "$T/tty.txt")"
+
 # Bad usage, and a file that cannot be written: nothing at FILE.
 rc=0; "$CTL" export "$T/out" -o "$T/bad.sqlite" 2>"$T/err" || rc=$?
 [ $rc = 2 ] && grep -q -- "--type is missing" "$T/err" || fail "no --type: rc $rc: $(cat "$T/err")"
