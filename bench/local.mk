@@ -49,5 +49,11 @@ bench-window: all $(check_PROGRAMS)
 bench-gzip: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/gzip-threads.sh $(BENCH_GZIP_ARGS)
 
-bench: bench-archive bench-decode bench-udr bench-handoff bench-node bench-window bench-gzip
-.PHONY: bench bench-archive bench-udr bench-handoff bench-node bench-window bench-gzip
+# BENCH_EXPORT_ARGS="DURATIONS N KERNEL_RATE", default '"5 20" 2 50000' (issue 50):
+# export --type sqlite against decode to JSON on the same archive.
+bench-export: all $(check_PROGRAMS)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/export.sh $(BENCH_EXPORT_ARGS)
+EXTRA_DIST += bench/export.sh
+
+bench: bench-archive bench-decode bench-udr bench-handoff bench-node bench-window bench-gzip bench-export
+.PHONY: bench bench-archive bench-udr bench-handoff bench-node bench-window bench-gzip bench-export

@@ -31,6 +31,11 @@ int cuptimon__cli_merge(int argc, char **argv);
 struct cuptimon_ctl;
 int cuptimon__cli_stats(struct cuptimon_ctl *ctl, int argc, char **argv);
 
+/* cuptimonctl export ARCHIVE_DIR --type sqlite -o FILE ... | --window ID ...:
+ * the archive as an SQLite database in Nsight Systems' export schema
+ * (cli/export.c).  argv[0] is "export".  Returns the exit status. */
+int cuptimon__cli_export(struct cuptimon_ctl *ctl, int argc, char **argv);
+
 /* cuptimonctl gpu-metrics [status|pause|resume] (cli/gpumetrics.c). */
 int cuptimon__cli_gpu_metrics(struct cuptimon_ctl *ctl, int argc, char **argv);
 

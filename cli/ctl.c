@@ -7,12 +7,15 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
+#include "archive/json-get.h"
 #include "cuptimon-proto.h"
 
 int cuptimon__ctl_set_path(struct cuptimon_ctl *c, const char *arg, const char *cmd)
@@ -102,4 +105,81 @@ json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, json_object *req, char *
         return NULL;
     }
     return o;
+}
+
+/* ---- --window: stats and export ------------------------------------------ */
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Asks the daemon for window id: its range into *from and *to, and its
+ * sessions' archive directories into *dirs.  0, or the exit status. */
+int cuptimon__cli_window_lookup(struct cuptimon_ctl *ctl, const char *prog, long long id,
+                                uint64_t *from, uint64_t *to, char ***dirs)
+{
+    json_object *req = json_object_new_object(), *r, *ws, *w = NULL, *procs;
+    char err[600];
+    size_t n = 0;
+    int ret = 1;
+
+    *dirs = NULL;
+    if (req == NULL)
+        return 1;
+    json_object_object_add(req, "op", json_object_new_string("windows"));
+    r = cuptimon__ctl_call(ctl, req, err, sizeof err, NULL);
+    json_object_put(req);
+    if (r == NULL) {
+        fprintf(stderr, "%s: --window %lld: %s\n", prog, id, err);
+        return 1;
+    }
+    ws = cuptimon__json_get(r, "windows");
+    for (size_t i = 0;
+         ws && json_object_is_type(ws, json_type_array) && i < json_object_array_length(ws); i++)
+        if (cuptimon__json_int(json_object_array_get_idx(ws, i), "window", 0) == id)
+            w = json_object_array_get_idx(ws, i);
+    if (w == NULL) {
+        fprintf(stderr,
+                "%s: --window %lld: the daemon has no such window that you may see "
+                "('cuptimonctl windows' lists them)\n",
+                prog, id);
+        goto out;
+    }
+    if (strcmp(cuptimon__json_str(w, "state", ""), "done") != 0) {
+        fprintf(stderr,
+                "%s: --window %lld: the window is %s; its archive is read once it has "
+                "ended and its trace is written ('cuptimonctl end-window %lld')\n",
+                prog, id, cuptimon__json_str(w, "state", "?"), id);
+        goto out;
+    }
+    *from = cuptimon__json_uint(w, "start_unix_ns", 0);
+    *to = cuptimon__json_uint(w, "end_unix_ns", 0) + 1; /* the window keeps its end */
+    procs = cuptimon__json_get(cuptimon__json_get(w, "summary"), "processes");
+    n = procs && json_object_is_type(procs, json_type_array) ? json_object_array_length(procs) : 0;
+    *dirs = calloc(n + 1, sizeof(**dirs));
+    if (*dirs == NULL)
+        goto out;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        const char *d = cuptimon__json_str(json_object_array_get_idx(procs, i), "archive", NULL);
+        if (d != NULL && d[0] != '\0' && ((*dirs)[k] = strdup(d)) != NULL)
+            k++;
+    }
+    if ((*dirs)[0] == NULL) {
+        fprintf(stderr, "%s: --window %lld: the window holds no process\n", prog, id);
+        goto out;
+    }
+    /* In the order the archive's own listing gives them: the same tables
+     * as the archive read over the window's range, to the last bit. */
+    for (n = 0; (*dirs)[n] != NULL; n++)
+        ;
+    qsort(*dirs, n, sizeof(**dirs), by_path);
+    ret = 0;
+out:
+    if (ret != 0) {
+        cuptimon__archive_free_list(*dirs);
+        *dirs = NULL;
+    }
+    json_object_put(r);
+    return ret;
 }

@@ -9,6 +9,7 @@
 #define CUPTIMON_CLI_CTL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct json_object;
 
@@ -41,5 +42,13 @@ int cuptimon__ctl_resolve(struct cuptimon_ctl *c, char *err, size_t errlen);
  * answered with an error, 0 if it could not be reached. */
 struct json_object *cuptimon__ctl_call(struct cuptimon_ctl *c, struct json_object *req, char *err,
                                        size_t errlen, int *refused);
+
+/* Asks the daemon for window id (stats and export --window): its range
+ * into *from and *to (to: one past its end), and its processes' archive
+ * directories into *dirs (cuptimon__archive_free_list()), in the order
+ * the archive's own listing gives them.  0, or the exit status after
+ * saying why (no daemon, no such window, not ended, no process). */
+int cuptimon__cli_window_lookup(struct cuptimon_ctl *ctl, const char *prog, long long id,
+                                uint64_t *from, uint64_t *to, char ***dirs);
 
 #endif

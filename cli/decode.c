@@ -270,36 +270,6 @@ static void session_meta(struct session *s, const char *text, int report)
     }
 }
 
-/* The earliest mapped record start in a session's first chunk, or 0. */
-static uint64_t first_time(struct session *s)
-{
-    struct cuptimon_archive_reader *r;
-    struct cuptimon_archive_chunk c;
-    struct cuptimon_decode_stats st;
-    uint64_t best = 0;
-
-    if (cuptimon__cli_open(PROG, s->dir, NULL, &r) < 0)
-        return 0;
-    /* The same layouts as the real pass (which reports their problems). */
-    session_meta(s, cuptimon__archive_meta(r), 0);
-    if (cuptimon__archive_next(r, &c) == 1) {
-        struct cuptimon_clock clk = {c.hdr.cupti_ts, c.hdr.unix_ns};
-        struct cuptimon_walk w;
-        struct cuptimon_ev ev;
-        memset(&st, 0, sizeof(st));
-        cuptimon__walk_begin(&w, &s->as.layout, c.data, (size_t)c.hdr.raw_size, &st);
-        while (cuptimon__walk_next(&w, &ev)) {
-            uint64_t t = cuptimon__clock_map(&clk, ev.start);
-            if (t != 0 && (best == 0 || t < best))
-                best = t;
-        }
-        if (best == 0)
-            best = c.hdr.unix_ns;
-    }
-    cuptimon__archive_close(r);
-    return best;
-}
-
 static json_object *session_json(const struct session *s)
 {
     json_object *o = json_object_new_object();
@@ -875,7 +845,7 @@ static int decode_main(int argc, char **argv)
         for (size_t i = 0; i < nsess; i++) {
             if (sess[i].skip)
                 continue;
-            uint64_t t = first_time(&sess[i]);
+            uint64_t t = cuptimon__cli_first_time(PROG, sess[i].dir, &sess[i].as);
             if (t != 0 && (best == 0 || t < best))
                 best = t;
         }

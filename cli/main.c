@@ -60,6 +60,10 @@ static void usage(FILE *f)
            "  stats --window=ID ...  tables of GPU time per kernel, memory operation, API\n"
            "                         call and process, as nsys stats gives them (offline but\n"
            "                         for --window); see 'cuptimonctl stats --help'\n"
+           "  export ARCHIVE_DIR --type=sqlite -o FILE [--from=T] [--to=T] [--pid=P]\n"
+           "  export --window=ID --type=sqlite -o FILE\n"
+           "                         the archive as an SQLite database in Nsight Systems'\n"
+           "                         export schema; see 'cuptimonctl export --help'\n"
            "\n"
            "Options:\n"
            "  -c, --control-socket=PATH  the daemon's control socket (default:\n"
@@ -917,6 +921,12 @@ static int run_stats(int argc, char **argv, const struct command *c)
     return cuptimon__cli_stats(&ctl, argc, argv);
 }
 
+static int run_export(int argc, char **argv, const struct command *c)
+{
+    (void)c;
+    return cuptimon__cli_export(&ctl, argc, argv);
+}
+
 static int run_gpu_metrics(int argc, char **argv, const struct command *c)
 {
     (void)c;
@@ -946,6 +956,7 @@ static const struct command commands[] = {
     {"reload", run_reload, "reload"},
     {"decode", run_decode, NULL},
     {"stats", run_stats, NULL},
+    {"export", run_export, NULL},
     {"gpu-metrics", run_gpu_metrics, "gpu_metrics"},
     {"help", run_help, NULL},
 };

@@ -187,13 +187,42 @@ int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *di
     return cuptimon__cli_select_picked(sel, &as->info);
 }
 
+/* A session's meta.json is parsed into as with the same layouts as the
+ * real pass (which reports their problems); the first chunk is walked by
+ * them. */
+uint64_t cuptimon__cli_first_time(const char *prog, const char *dir,
+                                  struct cuptimon_archive_session *as)
+{
+    struct cuptimon_archive_reader *r;
+    struct cuptimon_archive_chunk c;
+    struct cuptimon_decode_stats st;
+    uint64_t best = 0;
+
+    if (cuptimon__cli_open(prog, dir, NULL, &r) < 0)
+        return 0;
+    cuptimon__archive_session_meta(as, cuptimon__archive_meta(r));
+    if (cuptimon__archive_next(r, &c) == 1) {
+        struct cuptimon_clock clk = {c.hdr.cupti_ts, c.hdr.unix_ns};
+        struct cuptimon_walk w;
+        struct cuptimon_ev ev;
+        memset(&st, 0, sizeof(st));
+        cuptimon__walk_begin(&w, &as->layout, c.data, (size_t)c.hdr.raw_size, &st);
+        while (cuptimon__walk_next(&w, &ev)) {
+            uint64_t t = cuptimon__clock_map(&clk, ev.start);
+            if (t != 0 && (best == 0 || t < best))
+                best = t;
+        }
+        if (best == 0)
+            best = c.hdr.unix_ns;
+    }
+    cuptimon__archive_close(r);
+    return best;
+}
+
 /* ---- reading one session ------------------------------------------------ */
 
-/* The first damage of each kind in a session, on standard error (the
- * session's line after it, cuptimon__cli_read_damage(), gives the counts);
- * ud is the command's name. */
-static void report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
-                          uint64_t offset, const char *what)
+void cuptimon__cli_report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                                 uint64_t offset, const char *what)
 {
     const char *prog = ud;
 
@@ -211,7 +240,7 @@ int cuptimon__cli_read_open(const char *prog, const char *dir, const char *eacce
 
     if (rc < 0)
         return rc;
-    cuptimon__archive_set_report(*r, report_damage, (void *)prog);
+    cuptimon__archive_set_report(*r, cuptimon__cli_report_damage, (void *)prog);
     cuptimon__archive_skip_before(*r, skip_before);
     return 0;
 }
@@ -278,6 +307,23 @@ void cuptimon__cli_read_damage(const char *prog, const char *dir,
                 ast->corrupt_strings, ast->bad_files, ast->duplicate_chunks, ast->bad_seg_headers);
 }
 
+/* ---- --window ----------------------------------------------------------- */
+
+char **cuptimon__cli_window_gpm_dirs(const char *dir)
+{
+    char *root = strdup(dir), *slash = root ? strrchr(root, '/') : NULL;
+    char **gdirs = NULL;
+
+    if (root == NULL)
+        return NULL;
+    if (slash != NULL && slash != root)
+        *slash = '\0';
+    if (slash == NULL || slash == root || cuptimon__gpm_find_sessions(root, &gdirs) < 0)
+        gdirs = NULL;
+    free(root);
+    return gdirs;
+}
+
 /* ---- output ------------------------------------------------------------- */
 
 int cuptimon__cli_out_open(const char *prog, struct cuptimon_cli_out *o, const char *path)
@@ -334,4 +380,17 @@ char **cuptimon__cli_argv(const char *prog, int argc, char **argv)
     memcpy(av, argv, (size_t)argc * sizeof(*av));
     av[0] = (char *)prog;
     return av;
+}
+
+void cuptimon__cli_progress_show(struct cuptimon_cli_progress *p, const char *what, size_t done,
+                                 size_t total, int final)
+{
+    double t = cuptimon__cli_mono_s();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
+    fprintf(stderr, "\r%s: %.2f M records, session %zu of %zu, %.2f M records/s\033[K%s", what,
+            (double)p->records / 1e6, done, total, (double)p->records / el / 1e6,
+            final ? "\n" : "");
 }

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "archive/archive.h"
 #include "archive/session.h"
 #include "cuptimon-proto.h"
 
@@ -130,6 +131,13 @@ int cuptimon__cli_session_is_gpm(const char *dir);
 int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *dir,
                                  struct cuptimon_archive_session *as, const char *eacces_hint);
 
+/* The earliest record start (Unix ns) in session dir's first chunk, that
+ * chunk's completion when it holds no timed record, or 0 (no chunk, or the
+ * session cannot be opened: said).  meta.json is parsed into as, quietly.
+ * decode and export put their time base at it, rounded down to a second. */
+uint64_t cuptimon__cli_first_time(const char *prog, const char *dir,
+                                  struct cuptimon_archive_session *as);
+
 /* ---- reading one session ------------------------------------------------ */
 
 /* Opens dir for reading its chunks: its damage is said on standard error
@@ -138,6 +146,14 @@ int cuptimon__cli_session_picked(struct cuptimon_cli_select *sel, const char *di
  * (0: none).  0, or < 0 after saying why it could not be opened. */
 int cuptimon__cli_read_open(const char *prog, const char *dir, const char *eacces_hint,
                             uint64_t skip_before, struct cuptimon_archive_reader **r);
+
+/* The reader's damage report that cuptimon__cli_read_open() sets: the
+ * first damage of each kind in a session, on standard error (the
+ * session's line after it, cuptimon__cli_read_damage(), gives the counts);
+ * ud is the command's name.  A command that keeps the reports too (export)
+ * sets its own and calls this from it. */
+void cuptimon__cli_report_damage(void *ud, enum cuptimon_archive_damage kind, const char *path,
+                                 uint64_t offset, const char *what);
 
 /* Reads the session's strings and layout generations into as (after its
  * meta.json), saying what is wrong with them: 0, or -ENOMEM. */
@@ -170,6 +186,12 @@ void cuptimon__cli_read_damage(const char *prog, const char *dir,
  * that costs. */
 void cuptimon__cli_udr_refused(const char *prog, const char *dir, const char *what);
 
+/* ---- --window ----------------------------------------------------------- */
+
+/* The GPU metrics sessions beside a window's process session dir (in its
+ * parent directory, the archive), or NULL when none or on error. */
+char **cuptimon__cli_window_gpm_dirs(const char *dir);
+
 /* ---- output ------------------------------------------------------------- */
 
 /* Where the output goes: standard output, or a file that appears complete
@@ -192,6 +214,19 @@ int cuptimon__cli_out_close(const char *prog, struct cuptimon_cli_out *o, int ok
 
 /* CLOCK_MONOTONIC in seconds, for the progress lines. */
 double cuptimon__cli_mono_s(void);
+
+/* The progress line of stats and export on a terminal (on: standard error
+ * is one and -q was not given; t0 and last: cuptimon__cli_mono_s() at the
+ * start; records: added up by the caller), rewritten at most twice a
+ * second ("WHAT: N M records, session I of N, R M records/s"); final ends
+ * it. */
+struct cuptimon_cli_progress {
+    int on;
+    double t0, last;
+    uint64_t records;
+};
+void cuptimon__cli_progress_show(struct cuptimon_cli_progress *p, const char *what, size_t done,
+                                 size_t total, int final);
 
 /* A copy of argv (argc entries and a NULL) whose argv[0] is prog, as
  * getopt names argv[0] in its messages; NULL after saying that memory ran

@@ -587,24 +587,6 @@ static void session_meta(struct ssess *s, const char *text, int report)
                 s->dir);
 }
 
-struct progress {
-    int on;
-    double t0, last;
-    uint64_t records;
-};
-
-static void progress_show(struct progress *p, size_t done, size_t total, int final)
-{
-    double t = cuptimon__cli_mono_s();
-    if (!p->on || (!final && t - p->last < 0.5))
-        return;
-    p->last = t;
-    double el = t - p->t0 > 1e-3 ? t - p->t0 : 1e-3;
-    fprintf(stderr, "\rstats: %.2f M records, session %zu of %zu, %.2f M records/s\033[K%s",
-            (double)p->records / 1e6, done, total, (double)p->records / el / 1e6,
-            final ? "\n" : "");
-}
-
 struct range {
     uint64_t from, to, skip_before;
 };
@@ -612,7 +594,8 @@ struct range {
 /* Counts session s into the engine: 0, 1 when it could not be opened
  * (reported, passed over), or -ENOMEM. */
 static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon_demangler *dm,
-                     const struct range *rg, struct progress *pg, size_t idx, size_t n, int window)
+                     const struct range *rg, struct cuptimon_cli_progress *pg, size_t idx, size_t n,
+                     int window)
 {
     struct cuptimon_archive_reader *r;
     struct cuptimon_archive_chunk ch;
@@ -644,7 +627,7 @@ static int count_one(struct ssess *s, struct cuptimon_stats *st, struct cuptimon
             (rg->to == 0 || ch.hdr.unix_ns < rg->to + CUPTIMON_CLI_SKIP_MARGIN_NS))
             cuptimon__stats_dropped(st, proc, ch.hdr.dropped);
         pg->records += ch.hdr.records;
-        progress_show(pg, idx + 1, n, 0);
+        cuptimon__cli_progress_show(pg, "stats", idx + 1, n, 0);
         while (cuptimon__walk_next(&w, &ev)) {
             if ((rg->from || rg->to) && !cuptimon__ev_in_range(&ev, &clk, rg->from, rg->to))
                 continue;
@@ -716,83 +699,6 @@ static int gpu_one(const char *dir, struct cuptimon_gpm_stats *gs, const struct 
     cuptimon__cli_read_damage(PROG, dir, &ast);
     free(m);
     return rc == -ENOMEM ? rc : 0;
-}
-
-/* ---- --window --------------------------------------------------------------- */
-
-static int by_path(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Asks the daemon for window id: its range into *from and *to, and its
- * sessions' archive directories into *dirs.  0, or the exit status. */
-static int window_lookup(struct cuptimon_ctl *ctl, long long id, uint64_t *from, uint64_t *to,
-                         char ***dirs)
-{
-    json_object *req = json_object_new_object(), *r, *ws, *w = NULL, *procs;
-    char err[600];
-    size_t n = 0;
-    int ret = 1;
-
-    *dirs = NULL;
-    if (req == NULL)
-        return 1;
-    json_object_object_add(req, "op", json_object_new_string("windows"));
-    r = cuptimon__ctl_call(ctl, req, err, sizeof err, NULL);
-    json_object_put(req);
-    if (r == NULL) {
-        fprintf(stderr, PROG ": --window %lld: %s\n", id, err);
-        return 1;
-    }
-    ws = cuptimon__json_get(r, "windows");
-    for (size_t i = 0;
-         ws && json_object_is_type(ws, json_type_array) && i < json_object_array_length(ws); i++)
-        if (cuptimon__json_int(json_object_array_get_idx(ws, i), "window", 0) == id)
-            w = json_object_array_get_idx(ws, i);
-    if (w == NULL) {
-        fprintf(stderr,
-                PROG ": --window %lld: the daemon has no such window that you may see "
-                     "('cuptimonctl windows' lists them)\n",
-                id);
-        goto out;
-    }
-    if (strcmp(cuptimon__json_str(w, "state", ""), "done") != 0) {
-        fprintf(stderr,
-                PROG ": --window %lld: the window is %s; its statistics are read once it has "
-                     "ended and its trace is written ('cuptimonctl end-window %lld')\n",
-                id, cuptimon__json_str(w, "state", "?"), id);
-        goto out;
-    }
-    *from = cuptimon__json_uint(w, "start_unix_ns", 0);
-    *to = cuptimon__json_uint(w, "end_unix_ns", 0) + 1; /* the window keeps its end */
-    procs = cuptimon__json_get(cuptimon__json_get(w, "summary"), "processes");
-    n = procs && json_object_is_type(procs, json_type_array) ? json_object_array_length(procs) : 0;
-    *dirs = calloc(n + 1, sizeof(**dirs));
-    if (*dirs == NULL)
-        goto out;
-    for (size_t i = 0, k = 0; i < n; i++) {
-        const char *d = cuptimon__json_str(json_object_array_get_idx(procs, i), "archive", NULL);
-        if (d != NULL && d[0] != '\0' && ((*dirs)[k] = strdup(d)) != NULL)
-            k++;
-    }
-    if ((*dirs)[0] == NULL) {
-        fprintf(stderr, PROG ": --window %lld: the window holds no process\n", id);
-        goto out;
-    }
-    /* In the order the archive's own listing gives them: the same tables
-     * as the archive read over the window's range, to the last bit. */
-    for (n = 0; (*dirs)[n] != NULL; n++)
-        ;
-    qsort(*dirs, n, sizeof(**dirs), by_path);
-    ret = 0;
-out:
-    if (ret != 0) {
-        cuptimon__archive_free_list(*dirs);
-        *dirs = NULL;
-    }
-    json_object_put(r);
-    return ret;
 }
 
 /* ---- output --------------------------------------------------------------------- */
@@ -1092,7 +998,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
     struct cuptimon_stats *st = NULL;
     struct cuptimon_cli_out of = {.fd = -1};
     struct cuptimon_cli_select sel = {.prog = PROG};
-    struct progress pg = {.on = isatty(STDERR_FILENO)};
+    struct cuptimon_cli_progress pg = {.on = isatty(STDERR_FILENO)};
     struct range rg = {0, 0, 0};
     json_object *extra = NULL;
     struct gpu_out gout = {.window = 0};
@@ -1159,7 +1065,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
 
     if (window) {
         uint64_t wf = 0, wt = 0;
-        if ((rc = window_lookup(ctl, window, &wf, &wt, &dirs)) != 0)
+        if ((rc = cuptimon__cli_window_lookup(ctl, PROG, window, &wf, &wt, &dirs)) != 0)
             return rc;
         if (!sel.have_from || sel.from < wf)
             sel.from = wf;
@@ -1174,7 +1080,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
             cuptimon__archive_free_list(dirs);
             return 2;
         }
-        /* window_lookup() gives at least one (it fails on none). */
+        /* cuptimon__cli_window_lookup() gives at least one (it fails on none). */
         while (dirs[nsess] != NULL)
             nsess++;
     } else if (cuptimon__cli_find_sessions(PROG, argv[optind], &dirs, &nsess) != 0) {
@@ -1191,16 +1097,8 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (!window)
             sess[i].gpm = sess[i].skip = cuptimon__cli_session_is_gpm(dirs[i]);
     }
-    if (window && (reports & REPORT_GPU) && nsess > 0) {
-        char *root = strdup(dirs[0]), *slash = root ? strrchr(root, '/') : NULL;
-        if (root == NULL)
-            goto oom;
-        if (slash != NULL && slash != root)
-            *slash = '\0';
-        if (slash == NULL || slash == root || cuptimon__gpm_find_sessions(root, &gdirs) < 0)
-            gdirs = NULL;
-        free(root);
-    }
+    if (window && (reports & REPORT_GPU) && nsess > 0)
+        gdirs = cuptimon__cli_window_gpm_dirs(dirs[0]);
     /* --pid/--label: a value that matches no session fails before anything
      * is written (the tables would silently lack what was asked for). */
     if (cuptimon__cli_select_picks(&sel)) {
@@ -1237,7 +1135,7 @@ static int stats_main(struct cuptimon_ctl *ctl, int argc, char **argv)
         if (rc == -ENOMEM)
             goto oom;
     }
-    progress_show(&pg, nsess, nsess, 1);
+    cuptimon__cli_progress_show(&pg, "stats", nsess, nsess, 1);
     if (reports & REPORT_GPU) {
         struct cuptimon_gpm_devset devs = {.all = !gpu_devs};
         struct cuptimon_gpm_read_stats gst;

@@ -45,6 +45,7 @@ include tests/unit/proto.mk
 include tests/unit/util.mk
 include tests/unit/decode.mk
 include tests/unit/stats.mk
+include tests/unit/export.mk
 include tests/unit/gpm.mk
 include tests/unit/daemon.mk
 include tests/unit/window.mk
@@ -60,6 +61,8 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/build.sh tests/gpu/run.sh tests/gpu/
 	tests/gpu/ranks-case.sh tests/gpu/ranks-check.py \
 	tests/gpu/held-case.sh tests/gpu/held-check.py tests/gpu/held-work.cu tests/gpu/held-torch.py \
 	tests/gpu/pm-probe.sh tests/gpu/pm-probe.c tests/gpu/pm-load.cu tests/gpu/pm-overflow.sh
+# cuptimonctl export against nsys stats on a real job (issue 50).
+EXTRA_DIST += tests/gpu/export-case.sh tests/gpu/export-check.py
 # ... whose coexistence checker is checked here, against synthetic runs.
 TESTS += tests/gpu/coexist-selftest.sh
 include tests/unit/service.mk

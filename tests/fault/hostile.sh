@@ -108,6 +108,17 @@ rc=0
 python3 -c 'import json,sys; json.load(open(sys.argv[1])); s=json.load(open(sys.argv[2]))
 print("hostile archives: %d sessions decode; %d undecodable bytes reported as such" % (len(s["sessions"]), s["undecodable"]["bytes"]))' \
     "$T/hostile-trace.json" "$T/hostile-sum.json" || fail "the hostile archives' trace or summary is not JSON"
+# ... and export them (issue 50): every session in the database, nothing
+# invented (sqlite3's own integrity check passes).
+rc=0
+"$CTL" export "$T/hostile-out" --type sqlite -o "$T/hostile.sqlite" >"$T/hostile-export.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] || { cat "$T/hostile-export.out"; fail "exporting the hostile archives exited $rc"; }
+python3 -c 'import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+n = db.execute("SELECT count(*) FROM CUPTIMON_SESSIONS").fetchone()[0]
+assert n == len(json.load(open(sys.argv[2]))["sessions"]), n' "$T/hostile.sqlite" "$T/hostile-sum.json" ||
+    fail "the hostile archives' export lacks sessions"
 # shellcheck disable=SC2086
 python3 "$CHECK_ARCHIVE" "$CTL" "$T/out" $reports
 echo "ok"

@@ -22,3 +22,5 @@ INTEGRATION_TESTS += tests/integration/stats.sh tests/integration/demo-end.sh
 # What flush and top say while a running kernel holds the records (issue
 # 47): their own line.
 INTEGRATION_TESTS += tests/integration/held-commands.sh
+# cuptimonctl export --type sqlite (issue 50): its own line, as above.
+INTEGRATION_TESTS += tests/integration/export.sh

@@ -7,6 +7,6 @@ echo "SKIP: no CUPTI headers were configured (--with-cuda=DIR): not built or run
 echo "  the libcupti and PM sampling test doubles (tests/fakecupti) and every test"
 echo "  that runs a workload through them (tests/integration, tests/fault,"
 echo "  tests/python), test-decode,"
-echo "  test-trace, test-window, test-layouts, test-aggregate, test-cupti-abi,"
+echo "  test-trace, test-export, test-window, test-layouts, test-aggregate, test-cupti-abi,"
 echo "  fakepm-test and cbid-names.sh"
 exit 77
