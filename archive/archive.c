@@ -356,7 +356,7 @@ uint64_t cuptimon__aw_rdelta_fallbacks(const struct cuptimon_archive_writer *w)
  * not undone exactly: counted). */
 static size_t compress_rdelta(struct cuptimon_archive_writer *w, const uint8_t *data, size_t raw)
 {
-    size_t need = raw + CUPTIMON_RDELTA_MAX_EXTRA;
+    size_t need = CUPTIMON_RDELTA_BOUND(raw);
     if (need > w->tcap) {
         /* Grown in powers of two, so that chunks a few bytes larger than
          * the last do not each cost a realloc (and a copy). */
@@ -378,12 +378,10 @@ static size_t compress_rdelta(struct cuptimon_archive_writer *w, const uint8_t *
     if (z == 0 || z >= raw)
         return 0;
     /* Never write a chunk that would not read back: the bytes that were
-     * compressed are undone in place (the reader's own inverse) and must
-     * give the records again, before anything is written.  Two passes
-     * over data already in cache, a fraction of what zstd costs. */
-    size_t back;
-    if (cuptimon__rdelta_decode(w->tbuf, n, &back) < 0 || back != raw ||
-        memcmp(w->tbuf, data, raw) != 0) {
+     * compressed are undone by the reader's own inverse, each record
+     * compared with the one it must give, before anything is written.
+     * One pass over data still in cache, a fraction of what zstd costs. */
+    if (cuptimon__rdelta_verify(w->tbuf, n, data, raw) < 0) {
         w->rdelta_fallbacks++;
         return 0;
     }
@@ -532,6 +530,8 @@ struct cuptimon_archive_reader {
     size_t in_cap;
     uint8_t *out; /* ... and decompressed */
     size_t out_cap;
+    uint8_t *dec; /* a ZSTD_RDELTA chunk's transformed records, before the inverse */
+    size_t dec_cap;
     uint8_t *win; /* the resynchronisation window */
     ZSTD_DCtx *dctx;
     struct seen_set seen;
@@ -819,6 +819,7 @@ void cuptimon__archive_close(struct cuptimon_archive_reader *r)
     free(r->meta_why);
     free(r->in);
     free(r->out);
+    free(r->dec);
     free(r->win);
     free(r->seen.v);
     ZSTD_freeDCtx(r->dctx);
@@ -1296,27 +1297,29 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
             }
             data = r->out;
         } else if (h.codec == CUPTIMON_CODEC_ZSTD_RDELTA) {
-            /* The frame holds the records' transform and its trailer of 8
-             * to 8 + 8 * CUPTIMON_RDELTA_KINDS bytes: a frame that names
-             * another size is refused before the buffer is taken. */
+            /* The frame holds the records' transform: raw_size bytes, a
+             * byte per record and the trailer.  A frame that names a size
+             * no transform of raw_size bytes has is refused before the
+             * buffer is taken. */
             unsigned long long fs = ZSTD_getFrameContentSize(r->in, h.stored_size);
             size_t back = 0;
             if (fs == ZSTD_CONTENTSIZE_ERROR || fs == ZSTD_CONTENTSIZE_UNKNOWN ||
-                fs < h.raw_size + 8 || fs > h.raw_size + CUPTIMON_RDELTA_MAX_EXTRA ||
-                (fs - h.raw_size) % 8 != 0) {
+                fs < h.raw_size + 12 || fs > CUPTIMON_RDELTA_BOUND(h.raw_size)) {
                 r->st.corrupt_chunks++;
                 damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,
                        "a chunk whose compressed payload does not name its size");
                 r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
                 continue;
             }
-            if (grow_buf(&r->out, &r->out_cap, fs) < 0)
+            if (grow_buf(&r->dec, &r->dec_cap, fs) < 0 ||
+                grow_buf(&r->out, &r->out_cap, h.raw_size) < 0)
                 return -ENOMEM;
             size_t z = r->dctx
-                           ? ZSTD_decompressDCtx(r->dctx, r->out, (size_t)fs, r->in, h.stored_size)
+                           ? ZSTD_decompressDCtx(r->dctx, r->dec, (size_t)fs, r->in, h.stored_size)
                            : 0;
             if (!r->dctx || ZSTD_isError(z) || z != fs ||
-                cuptimon__rdelta_decode(r->out, (size_t)fs, &back) < 0 || back != h.raw_size) {
+                cuptimon__rdelta_decode(r->dec, (size_t)fs, r->out, h.raw_size, &back) < 0 ||
+                back != h.raw_size) {
                 r->st.corrupt_chunks++;
                 damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,
                        "a chunk whose compressed payload does not decompress to its records");

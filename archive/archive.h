@@ -19,8 +19,8 @@
  * A chunk's codec says how its payload holds the records: as they are
  * (RAW), one zstd frame of them (ZSTD), or one zstd frame of them after
  * the per-kind record delta of rdelta.h (ZSTD_RDELTA: the frame holds
- * raw_size + 8 + 8 * nkinds bytes, the records' transform and its
- * trailer).  Chunks of codec ZSTD_RDELTA are written as chunk version 2,
+ * the records' transform, raw_size bytes, a byte per record and a
+ * trailer; at most CUPTIMON_RDELTA_BOUND(raw_size)).  Chunks of codec ZSTD_RDELTA are written as chunk version 2,
  * so that a reader from before it says "a version this reader does not
  * know" rather than "damaged"; RAW and ZSTD chunks stay version 1, and
  * this reader reads both.

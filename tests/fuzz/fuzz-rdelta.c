@@ -3,8 +3,9 @@
  * CUPTIMON_CODEC_ZSTD_RDELTA once its zstd frame has decompressed.
  *
  * The input is 2 bytes of settings and a body.  The body is taken both as
- * an encoded form (hostile: the inverse must refuse it or undo it within
- * its bytes, giving len = n - 8 - 8 * nkinds) and as a buffer of records,
+ * an encoded form (hostile: the inverse must refuse it or undo it into
+ * exactly the length its trailer names, and what it gives must verify) and
+ * as a buffer of records,
  * walked by CUDA 13.0's sizes with one kind's size changed by the settings
  * (byte 0: the kind, byte 1: its size in words, 0..255): encoding it must
  * stay within the promised bound and decoding the result must give the
@@ -45,34 +46,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *body = data + 2;
     size_t n = size - 2;
 
-    /* As an encoded form, undone in a buffer of exactly its size. */
-    uint8_t *b = malloc(n ? n : 1);
-    CHECK(b != NULL);
-    memcpy(b, body, n);
-    size_t len = 0;
-    if (cuptimon__rdelta_decode(b, n, &len) == 0) {
-        CHECK(n >= 8);
-        uint32_t nk = cuptimon__get_u32(body + n - 8);
-        CHECK(nk <= CUPTIMON_RDELTA_KINDS && len == n - 8 - 8 * (size_t)nk);
-        CHECK(cuptimon__get_u32(body + n - 4) <= len);
-        /* Bytes after the walked prefix are as they came. */
-        size_t walked = cuptimon__get_u32(body + n - 4);
-        CHECK(memcmp(b + walked, body + walked, n - walked) == 0);
+    /* As an encoded form, undone into room of exactly the length its
+     * trailer gives. */
+    uint8_t *in = malloc(n ? n : 1);
+    CHECK(in != NULL);
+    memcpy(in, body, n);
+    int64_t want = cuptimon__rdelta_length(in, n);
+    if (want >= 0) {
+        CHECK((uint64_t)want + 12 <= n);
+        uint8_t *out = malloc(want ? (size_t)want : 1);
+        CHECK(out != NULL);
+        size_t len = 0;
+        if (cuptimon__rdelta_decode(in, n, out, (size_t)want, &len) == 0) {
+            CHECK(len == (size_t)want);
+            /* What decodes verifies against what it decoded to. */
+            CHECK(cuptimon__rdelta_verify(in, n, out, len) == 0);
+        }
+        free(out);
     }
-    free(b);
+    free(in);
 
     /* As records, through the transform and back. */
     uint16_t sz[CUPTIMON_RDELTA_KINDS];
     memcpy(sz, sizes, sizeof sz);
     sz[data[0] % CUPTIMON_RDELTA_KINDS] = (uint16_t)(data[1] * 8u);
-    uint8_t *enc = malloc(n + CUPTIMON_RDELTA_MAX_EXTRA);
-    CHECK(enc != NULL);
-    size_t walked;
+    uint8_t *enc = malloc(CUPTIMON_RDELTA_BOUND(n)), *dec = malloc(n ? n : 1);
+    CHECK(enc != NULL && dec != NULL);
+    size_t walked, len = 0;
     size_t en = cuptimon__rdelta_encode(sz, body, n, enc, &walked);
     CHECK(walked <= n && walked % 8 == 0);
-    CHECK(en >= n + 8 && en <= n + CUPTIMON_RDELTA_MAX_EXTRA && (en - n) % 8 == 0);
-    CHECK(cuptimon__rdelta_decode(enc, en, &len) == 0);
-    CHECK(len == n && memcmp(enc, body, n) == 0);
+    CHECK(en >= n + 12 && en <= CUPTIMON_RDELTA_BOUND(n));
+    CHECK(cuptimon__rdelta_verify(enc, en, body, n) == 0);
+    CHECK(cuptimon__rdelta_decode(enc, en, dec, n, &len) == 0);
+    CHECK(len == n && memcmp(dec, body, n) == 0);
     free(enc);
+    free(dec);
     return 0;
 }

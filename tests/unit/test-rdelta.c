@@ -46,19 +46,27 @@ static void sizes_13_0(uint16_t sizes[CUPTIMON_RDELTA_KINDS])
     memcpy(sizes, l.size, sizeof l.size);
 }
 
-/* Encodes len bytes at src, checks that the encoded form decodes in place
- * to the same bytes, and returns the bytes walked. */
+/* Encodes len bytes at src, checks that the encoded form verifies against
+ * them and decodes to them (and not into less room), and returns the bytes
+ * walked. */
 static size_t round_trip(const uint16_t *sizes, const uint8_t *src, size_t len)
 {
-    uint8_t *enc = malloc(len + CUPTIMON_RDELTA_MAX_EXTRA);
+    uint8_t *enc = malloc(CUPTIMON_RDELTA_BOUND(len)), *dec = malloc(len + 1);
     size_t walked, back = 0;
     size_t n = cuptimon__rdelta_encode(sizes, src, len, enc, &walked);
-    ck_assert_uint_ge(n, len + 8);
-    ck_assert_uint_le(n, len + CUPTIMON_RDELTA_MAX_EXTRA);
-    ck_assert_int_eq(cuptimon__rdelta_decode(enc, n, &back), 0);
+    ck_assert_uint_ge(n, len + 12);
+    ck_assert_uint_le(n, CUPTIMON_RDELTA_BOUND(len));
+    ck_assert_int_eq(cuptimon__rdelta_length(enc, n), (int64_t)len);
+    ck_assert_int_eq(cuptimon__rdelta_verify(enc, n, src, len), 0);
+    ck_assert_int_eq(cuptimon__rdelta_decode(enc, n, dec, len, &back), 0);
     ck_assert_uint_eq(back, len);
-    ck_assert_int_eq(memcmp(enc, src, len), 0);
+    ck_assert_int_eq(memcmp(dec, src, len), 0);
+    if (len > 0) {
+        ck_assert_int_eq(cuptimon__rdelta_decode(enc, n, dec, len - 1, &back), -EBADMSG);
+        ck_assert_int_eq(cuptimon__rdelta_verify(enc, n, src, len - 1), -EBADMSG);
+    }
     free(enc);
+    free(dec);
     return walked;
 }
 
@@ -144,16 +152,18 @@ static size_t small_form(uint8_t *enc, uint8_t *raw, size_t *rawlen)
     size_t walked;
     size_t n = cuptimon__rdelta_encode(sizes, raw, *rawlen, enc, &walked);
     ck_assert_uint_eq(walked, off);
-    ck_assert_uint_eq(n, *rawlen + 8 + 16);
+    ck_assert_uint_eq(n, *rawlen + 5 + 12 + 16); /* 5 records, 2 kinds */
     return n;
 }
 
+/* Decodes a copy of the n bytes at enc (so that a sanitizer sees any read
+ * past them) into room for 400 bytes. */
 static int decode_copy(const uint8_t *enc, size_t n)
 {
-    uint8_t *b = malloc(n ? n : 1);
+    uint8_t *b = malloc(n ? n : 1), out[400];
     memcpy(b, enc, n);
     size_t len;
-    int rc = cuptimon__rdelta_decode(b, n, &len);
+    int rc = cuptimon__rdelta_decode(b, n, out, sizeof out, &len);
     free(b);
     return rc;
 }
@@ -164,39 +174,55 @@ START_TEST(hostile_encoded_forms_are_refused)
     size_t rawlen, n = small_form(enc, raw, &rawlen);
     ck_assert_int_eq(decode_copy(enc, n), 0);
     /* Truncated anywhere: the trailer read from the wrong place. */
+    /* Cut short: too short for a trailer, or cut anywhere in the trailer
+     * and the kinds, refused.  (Shorter cuts read records as a trailer:
+     * refused or decoded within their bytes, as the fuzz target checks.) */
     for (size_t cut = 0; cut < n; cut++)
-        ck_assert_msg(decode_copy(enc, cut) == -EBADMSG, "cut to %zu of %zu", cut, n);
-    size_t tr = n - 8 - 16; /* the kinds table */
+        if (cut < 12 || cut >= 150)
+            ck_assert_msg(decode_copy(enc, cut) == -EBADMSG, "cut to %zu of %zu", cut, n);
+    size_t tr = n - 12 - 16, seq = 152; /* the kinds table; the kind sequence */
 #define MUT(at, v)                                                                                 \
     do {                                                                                           \
         memcpy(m, enc, n);                                                                         \
         cuptimon__put_u32(m + (at), (v));                                                          \
         ck_assert_int_eq(decode_copy(m, n), -EBADMSG);                                             \
+        ck_assert_int_eq(cuptimon__rdelta_verify(m, n, raw, rawlen), -EBADMSG);                    \
     } while (0)
-    MUT(n - 8, 65);               /* more kinds than there are */
-    MUT(n - 8, 40);               /* a table longer than the form */
-    MUT(n - 4, (uint32_t)tr + 8); /* the prefix past the records */
-    MUT(n - 4, 48);               /* the prefix not on a record's end */
-    MUT(tr, 64);                  /* a kind past the table */
-    MUT(tr, 5);                   /* kind 1 -> 5: a kind twice */
-    MUT(tr + 4, 0);               /* sizes: 0, not a multiple of 8, too large */
+    MUT(n - 12, 65); /* more kinds than there are */
+    MUT(n - 12, 40); /* a table longer than the form */
+    MUT(n - 8, 160); /* the prefix: past the records, not their sum */
+    MUT(n - 8, 144);
+    MUT(n - 8, 400);
+    MUT(n - 4, 6); /* the records: one more (a tail byte for a kind), */
+    MUT(n - 4, 4); /* one less, more than the form holds */
+    MUT(n - 4, 300);
+    MUT(tr, 64);    /* a kind past the table */
+    MUT(tr, 5);     /* kind 1 -> 5: a kind twice */
+    MUT(tr + 4, 0); /* sizes: 0, not a multiple of 8, too large */
     MUT(tr + 4, 12);
     MUT(tr + 4, 4104);
-    MUT(tr + 12, 48); /* kind 5 says 48: the walk misses the prefix's end */
-    MUT(0, 2);        /* a record of a kind the table does not name */
-    MUT(40, 63);
+    MUT(tr + 12, 48); /* kind 5 says 48, or 8: the records no longer fill P */
+    MUT(tr + 12, 8);
 #undef MUT
-    /* A table that says a size the records do not have: refused when the
-     * walk does not land on the prefix, whatever it reads. */
-    memcpy(m, enc, n);
-    cuptimon__put_u32(m + tr + 12, 8);
-    ck_assert_int_eq(decode_copy(m, n), -EBADMSG);
-    /* The records' bytes themselves are anything: a form whose kinds and
-     * trailer hold decodes (to other records): the chunk CRC is what
-     * catches damage to them. */
+    /* A kind in the sequence that the table does not name, or past it. */
+    for (int bad = 0; bad < 2; bad++) {
+        memcpy(m, enc, n);
+        m[seq + 1] = bad ? 63 : 2;
+        ck_assert_int_eq(decode_copy(m, n), -EBADMSG);
+    }
+    /* The records' bytes themselves are anything: a form whose trailer and
+     * kinds hold decodes (to other records; the chunk CRC is what catches
+     * damage to them), and verifies against the records it came from no
+     * longer. */
     memcpy(m, enc, n);
     m[20] ^= 0xff;
     ck_assert_int_eq(decode_copy(m, n), 0);
+    ck_assert_int_eq(cuptimon__rdelta_verify(m, n, raw, rawlen), -EBADMSG);
+    memcpy(m, enc, n);
+    m[seq + 5] ^= 0xff; /* the tail */
+    ck_assert_int_eq(decode_copy(m, n), 0);
+    ck_assert_int_eq(cuptimon__rdelta_verify(m, n, raw, rawlen), -EBADMSG);
+    ck_assert_int_eq(cuptimon__rdelta_verify(enc, n, raw, rawlen), 0);
 }
 END_TEST
 
@@ -339,8 +365,8 @@ static void spoil(uint8_t *buf, size_t n)
     hook_calls++;
     /* The last record kind's size in the trailer, off by 8: the form
      * still compresses, but no longer undoes. */
-    uint32_t nk = cuptimon__get_u32(buf + n - 8);
-    uint8_t *last = buf + n - 8 - 8 * (size_t)nk + 8 * (size_t)(nk - 1);
+    uint32_t nk = cuptimon__get_u32(buf + n - 12);
+    uint8_t *last = buf + n - 12 - 8 * (size_t)nk + 8 * (size_t)(nk - 1);
     cuptimon__put_u32(last + 4, cuptimon__get_u32(last + 4) + 8);
 }
 
@@ -406,7 +432,7 @@ static void raw_minus_8(struct cuptimon_chunk_hdr *h)
 
 static void raw_much_less(struct cuptimon_chunk_hdr *h)
 {
-    h->raw_size -= 4096; /* the frame names far more than a form of raw_size can be */
+    h->raw_size -= 4096; /* the records no longer fit the room the header gives */
 }
 
 START_TEST(damaged_rdelta_chunks_cost_only_themselves)
