@@ -530,8 +530,6 @@ struct cuptimon_archive_reader {
     size_t in_cap;
     uint8_t *out; /* ... and decompressed */
     size_t out_cap;
-    uint8_t *dec; /* a ZSTD_RDELTA chunk's transformed records, before the inverse */
-    size_t dec_cap;
     uint8_t *win; /* the resynchronisation window */
     ZSTD_DCtx *dctx;
     struct seen_set seen;
@@ -819,7 +817,6 @@ void cuptimon__archive_close(struct cuptimon_archive_reader *r)
     free(r->meta_why);
     free(r->in);
     free(r->out);
-    free(r->dec);
     free(r->win);
     free(r->seen.v);
     ZSTD_freeDCtx(r->dctx);
@@ -1311,14 +1308,18 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
                 r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
                 continue;
             }
-            if (grow_buf(&r->dec, &r->dec_cap, fs) < 0 ||
-                grow_buf(&r->out, &r->out_cap, h.raw_size) < 0)
+            /* Decompressed into out, then undone into in, whose payload is
+             * no longer needed: two buffers, as for plain zstd, the one 1/8
+             * larger at most. */
+            if (grow_buf(&r->out, &r->out_cap, fs) < 0)
                 return -ENOMEM;
             size_t z = r->dctx
-                           ? ZSTD_decompressDCtx(r->dctx, r->dec, (size_t)fs, r->in, h.stored_size)
+                           ? ZSTD_decompressDCtx(r->dctx, r->out, (size_t)fs, r->in, h.stored_size)
                            : 0;
-            if (!r->dctx || ZSTD_isError(z) || z != fs ||
-                cuptimon__rdelta_decode(r->dec, (size_t)fs, r->out, h.raw_size, &back) < 0 ||
+            int ok = r->dctx && !ZSTD_isError(z) && z == fs;
+            if (ok && grow_buf(&r->in, &r->in_cap, h.raw_size) < 0)
+                return -ENOMEM;
+            if (!ok || cuptimon__rdelta_decode(r->out, (size_t)fs, r->in, h.raw_size, &back) < 0 ||
                 back != h.raw_size) {
                 r->st.corrupt_chunks++;
                 damage(r, CUPTIMON_DAMAGE_CHUNK, r->cur_path, r->off,
@@ -1326,7 +1327,7 @@ int cuptimon__archive_next(struct cuptimon_archive_reader *r, struct cuptimon_ar
                 r->off += CUPTIMON_CHUNK_HDR_SIZE + h.stored_size;
                 continue;
             }
-            data = r->out;
+            data = r->in;
         }
         int dup = seen_chunk(r, &h);
         if (dup < 0)
