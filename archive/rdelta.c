@@ -189,7 +189,7 @@ static int restore(const struct form *f, const uint8_t *in, uint8_t *out, const 
             for (size_t w = 0; w < words; w++)
                 st64(r + 8 * w, ld64(col + w * stride) + ld64(p + 8 * w));
         }
-        if (ref && memcmp(scratch, ref + at, f->sz[k]) != 0)
+        if (ref && memcmp(r, ref + at, f->sz[k]) != 0)
             return -EBADMSG;
         prev[k] = at;
         idx[k]++;
