@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -172,12 +173,10 @@ struct cuptimon_archive_writer {
     uint8_t *zbuf;
     size_t zcap;
     uint64_t total;
-    /* The per-kind record delta: the walk's sizes (have_sizes: set), the
-     * transformed records, and chunks that fell back to plain zstd. */
+    /* The per-kind record delta: the walk's sizes (have_sizes: set) and
+     * chunks that fell back to plain zstd. */
     uint16_t sizes[CUPTIMON_RDELTA_KINDS];
     int have_sizes;
-    uint8_t *tbuf;
-    size_t tcap;
     uint64_t rdelta_fallbacks;
 };
 
@@ -350,38 +349,73 @@ uint64_t cuptimon__aw_rdelta_fallbacks(const struct cuptimon_archive_writer *w)
     return w->rdelta_fallbacks;
 }
 
+/* The transformed records of the chunk being written: one buffer per
+ * thread, not per writer, since the daemon's workers write many sessions'
+ * chunks in turn and a buffer per session would cost a slot's size per
+ * session.  Sized in powers of two (chunks a few bytes larger than the last
+ * cost no new buffer), mapped rather than allocated so that a thread that
+ * ends (libuv's workers at exit) leaves no heap block behind, and dropped
+ * after a chunk larger than an ordinary slot (a producer with huge slots
+ * must not leave each worker holding one). */
+#define TSCRATCH_KEEP ((size_t)16 << 20)
+static _Thread_local struct {
+    uint8_t *p;
+    size_t cap;
+} tscratch;
+
+static void tscratch_drop(void)
+{
+    if (tscratch.p)
+        munmap(tscratch.p, tscratch.cap);
+    tscratch.p = NULL;
+    tscratch.cap = 0;
+}
+
+static uint8_t *tscratch_get(size_t need)
+{
+    if (need <= tscratch.cap)
+        return tscratch.p;
+    size_t cap = 1u << 20;
+    while (cap < need)
+        cap *= 2;
+    void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    tscratch_drop();
+    tscratch.p = p;
+    tscratch.cap = cap;
+    return tscratch.p;
+}
+
 /* The chunk's records through the per-kind record delta and zstd into
  * w->zbuf: the compressed size, or 0 when the chunk is to be written as
  * plain zstd (the transform walked no record, memory is short, or it was
  * not undone exactly: counted). */
 static size_t compress_rdelta(struct cuptimon_archive_writer *w, const uint8_t *data, size_t raw)
 {
-    size_t need = CUPTIMON_RDELTA_BOUND(raw);
-    if (need > w->tcap) {
-        /* Grown in powers of two, so that chunks a few bytes larger than
-         * the last do not each cost a realloc (and a copy). */
-        size_t cap = w->tcap ? w->tcap : 4096;
-        while (cap < need)
-            cap *= 2;
-        uint8_t *nb = realloc(w->tbuf, cap);
-        if (nb == NULL)
-            return 0;
-        w->tbuf = nb;
-        w->tcap = cap;
+    uint8_t *t = tscratch_get(CUPTIMON_RDELTA_BOUND(raw));
+    if (t == NULL)
+        return 0;
+    size_t walked, n = cuptimon__rdelta_encode(w->sizes, data, raw, t, &walked);
+    size_t z = 0;
+    if (walked > 0) {
+        if (cuptimon__aw_rdelta_test_hook)
+            cuptimon__aw_rdelta_test_hook(t, n);
+        z = compress_to_zbuf(w, t, n);
     }
-    size_t walked, n = cuptimon__rdelta_encode(w->sizes, data, raw, w->tbuf, &walked);
-    if (walked == 0)
+    if (z == 0 || z >= raw) {
+        if (tscratch.cap > TSCRATCH_KEEP)
+            tscratch_drop();
         return 0;
-    if (cuptimon__aw_rdelta_test_hook)
-        cuptimon__aw_rdelta_test_hook(w->tbuf, n);
-    size_t z = compress_to_zbuf(w, w->tbuf, n);
-    if (z == 0 || z >= raw)
-        return 0;
+    }
     /* Never write a chunk that would not read back: the bytes that were
      * compressed are undone by the reader's own inverse, each record
      * compared with the one it must give, before anything is written.
      * One pass over data still in cache, a fraction of what zstd costs. */
-    if (cuptimon__rdelta_verify(w->tbuf, n, data, raw) < 0) {
+    int bad = cuptimon__rdelta_verify(t, n, data, raw) < 0;
+    if (tscratch.cap > TSCRATCH_KEEP)
+        tscratch_drop();
+    if (bad) {
         w->rdelta_fallbacks++;
         return 0;
     }
@@ -498,7 +532,6 @@ void cuptimon__aw_close(struct cuptimon_archive_writer *w)
         close(w->str_fd);
     ZSTD_freeCCtx(w->cctx);
     free(w->zbuf);
-    free(w->tbuf);
     free(w);
 }
 
