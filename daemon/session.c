@@ -245,9 +245,10 @@ static void work_cb(uv_work_t *w)
                 .dropped = m->dropped,
                 .records = m->records,
             };
-            /* The sizes the walk goes by now (a layout may change
-             * between batches, never during one): the per-kind record
-             * delta walks the chunk by them. */
+            /* The sizes the walk goes by now (the layout changes on
+             * the loop between batches, and on this thread when a batch
+             * brings LAYOUTS): the per-kind record delta walks the chunk
+             * by them. */
             cuptimon__aw_set_record_sizes(s->aw, s->layout.size);
             it->result = cuptimon__aw_chunk(s->aw, &h, data);
             if (it->result == 0)
