@@ -16,6 +16,15 @@
  * header carries its own CRC32C and one for the payload as stored, so a
  * torn tail after a crash, or a flipped bit, is detected and skipped.
  *
+ * A chunk's codec says how its payload holds the records: as they are
+ * (RAW), one zstd frame of them (ZSTD), or one zstd frame of them after
+ * the per-kind record delta of rdelta.h (ZSTD_RDELTA: the frame holds
+ * the records' transform, raw_size bytes, a byte per record and a
+ * trailer; at most CUPTIMON_RDELTA_BOUND(raw_size)).  Chunks of codec ZSTD_RDELTA are written as chunk version 2,
+ * so that a reader from before it says "a version this reader does not
+ * know" rather than "damaged"; RAW and ZSTD chunks stay version 1, and
+ * this reader reads both.
+ *
  * strings.bin starts with "CPTMSTR1" + u32 version + u32 reserved, then
  * entries: u64 ptr, u32 len, u32 crc32c(ptr, len, bytes), bytes[len].
  *
@@ -39,6 +48,9 @@
 /* A chunk never holds more than this (the pool's largest slot). */
 #define CUPTIMON_CHUNK_MAX_RAW (256u << 20)
 
+/* The version of chunks of codec CUPTIMON_CODEC_ZSTD_RDELTA. */
+#define CUPTIMON_CHUNK_VERSION_RDELTA 2u
+
 #define CUPTIMON_STR_MAGIC     "CPTMSTR1"
 #define CUPTIMON_STR_VERSION   1u
 #define CUPTIMON_STR_HDR_SIZE  16u
@@ -47,6 +59,7 @@
 enum cuptimon_codec {
     CUPTIMON_CODEC_RAW = 0,
     CUPTIMON_CODEC_ZSTD = 1,
+    CUPTIMON_CODEC_ZSTD_RDELTA = 2, /* per-kind record delta, then zstd (rdelta.h) */
 };
 
 struct cuptimon_chunk_hdr {
@@ -90,7 +103,12 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
                       struct cuptimon_archive_writer **out, char **err);
 /* Appends one chunk; h's codec, stored_size and CRCs are filled in here.
  * Returns 0 or -errno (nothing partial stays behind: a failed write is
- * truncated away so that the segment stays readable). */
+ * truncated away so that the segment stays readable).  With record sizes
+ * set (cuptimon__aw_set_record_sizes) and a compression level, the chunk
+ * is written as CUPTIMON_CODEC_ZSTD_RDELTA where the transform walks at
+ * least one record and is undone exactly (checked on the bytes that are
+ * compressed, before anything is written); where it is not, the chunk is
+ * written as plain zstd and counted (cuptimon__aw_rdelta_fallbacks). */
 int cuptimon__aw_chunk(struct cuptimon_archive_writer *w, struct cuptimon_chunk_hdr *h,
                        const uint8_t *data);
 /* Appends the entries of a validated STRINGS message body. */
@@ -98,6 +116,20 @@ int cuptimon__aw_strings(struct cuptimon_archive_writer *w, const uint8_t *body,
 /* Atomically replaces meta.json. */
 int cuptimon__aw_meta(struct cuptimon_archive_writer *w, const char *meta_json);
 uint64_t cuptimon__aw_bytes(const struct cuptimon_archive_writer *w);
+/* The producer's record size per CUpti_ActivityKind (CUPTIMON_KIND_SLOTS
+ * of them, 0 where not known: the walk's sizes, cuptimon_layout.size), for
+ * the per-kind record delta of the chunks from now on; NULL: none, the
+ * default (chunks are plain zstd: the writer of a GPU metrics session,
+ * whose chunks are not CUPTI records).  Sizes change what compresses how
+ * well, never what reads back: each chunk carries the sizes it was
+ * transformed by. */
+void cuptimon__aw_set_record_sizes(struct cuptimon_archive_writer *w, const uint16_t *sizes);
+/* Chunks written as plain zstd because their transform was not undone
+ * exactly (never, unless something is broken). */
+uint64_t cuptimon__aw_rdelta_fallbacks(const struct cuptimon_archive_writer *w);
+/* Tests only: when set, called on each transformed buffer before it is
+ * compressed and checked, so that a test can damage it. */
+extern void (*cuptimon__aw_rdelta_test_hook)(uint8_t *buf, size_t n);
 void cuptimon__aw_close(struct cuptimon_archive_writer *w);
 
 /* ---- reader ----------------------------------------------------------- */

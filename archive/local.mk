@@ -11,6 +11,7 @@
 noinst_LTLIBRARIES += archive/libcuptimon-archive.la
 archive_libcuptimon_archive_la_SOURCES = \
 	archive/archive.c archive/archive.h \
+	archive/rdelta.c archive/rdelta.h \
 	archive/decode.c archive/decode.h \
 	archive/strtab.c archive/strtab.h \
 	archive/demangle.c archive/demangle.h \

@@ -9,6 +9,16 @@ check_PROGRAMS += bench/bench-archive
 bench_bench_archive_SOURCES = bench/bench-archive.c
 bench_bench_archive_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) -DTEST_DATA_DIR='"$(abs_top_srcdir)/tests/data"'
 bench_bench_archive_LDADD = $(ARCHIVE_LIBS)
+# The same on the libcupti test double's records (tests/fakecupti/double-bufs.h).
+if HAVE_CUPTI_HEADERS
+check_PROGRAMS += bench/bench-archive-double
+bench_bench_archive_double_SOURCES = bench/bench-archive.c tests/fakecupti/double-bufs.h
+bench_bench_archive_double_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
+bench_bench_archive_double_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) -DBENCH_DOUBLE
+bench_bench_archive_double_LDFLAGS = $(AM_LDFLAGS) -no-install
+bench_bench_archive_double_LDADD = tests/fakecupti/libcupti-fake.la $(ARCHIVE_LIBS) $(PTHREAD_LIBS)
+BENCH_ARCHIVE_DOUBLE = bench/bench-archive-double$(EXEEXT)
+endif
 # A producer that replays a real H200 buffer over the protocol: cheap enough
 # that many of them reach the daemon's own limit on two cores.
 check_PROGRAMS += bench/replay-producer
@@ -29,8 +39,9 @@ EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/wind
 	bench/plot-node.sh bench/load-zst.h bench/gzip-threads.sh
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
-bench-archive: bench/bench-archive$(EXEEXT)
+bench-archive: bench/bench-archive$(EXEEXT) $(BENCH_ARCHIVE_DOUBLE)
 	./bench/bench-archive$(EXEEXT) $(BENCH_ARCHIVE_ARGS)
+	$(if $(BENCH_ARCHIVE_DOUBLE),./$(BENCH_ARCHIVE_DOUBLE) $(BENCH_ARCHIVE_ARGS))
 
 bench-handoff: all $(check_PROGRAMS) $(check_LTLIBRARIES)
 	top_builddir='$(abs_top_builddir)' $(SHELL) $(top_srcdir)/bench/handoff.sh $(BENCH_HANDOFF_ARGS)

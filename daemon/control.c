@@ -75,6 +75,8 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
     json_object_object_add(dm, "archive_dir", json_object_new_string(d->archive_root));
     json_object_object_add(dm, "flush_period_s", json_object_new_double(d->cfg.flush_period_s));
     json_object_object_add(dm, "compress_level", json_object_new_int(d->cfg.compress_level));
+    json_object_object_add(dm, "archive_rdelta_fallbacks",
+                           json_object_new_int64((int64_t)d->rdelta_fallbacks));
     json_object_object_add(dm, "socket_activated", json_object_new_boolean(d->activated));
     json_object_object_add(dm, "config", json_object_new_string(d->conf_path));
     json_object *ret = json_object_new_object();

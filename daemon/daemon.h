@@ -118,6 +118,7 @@ struct session {
     /* counters */
     uint64_t buffers_received, bytes_received, records, dropped_records;
     uint64_t chunks_written, bytes_archived, bytes_stored, write_errors, protocol_errors;
+    uint64_t rdelta_fallbacks; /* its writer's count, as last added to the daemon's */
     uint64_t strings_received, strings_errors;
     uint64_t ranges_received, ranges_dropped; /* RANGES entries; the shim's queue overflows */
     uint64_t shim_lost, shim_declined, shim_foreign;   /* the shim's totals, from FLUSH_DONE */
@@ -200,6 +201,10 @@ struct daemon {
     struct session *sessions;
     uint64_t next_session_id;
     uint64_t sessions_total;
+    /* Chunks written as plain zstd because their per-kind record delta
+     * did not read back exactly (archive.h): never, unless something is
+     * broken; in status. */
+    uint64_t rdelta_fallbacks;
     int64_t started_unix_ns;
     int stopping, stop_flushed;
     int64_t stop_started_ns;

@@ -249,6 +249,11 @@ static void work_cb(uv_work_t *w)
                 .dropped = m->dropped,
                 .records = m->records,
             };
+            /* The sizes the walk goes by now (the layout changes on
+             * the loop between batches, and on this thread when a batch
+             * brings LAYOUTS): the per-kind record delta walks the chunk
+             * by them. */
+            cuptimon__aw_set_record_sizes(s->aw, s->layout.size);
             it->result = cuptimon__aw_chunk(s->aw, &h, data);
             if (it->result == 0)
                 it->strings_len = h.stored_size; /* reported back to the loop */
@@ -287,6 +292,12 @@ static void after_work_cb(uv_work_t *w, int status)
     struct daemon *d = s->d;
     s->working = 0;
     d->archive_inflight--;
+    if (s->aw) {
+        /* The writer is the worker's only while it works. */
+        uint64_t fb = cuptimon__aw_rdelta_fallbacks(s->aw);
+        d->rdelta_fallbacks += fb - s->rdelta_fallbacks;
+        s->rdelta_fallbacks = fb;
+    }
     free(s->work_meta);
     s->work_meta = NULL;
     session_layout_refresh(s); /* a measured size that came while it worked */

@@ -34,6 +34,10 @@ tests_fuzz_replay_decode_SOURCES = tests/fuzz/fuzz-decode.c tests/fuzz/fuzz-main
 tests_fuzz_replay_decode_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_replay_archive_SOURCES = tests/fuzz/fuzz-archive.c tests/fuzz/fuzz-main.c
 tests_fuzz_replay_archive_LDADD = $(FUZZ_LIB_LIBS)
+# The per-kind record delta's inverse (chunk codec 2, archive/rdelta.h).
+check_PROGRAMS += tests/fuzz/replay-rdelta
+tests_fuzz_replay_rdelta_SOURCES = tests/fuzz/fuzz-rdelta.c tests/fuzz/fuzz-main.c
+tests_fuzz_replay_rdelta_LDADD = $(FUZZ_LIB_LIBS)
 
 TESTS += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh
 EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/replay-lib.sh tests/fuzz/corpus tests/fuzz/fuzz-files.h
@@ -45,7 +49,12 @@ if FUZZING
 # from libcuptimon-proto.la, so that they carry libFuzzer's coverage
 # instrumentation (the library itself is built without it).
 noinst_PROGRAMS += tests/fuzz/fuzz-frame tests/fuzz/fuzz-strings tests/fuzz/fuzz-decode \
-	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges tests/fuzz/fuzz-layouts tests/fuzz/fuzz-gpm
+	tests/fuzz/fuzz-archive tests/fuzz/fuzz-ranges tests/fuzz/fuzz-layouts tests/fuzz/fuzz-gpm \
+	tests/fuzz/fuzz-rdelta
+tests_fuzz_fuzz_rdelta_SOURCES = tests/fuzz/fuzz-rdelta.c
+tests_fuzz_fuzz_rdelta_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_rdelta_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_rdelta_LDADD = $(FUZZ_LIB_LIBS)
 tests_fuzz_fuzz_gpm_SOURCES = tests/fuzz/fuzz-gpm.c
 tests_fuzz_fuzz_gpm_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS) $(JSONC_CFLAGS)
 tests_fuzz_fuzz_gpm_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
@@ -81,11 +90,11 @@ tests_fuzz_fuzz_ranges_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # tests/fuzz/corpus/TARGET/ once fixed.
 fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
 	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT) \
-	tests/fuzz/fuzz-layouts$(EXEEXT) tests/fuzz/fuzz-gpm$(EXEEXT)
+	tests/fuzz/fuzz-layouts$(EXEEXT) tests/fuzz/fuzz-gpm$(EXEEXT) tests/fuzz/fuzz-rdelta$(EXEEXT)
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
-	for t in frame strings decode archive ranges layouts gpm; do \
+	for t in frame strings decode archive ranges layouts gpm rdelta; do \
 	  mkdir "$$work/$$t"; \
 	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
 	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \

@@ -8,4 +8,5 @@ corpus=$top_srcdir/tests/fuzz/corpus
 "$fuzz_b/replay-decode" "$corpus/decode"
 "$fuzz_b/replay-archive" "$corpus/archive"
 "$fuzz_b/replay-layouts" "$corpus/layouts"
+"$fuzz_b/replay-rdelta" "$corpus/rdelta"
 echo "replay-lib: ok"

@@ -5,3 +5,22 @@ UNIT_TESTS += tests/unit/test-archive
 tests_unit_test_archive_SOURCES = tests/unit/test-archive.c
 tests_unit_test_archive_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_test_archive_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
+
+# The per-kind record delta and its chunk codec (archive/rdelta.h).
+check_PROGRAMS += tests/unit/test-rdelta
+TESTS += tests/unit/test-rdelta
+UNIT_TESTS += tests/unit/test-rdelta
+tests_unit_test_rdelta_SOURCES = tests/unit/test-rdelta.c
+tests_unit_test_rdelta_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_test_rdelta_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)
+# ... and on the libcupti test double's records.
+if HAVE_CUPTI_HEADERS
+check_PROGRAMS += tests/unit/test-rdelta-double
+TESTS += tests/unit/test-rdelta-double
+UNIT_TESTS += tests/unit/test-rdelta-double
+tests_unit_test_rdelta_double_SOURCES = tests/unit/test-rdelta-double.c tests/fakecupti/double-bufs.h
+tests_unit_test_rdelta_double_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_unit_test_rdelta_double_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_test_rdelta_double_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_unit_test_rdelta_double_LDADD = tests/fakecupti/libcupti-fake.la $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
+endif
