@@ -90,6 +90,7 @@ struct asess {
      * record has not completed (Unix ns, 0: none), its name, what waits
      * behind it, and the pool's growth in bytes */
     uint64_t held_since_ns, held_records, held_bytes, grown_bytes;
+    uint64_t dropping_since_ns; /* the shim declines CUPTI's requests since (0: not) */
     char held_what[128];
     /* the rest: under mu */
     struct kent **k;

@@ -458,6 +458,7 @@ void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
         s->held_records = h->records;
         s->held_bytes = h->bytes;
         s->grown_bytes = h->grown_bytes;
+        s->dropping_since_ns = h->dropping_since_ns;
         cuptimon__agg_copy_str(s->held_what, sizeof(s->held_what), h->what);
     }
     pthread_mutex_unlock(&a->mu);

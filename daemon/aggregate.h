@@ -167,6 +167,7 @@ void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const 
  * session is ignored. */
 struct cuptimon_agg_held {
     uint64_t since_ns, records, bytes, grown_bytes;
+    uint64_t dropping_since_ns; /* CUPTI's requests declined since (0: not now) */
     const char *what;
 };
 void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,

@@ -123,6 +123,7 @@ int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *w
                                        .records = m.records,
                                        .bytes = m.held_bytes,
                                        .grown_bytes = (uint64_t)m.grown * s->slot_size,
+                                       .dropping_since_ns = m.declining_since_ns,
                                        .what = what};
         cuptimon__agg_session_held(s->d->agg, s->id, &ah);
     }
