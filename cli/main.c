@@ -162,6 +162,9 @@ static void print_in_flight(json_object *inf)
            cuptimon__json_int(inf, "buffers_held", 0));
 }
 
+static void pool_line(json_object *pool, json_object *s, int64_t now);
+static void refused_lines(json_object *dm);
+
 static int cmd_status(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -209,6 +212,7 @@ static int cmd_status(int argc, char **argv)
     printf("producers: %s\narchive:   %s\n", cuptimon__json_str(dm, "producer_socket", ""),
            cuptimon__json_str(dm, "archive_dir", ""));
     gpu_line(cuptimon__json_get(st, "gpu_metrics"));
+    refused_lines(dm);
     if (n == 0) {
         printf("\nno sessions: no process runs the shim (CUDA_INJECTION64_PATH=libcuptimon.so).\n");
         json_object_put(st);
@@ -277,24 +281,8 @@ static int cmd_status(int argc, char **argv)
         else if (strcmp(view, "unavailable") == 0 && cuptimon__json_int(pool, "grown_slots", 0) > 0)
             printf("        work in flight: not shown on CUPTI's v2 path (CUPTI describes a "
                    "buffer's records only when it completes it)\n");
-        if (pool && cuptimon__json_int(pool, "grown_peak_slots", 0) > 0) {
-            char now_b[32], peak_b[32], cap_b[32];
-            double slot = (double)cuptimon__json_int(pool, "slot_size", 0);
-            human_bytes(now_b, sizeof now_b,
-                        slot * (double)cuptimon__json_int(pool, "grown_slots", 0));
-            human_bytes(peak_b, sizeof peak_b,
-                        slot * (double)cuptimon__json_int(pool, "grown_peak_slots", 0));
-            human_bytes(cap_b, sizeof cap_b,
-                        slot * (double)cuptimon__json_int(pool, "max_slots", 0));
-            printf("        pool grown by %s now, %s at most, past %" PRId64
-                   " resident slots; cap %s "
-                   "(%s)%s\n",
-                   now_b, peak_b, cuptimon__json_int(pool, "resident_slots", 0), cap_b,
-                   cuptimon__json_str(pool, "cap_from", "?"),
-                   cuptimon__json_bool(pool, "cap_reached", 0)
-                       ? ": reached, CUPTI dropped what found no buffer"
-                       : "");
-        }
+        if (pool)
+            pool_line(pool, s, now);
         /* What the per-session check of the layout table found: the
          * release a shared version number turned out not to be, each kind
          * whose measured record size is not the table's, and the table
@@ -340,6 +328,81 @@ static void print_held(json_object *held, json_object *pids)
         }
         printf(", session %" PRId64 ": ", cuptimon__json_int(inf, "session", 0));
         print_in_flight(inf);
+    }
+}
+
+/* The session's pool (issue 47), in words that say what they mean: the
+ * whole pool now and at its peak (resident slots and those it grew by),
+ * its cap and where the cap comes from, and, where it cannot grow or is
+ * dropping, that and why.  Nothing for a pool that never grew and may. */
+static void pool_line(json_object *pool, json_object *s, int64_t now)
+{
+    double slot = (double)cuptimon__json_int(pool, "slot_size", 0);
+    int64_t resident = cuptimon__json_int(pool, "resident_slots", 0),
+            grown = cuptimon__json_int(pool, "grown_slots", 0),
+            peak = cuptimon__json_int(pool, "grown_peak_slots", 0),
+            cap = cuptimon__json_int(pool, "cap_slots", cuptimon__json_int(pool, "max_slots", 0)),
+            since = cuptimon__json_int(pool, "dropping_since_unix_ns", 0);
+    const char *no_growth = cuptimon__json_str(pool, "cannot_grow", ""),
+               *limited = cuptimon__json_str(pool, "cap_limited_by", "");
+    int reached = cuptimon__json_bool(pool, "cap_reached", 0);
+    char res_b[32], now_b[32], peak_b[32], cap_b[32], max_b[32];
+    if (peak == 0 && !*no_growth && !*limited && !reached)
+        return;
+    human_bytes(res_b, sizeof res_b, slot * (double)resident);
+    human_bytes(now_b, sizeof now_b, slot * (double)(resident + grown));
+    human_bytes(peak_b, sizeof peak_b, slot * (double)(resident + peak));
+    human_bytes(cap_b, sizeof cap_b, slot * (double)cap);
+    human_bytes(max_b, sizeof max_b, slot * (double)cuptimon__json_int(pool, "max_slots", 0));
+    if (*no_growth)
+        printf("        pool %s (%" PRId64 " resident slots), cannot grow: %s\n", res_b, resident,
+               no_growth);
+    else
+        printf("        pool %s now (%s resident + %" PRId64 " slots grown), %s at its peak; cap %s"
+               " (%s%s%s%s)\n",
+               now_b, res_b, grown, peak_b, cap_b,
+               *limited ? "the daemon's max_pool_bytes; the shim's cap: " : "",
+               cuptimon__json_str(pool, "cap_from", "?"), *limited ? ", " : "",
+               *limited ? max_b : "");
+    if (since > 0) {
+        char d[24];
+        time_t t = (time_t)(since / 1000000000);
+        struct tm tm;
+        char hm[16];
+        localtime_r(&t, &tm);
+        strftime(hm, sizeof hm, "%H:%M:%S", &tm);
+        human_duration(d, sizeof d, now > since ? (double)(now - since) / 1e9 : 0);
+        printf("        dropping since %s (%s ago): no buffer for CUPTI (%" PRId64
+               " requests declined so far); CUPTI counts the records it drops when it hands "
+               "over the buffers it holds (DROPPED)\n",
+               hm, d, cuptimon__json_int(s, "requests_declined", 0));
+    } else if (reached) {
+        printf("        the pool reached its cap: CUPTI dropped what found no buffer "
+               "(DROPPED counts it once CUPTI hands its buffers over)\n");
+    }
+}
+
+/* The producers the daemon refused lately, and why: each one's job runs
+ * untraced (its shim says so on its stderr). */
+static void refused_lines(json_object *dm)
+{
+    json_object *rf = cuptimon__json_get(dm, "refused");
+    size_t n = rf ? json_object_array_length(rf) : 0;
+    if (n == 0)
+        return;
+    printf("\nrefused (their jobs run untraced; %" PRId64 " since start, the last %zu here):\n",
+           cuptimon__json_int(dm, "refused_producers", 0), n);
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(rf, i);
+        char when[32];
+        time_t t = (time_t)(cuptimon__json_int(r, "unix_ns", 0) / 1000000000);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+        const char *exe = cuptimon__json_str(r, "exe", "");
+        printf("  %s pid %" PRId64 " uid %" PRId64 "%s%s: %s\n", when,
+               cuptimon__json_int(r, "pid", 0), cuptimon__json_int(r, "uid", 0), *exe ? " " : "",
+               exe, cuptimon__json_str(r, "why", ""));
     }
 }
 

@@ -62,7 +62,7 @@ static struct {
     char name[CUPTIMON_HELD_NAME_MAX];
     /* the last report sent (its body), and when (monotonic ms) */
     int sent;
-    uint8_t last[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_NAME_MAX];
+    uint8_t last[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE + CUPTIMON_HELD_NAME_MAX];
     size_t last_len;
     long long sent_ms;
     int walk_warned; /* a walk stopped at a record it could not step over */
@@ -366,14 +366,16 @@ int cuptimon__held_frame(struct shim *s, const struct shim_held *h, struct cupti
                          long long now_ms)
 {
     (void)s;
-    uint8_t body[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_NAME_MAX];
+    uint8_t body[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE + CUPTIMON_HELD_NAME_MAX];
+    size_t fixed = cuptimon__held_size(&h->msg);
     cuptimon__held_encode(body, &h->msg);
-    memcpy(body + CUPTIMON_HELD_SIZE, h->name, h->msg.name_len);
-    size_t len = CUPTIMON_HELD_SIZE + h->msg.name_len;
+    memcpy(body + fixed, h->name, h->msg.name_len);
+    size_t len = fixed + h->msg.name_len;
     /* The same report as the last one, its sampling times aside (the first
      * 16 bytes), goes again only while work is held, once a second. */
     int same = hs.sent && hs.last_len == len && memcmp(hs.last + 16, body + 16, len - 16) == 0;
-    if (same && (!(h->head || h->msg.grown > 0) || now_ms - hs.sent_ms < 1000))
+    if (same &&
+        (!(h->head || h->msg.grown > 0 || h->msg.declining_since_ns) || now_ms - hs.sent_ms < 1000))
         return 0;
     if (cuptimon__frame_append(out, CUPTIMON_MSG_HELD, body, len) < 0)
         return 0;

@@ -66,6 +66,7 @@ struct io {
      * describing the next generation. */
     int layouts, acked; /* acked: the HELLO_ACK came (says whether it takes LAYOUTS) */
     int held;           /* the daemon's HELLO_ACK says it takes HELD */
+    int held_declines;  /* ... with the shim's declines (CUPTIMON_HELD_DECLINES) */
     long long held_ms;  /* when the last HELD report was considered */
     uint64_t sent_gen;
     int renew, renew_logged;
@@ -298,6 +299,7 @@ static int try_connect(struct io *io)
     io->layouts = 0;
     io->acked = 0;
     io->held = 0;
+    io->held_declines = 0;
     cuptimon__held_reset();
     /* The hello carried the losses of earlier connections. */
     atomic_store(&s->unreported_buffers, 0);
@@ -702,6 +704,14 @@ static void report_held(struct io *io)
         return;
     io->held_ms = mono_ms();
     cuptimon__held_scan(io->s, &h);
+    if (io->held_declines) {
+        /* CUPTI drops records while its requests are declined, and counts
+         * them only when it hands over the buffers it holds: the daemon
+         * shows that it drops meanwhile (issue 47). */
+        h.msg.flags |= CUPTIMON_HELD_DECLINES;
+        h.msg.declined = atomic_load(&io->s->requests_declined);
+        h.msg.declining_since_ns = atomic_load(&io->s->declining_since_ns);
+    }
     cuptimon__held_frame(io->s, &h, &io->out, io->held_ms);
 }
 
@@ -801,6 +811,33 @@ static int ack_says(const uint8_t *body, size_t len, const char *what)
     return yes;
 }
 
+/* A daemon whose max_pool_bytes is less than the pool's cap takes only so
+ * many of its buffers at once (its HELLO_ACK's pool_slots): the shim keeps
+ * no more out than that (slot_pop), so that what CUPTI holds behind running
+ * work never waits on the daemon's socket, and says so once. */
+static void on_pool_limit(struct io *io, const uint8_t *body, size_t len)
+{
+    struct shim *s = io->s;
+    json_object *o = parse_body(body, len), *v;
+    int64_t n = 0, max = 0;
+    if (o && json_object_object_get_ex(o, "pool_slots", &v) &&
+        json_object_is_type(v, json_type_int))
+        n = json_object_get_int64(v);
+    if (o && json_object_object_get_ex(o, "max_pool_bytes", &v) &&
+        json_object_is_type(v, json_type_int))
+        max = json_object_get_int64(v);
+    json_object_put(o);
+    uint32_t limit = n >= 2 && n < (int64_t)s->nslots ? (uint32_t)n : s->nslots;
+    if (limit != atomic_load(&s->slot_limit) && limit < s->nslots)
+        cuptimon__log("the daemon takes at most %.1f MiB of this process's buffers at once "
+                      "(its max_pool_bytes): the pool is kept to %u slots of %.1f MiB "
+                      "(%.1f MiB) rather than the %.1f MiB of its cap (%s)",
+                      (double)max / (1 << 20), limit, (double)s->slot_size / (1 << 20),
+                      (double)limit * (double)s->slot_size / (1 << 20),
+                      (double)s->nslots * (double)s->slot_size / (1 << 20), s->pool_cap_why);
+    atomic_store(&s->slot_limit, limit);
+}
+
 static void dispatch_input(struct io *io)
 {
     for (;;) {
@@ -826,6 +863,8 @@ static void dispatch_input(struct io *io)
             io->ranges = ack_says(body, h.length, "ranges");
             io->layouts = ack_says(body, h.length, "layouts");
             io->held = ack_says(body, h.length, "held");
+            io->held_declines = io->held && ack_says(body, h.length, "held_declines");
+            on_pool_limit(io, body, h.length);
             io->acked = 1;
             break;
         case CUPTIMON_MSG_CONFIG: break;

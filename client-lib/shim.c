@@ -44,7 +44,8 @@ static _Atomic int tid_system;
 /* The pool's cap (issue 33; doc/libcuptimon.7): 1 GiB, the most the daemon
  * takes by default (cuptimond.conf max_pool_bytes), and where PyTorch's own
  * CUPTI monitor warns about its unbounded pool; less where the job's memory
- * limit is small: an eighth of its cgroup's limit or of the node's RAM. */
+ * limit is small: the resident slots and an eighth of its cgroup's limit or
+ * of the node's RAM (pool_cap_slots). */
 #define DEFAULT_POOL_MAX  (1ull << 30)
 #define POOL_MAX_FRACTION 8
 #define MAX_POOL_BYTES    (4ull << 30)
@@ -352,6 +353,11 @@ static int stack_pop(struct shim *s, _Atomic uint64_t *top)
  * launched meanwhile). */
 static int slot_pop(struct shim *s)
 {
+    /* No more out than the daemon takes at once (its max_pool_bytes). */
+    uint32_t limit = atomic_load_explicit(&s->slot_limit, memory_order_relaxed);
+    if (limit < s->nslots &&
+        s->nslots - atomic_load_explicit(&s->pool_free, memory_order_relaxed) >= limit)
+        return -1;
     int idx = stack_pop(s, &s->free_head);
     if (idx >= 0)
         return idx;
@@ -457,6 +463,12 @@ static uint64_t memory_limit(char *why, size_t whylen)
     }
     FILE *f = fopen("/proc/self/cgroup", "re");
     char line[600];
+    /* Where the cgroup file systems are mounted: CUPTIMON_TEST_CGROUP_ROOT
+     * lets a test give the limit in files it controls (tests/integration/
+     * pool-limits.sh), where the machine lets it make no memory cgroup. */
+    const char *mnt = getenv("CUPTIMON_TEST_CGROUP_ROOT");
+    if (!mnt || mnt[0] != '/' || strlen(mnt) > 200)
+        mnt = "/sys/fs/cgroup";
     while (f && fgets(line, sizeof line, f)) {
         /* "0::/path" (v2) or "N:a,memory,b:/path" (v1) */
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
@@ -465,12 +477,13 @@ static uint64_t memory_limit(char *why, size_t whylen)
         *c2 = '\0';
         char *rel = c2 + 1;
         rel[strcspn(rel, "\n")] = '\0';
-        const char *root, *file;
+        const char *file;
+        char root[300];
         if (c1[1] == '\0') {
-            root = "/sys/fs/cgroup";
+            snprintf(root, sizeof root, "%s", mnt);
             file = "memory.max";
         } else if (strstr(c1 + 1, "memory")) {
-            root = "/sys/fs/cgroup/memory";
+            snprintf(root, sizeof root, "%s/memory", mnt);
             file = "memory.limit_in_bytes";
         } else {
             continue;
@@ -496,27 +509,39 @@ static uint64_t memory_limit(char *why, size_t whylen)
 }
 
 /* How many slots the pool may have, resident and grown (s->nbase
- * resident).  Says in pool_cap_why where the cap came from. */
+ * resident): the cap counts the whole pool.  Says in pool_cap_why where
+ * the cap came from.  Where the job's memory limit rules, the pool may
+ * grow by an eighth of it past its resident slots (issue 47: an eighth of
+ * the whole, as before, left a container of 512 MiB or less no growth at
+ * all behind the 64 MiB resident pool, and so dropped what a long kernel
+ * held); 1 GiB in all at most, as by default. */
 static uint32_t pool_cap_slots(struct shim *s)
 {
-    uint64_t cap = DEFAULT_POOL_MAX;
+    uint64_t cap = DEFAULT_POOL_MAX, resident = (uint64_t)s->nbase * s->slot_size;
     char src[48] = "";
+    size_t w = sizeof s->pool_cap_why;
     if (s->pool_max) {
         cap = s->pool_max == 1 ? 0 : s->pool_max;
-        snprintf(s->pool_cap_why, sizeof s->pool_cap_why, "CUPTIMON_POOL_MAX");
+        if (cap == 0)
+            snprintf(s->pool_cap_why, w, "CUPTIMON_POOL_MAX=0");
+        else
+            snprintf(s->pool_cap_why, w, "CUPTIMON_POOL_MAX, %.1f MiB", (double)cap / (1 << 20));
     } else {
         uint64_t lim = memory_limit(src, sizeof src);
-        if (lim && lim / POOL_MAX_FRACTION < cap) {
-            cap = lim / POOL_MAX_FRACTION;
-            snprintf(s->pool_cap_why, sizeof s->pool_cap_why, "1/%d of %s (%llu MiB)",
-                     POOL_MAX_FRACTION, src, (unsigned long long)(lim >> 20));
+        if (lim && resident + lim / POOL_MAX_FRACTION < cap) {
+            cap = resident + lim / POOL_MAX_FRACTION;
+            snprintf(s->pool_cap_why, w, "resident + 1/%d of %s, %llu MiB", POOL_MAX_FRACTION, src,
+                     (unsigned long long)(lim >> 20));
         } else {
-            snprintf(s->pool_cap_why, sizeof s->pool_cap_why, "the default");
+            snprintf(s->pool_cap_why, w, "the default, 1 GiB");
         }
     }
     uint64_t n = cap / s->slot_size;
-    if (n > MAX_POOL_SLOTS)
+    if (n > MAX_POOL_SLOTS) {
         n = MAX_POOL_SLOTS;
+        size_t l = strlen(s->pool_cap_why);
+        snprintf(s->pool_cap_why + l, w - l, "; %u slots at most", MAX_POOL_SLOTS);
+    }
     return n < s->nbase ? s->nbase : (uint32_t)n;
 }
 
@@ -525,6 +550,7 @@ static int pool_create(struct shim *s)
     s->nbase = s->nslots;
     atomic_store(&s->grow_credit, (int32_t)s->nbase);
     s->nslots = pool_cap_slots(s);
+    atomic_store(&s->slot_limit, s->nslots);
     size_t total = (size_t)s->nslots * s->slot_size;
     int fd = (int)syscall(SYS_memfd_create, "cuptimon-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
@@ -753,10 +779,21 @@ void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t 
         /* Declining makes CUPTI drop the records and count them; the job
          * is never made to wait for the daemon. */
         atomic_fetch_add_explicit(&s->requests_declined, 1, memory_order_relaxed);
+        if (atomic_load_explicit(&s->declining_since_ns, memory_order_relaxed) == 0) {
+            struct timespec ts;
+            uint64_t none = 0;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            atomic_compare_exchange_strong_explicit(&s->declining_since_ns, &none,
+                                                    (uint64_t)ts.tv_sec * 1000000000u +
+                                                        (uint64_t)ts.tv_nsec,
+                                                    memory_order_relaxed, memory_order_relaxed);
+        }
         *buffer = NULL;
         *size = 0;
         return;
     }
+    if (atomic_load_explicit(&s->declining_since_ns, memory_order_relaxed) != 0)
+        atomic_store_explicit(&s->declining_since_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&s->slot_state[idx], SLOT_CUPTI, memory_order_relaxed);
     atomic_store_explicit(&s->slot_gen[idx], atomic_load(&s->flush_gen), memory_order_relaxed);
     /* CUPTI fills its buffers in the order it asks for them (held.c). */

@@ -141,6 +141,12 @@ struct shim {
     _Atomic uint32_t *free_next;
     _Atomic uint32_t grown, grown_peak; /* slots past nbase out now, and most at once */
     _Atomic int32_t grow_credit;        /* slots it may still grow by past a backlog (slot_pop) */
+    /* The most slots out at once: nslots, or what the daemon takes at once
+     * where its max_pool_bytes is less than the cap (its HELLO_ACK). */
+    _Atomic uint32_t slot_limit;
+    /* CLOCK_REALTIME ns of the first request declined since one last got a
+     * buffer (0: none): CUPTI drops records now (HELD tells the daemon). */
+    _Atomic uint64_t declining_since_ns;
     _Atomic uint8_t *slot_state;
     uint64_t *slot_used;        /* valid bytes per slot, for zeroing on release */
     _Atomic uint64_t *slot_gen; /* flush generation when CUPTI got the slot */

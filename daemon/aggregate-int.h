@@ -90,6 +90,7 @@ struct asess {
      * record has not completed (Unix ns, 0: none), its name, what waits
      * behind it, and the pool's growth in bytes */
     uint64_t held_since_ns, held_records, held_bytes, grown_bytes;
+    uint64_t dropping_since_ns; /* the shim declines CUPTI's requests since (0: not) */
     char held_what[128];
     int held_kernel;   /* the oldest is a kernel, running on held_dev */
     uint32_t held_dev; /* the process's ordinal */

@@ -354,6 +354,24 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
         sb_ident(&b, a->sess[i]);
         sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->ended_ns ? 0 : a->sess[i]->grown_bytes);
     }
+    /* While the pool is at its cap CUPTI drops records but counts them
+     * only when it hands the buffers it holds over (the dropped counters
+     * stay still until then): how long it has been dropping (issue 47). */
+    sb_family(&b, "cuptimon_pool_dropping_seconds", "gauge",
+              "Seconds the process's CUPTI has been dropping records for want of a buffer "
+              "(its pool at its cap; 0: not now); CUPTI counts them when it hands over the "
+              "buffers it holds.");
+    for (size_t i = 0; i < a->nsess; i++) {
+        struct asess *s = a->sess[i];
+        uint64_t age = !s->ended_ns && s->dropping_since_ns && now > (int64_t)s->dropping_since_ns
+                           ? (uint64_t)(now - (int64_t)s->dropping_since_ns)
+                           : 0;
+        if (!shown_to(s, uid))
+            continue;
+        sb_printf(&b, "cuptimon_pool_dropping_seconds{");
+        sb_ident(&b, s);
+        sb_printf(&b, "} %" PRIu64 ".%03" PRIu64 "\n", age / NS_PER_S, age % NS_PER_S / 1000000);
+    }
     sb_family(&b, "cuptimon_handoff_latency_seconds", "summary",
               "Time from a buffer's completion in the process to its aggregation in the "
               "daemon, after the archive write.");

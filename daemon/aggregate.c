@@ -460,6 +460,7 @@ void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
         s->grown_bytes = h->grown_bytes;
         s->held_kernel = h->kernel && h->since_ns;
         s->held_dev = h->device;
+        s->dropping_since_ns = h->dropping_since_ns;
         cuptimon__agg_copy_str(s->held_what, sizeof(s->held_what), h->what);
     }
     pthread_mutex_unlock(&a->mu);

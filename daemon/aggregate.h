@@ -179,6 +179,7 @@ void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const 
  * its record comes. */
 struct cuptimon_agg_held {
     uint64_t since_ns, records, bytes, grown_bytes;
+    uint64_t dropping_since_ns; /* CUPTI's requests declined since (0: not now) */
     const char *what;
     int kernel;
     uint32_t device;

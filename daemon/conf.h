@@ -60,10 +60,11 @@ struct cuptimon_config {
     uint64_t shim_slot_size;
 
     /* Fair shares, against one user (or a runaway job) holding the
-     * daemon: a producer's pool may be at most max_pool_bytes, and a user
-     * other than root may hold at most max_sessions_per_user sessions.
-     * Past either the producer is refused with the reason (its shim logs
-     * it and keeps the job running untraced). */
+     * daemon: the daemon holds at most max_pool_bytes of a producer's pool
+     * at once (a larger pool is taken, issue 47: session.c), and a user
+     * other than root may hold at most max_sessions_per_user sessions;
+     * past that the producer is refused with the reason (its shim logs it
+     * and keeps the job running untraced; status lists it). */
     uint64_t max_pool_bytes;
     uint64_t max_sessions_per_user; /* 0 = no cap */
     /* A user who is not an operator may hold at most this many control

@@ -75,6 +75,10 @@ static void dispatch(struct conn *c)
             conn_close(c);
             return;
         }
+        if (c->may_take && !c->may_take(c, &h)) {
+            c->paused = 1;
+            break;
+        }
         int fd = c->pending_fd;
         c->pending_fd = -1;
         c->on_msg(c, &h, c->in.data + off + CUPTIMON_MSG_HDR_SIZE, fd);
@@ -103,8 +107,8 @@ static void on_poll(uv_poll_t *p, int status, int events)
             c->out.len = 0;
         }
     }
-    if (events & (UV_READABLE | UV_DISCONNECT)) {
-        for (int round = 0; round < 16 && !c->closing; round++) {
+    if ((events & (UV_READABLE | UV_DISCONNECT)) && !c->paused) {
+        for (int round = 0; round < 16 && !c->closing && !c->paused; round++) {
             if (cuptimon__buf_reserve(&c->in, 65536) < 0) {
                 conn_close(c);
                 return;
@@ -140,11 +144,25 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
 static void conn_update(struct conn *c)
 {
-    int ev = UV_READABLE | UV_DISCONNECT | (c->out.len && !c->write_dead ? UV_WRITABLE : 0);
+    int ev = (c->paused ? 0 : UV_READABLE | UV_DISCONNECT) |
+             (c->out.len && !c->write_dead ? UV_WRITABLE : 0);
     if (ev != c->watching) {
         c->watching = ev;
-        uv_poll_start(&c->poll, ev, on_poll);
+        if (ev)
+            uv_poll_start(&c->poll, ev, on_poll);
+        else
+            uv_poll_stop(&c->poll);
     }
+}
+
+void conn_resume(struct conn *c)
+{
+    if (c->closing || !c->paused)
+        return;
+    c->paused = 0;
+    dispatch(c);
+    if (!c->closing)
+        conn_update(c);
 }
 
 struct conn *conn_new(struct daemon *d, int fd, conn_msg_cb on_msg, conn_close_cb on_close,

@@ -92,6 +92,24 @@ static json_object *status_json(struct daemon *d, const struct conn *conn)
     json_object_object_add(dm, "sessions_total", json_object_new_int64((int64_t)d->sessions_total));
     json_object_object_add(dm, "refused_producers",
                            json_object_new_int64((int64_t)d->refused_producers));
+    /* The last producers refused and why (a restricted client sees its
+     * own): each one's job runs untraced. */
+    json_object *rf = json_object_new_array();
+    uint64_t first =
+        d->refusal_next > DAEMON_REFUSALS_KEPT ? d->refusal_next - DAEMON_REFUSALS_KEPT : 0;
+    for (uint64_t k = first; k < d->refusal_next; k++) {
+        const struct refusal *r = &d->refusals[k % DAEMON_REFUSALS_KEPT];
+        if (conn->restricted && r->uid != (uint32_t)conn->peer.uid)
+            continue;
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "unix_ns", json_object_new_int64(r->unix_ns));
+        json_object_object_add(e, "pid", json_object_new_int64(r->pid));
+        json_object_object_add(e, "uid", json_object_new_int64(r->uid));
+        json_object_object_add(e, "exe", json_object_new_string(r->exe));
+        json_object_object_add(e, "why", json_object_new_string(r->why));
+        json_object_array_add(rf, e);
+    }
+    json_object_object_add(dm, "refused", rf);
     json_object_object_add(dm, "hellos_deferred",
                            json_object_new_int64((int64_t)d->hellos_deferred));
     /* Connections closed for saying no hello (timed out, or made room

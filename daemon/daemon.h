@@ -36,6 +36,11 @@ struct conn {
     int pending_fd; /* received with the bytes now in `in` */
     int fd_lost;    /* an fd was sent, but we had no descriptor for it */
     int watching;   /* current uv_poll events */
+    /* Reading is paused before a message the owner cannot take yet
+     * (may_take says so; conn_resume goes on): the peer's bytes wait in
+     * its socket, and in `in` from that message on. */
+    int paused;
+    int (*may_take)(struct conn *c, const struct cuptimon_msg_hdr *h);
     struct cuptimon_peer peer;
     int restricted; /* control: this peer may see and act on its own uid's sessions only */
     struct cuptimon_buf in, out;
@@ -55,6 +60,9 @@ int conn_send_json(struct conn *c, uint16_t type, json_object *o);
 int conn_send_error(struct conn *c, const char *error, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void conn_close(struct conn *c);
+/* Dispatches what waited since may_take paused the connection, and reads
+ * on (unless it pauses again). */
+void conn_resume(struct conn *c);
 
 /* A queued piece of archive work for a session, done on a worker thread. */
 struct aw_item {
@@ -91,6 +99,11 @@ struct session {
     uint32_t nslots;
     uint64_t slot_size;
     uint8_t *slot_held; /* 1 between BUFFER_READY and our BUFFER_RELEASE */
+    /* How many of its buffers the daemon holds at once (issue 47): all of
+     * its slots, or fewer where the pool is larger than max_pool_bytes;
+     * past that its socket is not read until one goes back (conn.c). */
+    uint32_t take_slots, nheld;
+    uint64_t reads_paused; /* times it was not read for that (status) */
 
     /* archive */
     struct cuptimon_archive_writer *aw;
@@ -135,7 +148,9 @@ struct session {
     int64_t held_unix_ns;
     char *held_name, *held_raw; /* shown; as the shim sent it */
     uint64_t held_warned_since; /* the head whose inflight_warn_s line went out */
-    int cap_logged;             /* the pool's cap was reached (logged once) */
+    /* The pool's cap was reached: logged once (an older shim), or for
+     * each episode of declines the shim reported (drop_episodes). */
+    uint64_t cap_logged, drop_episodes;
 
     /* live aggregates: the producer's record layout (from the hello) and
      * its string table, filled on the session's worker from STRINGS items,
@@ -190,7 +205,10 @@ struct daemon_cli_key {
     const char *value;
 };
 
-#define DAEMON_MAX_CLI_KEYS 16
+#define DAEMON_MAX_CLI_KEYS  16
+#define DAEMON_REFUSALS_KEPT 16
+/* The most a producer's count may claim (larger is a lie; session.c). */
+#define SESSION_CLAIM_MAX ((uint64_t)1 << 40)
 
 struct daemon {
     uv_loop_t *loop;
@@ -225,6 +243,16 @@ struct daemon {
     int activated;
     char archive_root[600];
     uint64_t refused_producers;
+    /* The last producers refused, oldest first from refusal_next (status
+     * lists them with why, issue 47). */
+    struct refusal {
+        int64_t unix_ns;
+        int pid;
+        uint32_t uid;
+        char exe[96];
+        char why[300];
+    } refusals[DAEMON_REFUSALS_KEPT];
+    uint64_t refusal_next;
     uint64_t hellos_deferred; /* refused for EMFILE: the shim tries again soon */
     uint64_t silent_closed;   /* connections closed for sending no hello */
     struct ctl *ctls;         /* open control connections (control.c) */
@@ -308,6 +336,12 @@ void daemon_gpm_config(const struct cuptimon_config *c, struct cuptimon_gpm_conf
  * status and meta: their fields in status --json and meta.json's final. */
 int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *why, size_t whylen);
 void session_held_check(struct session *s);
+/* At the hello: says once (the log) when the pool cannot grow, or when the
+ * daemon takes less of it at once than its cap (max_pool_bytes). */
+void session_pool_hello(struct session *s);
+/* The most slots the session's pool may have out (its cap, or less where
+ * max_pool_bytes is less). */
+uint32_t session_pool_cap(const struct session *s);
 void session_held_status(const struct session *s, json_object *o);
 void session_held_meta(const struct session *s, json_object *final);
 void session_held_free(struct session *s);

@@ -23,6 +23,7 @@
 
 #include "daemon.h"
 #include "archive/demangle.h"
+#include "archive/json-get.h"
 #include "archive/stats.h"
 
 /* The kind's word, for status and the log. */
@@ -80,7 +81,7 @@ int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *w
         s->held_name = NULL;
     } else {
         char raw[CUPTIMON_HELD_NAME_MAX + 1];
-        memcpy(raw, body + CUPTIMON_HELD_SIZE, m.name_len);
+        memcpy(raw, body + cuptimon__held_size(&m), m.name_len);
         raw[m.name_len] = '\0';
         /* The last name's report comes every second while it is held:
          * demangled and cleaned once. */
@@ -100,6 +101,19 @@ int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *w
         free(s->held_raw);
         s->held_raw = NULL;
     }
+    /* The shim's declines (CUPTIMON_HELD_DECLINES): CUPTI drops records
+     * now, and counts them only when it hands the buffers it holds over;
+     * the count of declines is the live one (FLUSH_DONE's is periodic). */
+    if ((m.flags & CUPTIMON_HELD_DECLINES) &&
+        (m.declined > SESSION_CLAIM_MAX || (int64_t)m.declining_since_ns > now + 1000000000ll ||
+         (m.declining_since_ns && !m.declined))) {
+        snprintf(why, whylen, "HELD declines do not fit the clock or their count (ignored)");
+        return -1;
+    }
+    if ((m.flags & CUPTIMON_HELD_DECLINES) && m.declined > s->shim_declined)
+        s->shim_declined = m.declined;
+    if (m.declining_since_ns && !s->held.declining_since_ns)
+        s->drop_episodes++;
     s->held = m;
     s->held_unix_ns = now;
     if (s->d->agg) {
@@ -109,6 +123,7 @@ int session_held_msg(struct session *s, const uint8_t *body, size_t len, char *w
                                        .records = m.records,
                                        .bytes = m.held_bytes,
                                        .grown_bytes = (uint64_t)m.grown * s->slot_size,
+                                       .dropping_since_ns = m.declining_since_ns,
                                        .what = what,
                                        .kernel = m.kind == 3 || m.kind == 10,
                                        .device = m.device_id};
@@ -137,14 +152,79 @@ void session_held_check(struct session *s)
                  h->device_id, h->stream_id, h->correlation_id, h->records,
                  (double)h->held_bytes / (1 << 20), h->buffers);
     }
-    if (!s->cap_logged && h->slots_max > h->slots_base && h->slots_out >= h->slots_max) {
-        s->cap_logged = 1;
+    /* Once per episode of declines (a shim that reports them), else once
+     * when the pool is full (an older shim). */
+    uint32_t cap = session_pool_cap(s);
+    if (h->declining_since_ns ? s->cap_logged < s->drop_episodes
+                              : !s->cap_logged && h->slots_out >= cap) {
+        s->cap_logged = h->declining_since_ns ? s->drop_episodes : 1;
         log_warn("inflight",
-                 "session %" PRIu64 " (pid %d%s%s): its buffer pool reached its cap (%" PRIu32
-                 " slots, %.0f MiB): CUPTI drops the records it has no buffer for, and counts them",
-                 s->id, (int)s->peer.pid, s->label[0] ? ", " : "", s->label, h->slots_max,
-                 (double)h->slots_max * (double)s->slot_size / (1 << 20));
+                 "session %" PRIu64 " (pid %d%s%s): its buffer pool is at its cap (%" PRIu32
+                 " slots, %.1f MiB%s%s): CUPTI drops the records it has no buffer for; it counts "
+                 "them when it hands the buffers it holds over (status: DROPPED)",
+                 s->id, (int)s->peer.pid, s->label[0] ? ", " : "", s->label, cap,
+                 (double)cap * (double)s->slot_size / (1 << 20), cap > h->slots_base ? "" : ", ",
+                 cap > h->slots_base ? "" : "it cannot grow");
     }
+}
+
+uint32_t session_pool_cap(const struct session *s)
+{
+    return s->take_slots && s->take_slots < s->nslots ? s->take_slots : s->nslots;
+}
+
+/* Why the pool cannot grow past its resident slots, into why ("" when it
+ * can): the shim's cap (CUPTIMON_POOL_MAX=0, a cap not above them) or the
+ * daemon's max_pool_bytes. */
+static void pool_no_growth(const struct session *s, uint32_t resident, char *why, size_t n)
+{
+    json_object *hp = NULL, *from = NULL;
+    why[0] = '\0';
+    if (resident == 0 || session_pool_cap(s) > resident)
+        return;
+    if (s->take_slots < s->nslots)
+        snprintf(why, n, "max_pool_bytes (%.1f MiB) leaves it no room past them",
+                 (double)s->d->cfg.max_pool_bytes / (1 << 20));
+    else if (s->hello && json_object_object_get_ex(s->hello, "pool", &hp) &&
+             json_object_object_get_ex(hp, "cap_from", &from) &&
+             json_object_is_type(from, json_type_string)) {
+        /* The producer's words, logged: cleaned of controls and bounded. */
+        char *clean = cuptimon__stats_clean_text(json_object_get_string(from), 1);
+        snprintf(why, n, "its cap (%.96s) is not above them", clean ? clean : "?");
+        free(clean);
+    } else
+        snprintf(why, n, "its cap is not above them");
+}
+
+static uint32_t hello_resident(const struct session *s)
+{
+    json_object *hp = NULL;
+    int64_t r = 0;
+    if (s->hello && json_object_object_get_ex(s->hello, "pool", &hp))
+        r = cuptimon__json_integer(hp, "resident_slots", 0);
+    return r > 0 && r <= (int64_t)s->nslots ? (uint32_t)r : 0;
+}
+
+void session_pool_hello(struct session *s)
+{
+    char why[200];
+    uint32_t resident = hello_resident(s);
+    if (s->take_slots < s->nslots)
+        log_notice(
+            "session",
+            "session %" PRIu64 " (pid %d): its pool may grow to %.1f MiB (%u slots of %" PRIu64
+            " bytes), more than max_pool_bytes (%.1f MiB): the daemon takes %u of its "
+            "buffers at once, and the shim keeps its pool to that",
+            s->id, (int)s->peer.pid, (double)s->nslots * (double)s->slot_size / (1 << 20),
+            s->nslots, s->slot_size, (double)s->d->cfg.max_pool_bytes / (1 << 20), s->take_slots);
+    pool_no_growth(s, resident, why, sizeof why);
+    if (why[0])
+        log_warn("session",
+                 "session %" PRIu64 " (pid %d): its buffer pool cannot grow past its %u resident "
+                 "slots (%.1f MiB): %s; while work runs for long, CUPTI drops what finds no "
+                 "buffer, and counts it",
+                 s->id, (int)s->peer.pid, resident,
+                 (double)resident * (double)s->slot_size / (1 << 20), why);
 }
 
 void session_held_status(const struct session *s, json_object *o)
@@ -156,6 +236,21 @@ void session_held_status(const struct session *s, json_object *o)
     struct stat st;
     json_object_object_add(pool, "slot_size", json_object_new_int64((int64_t)s->slot_size));
     json_object_object_add(pool, "max_slots", json_object_new_int64(s->nslots));
+    /* The most it may have out: max_slots, or what the daemon takes at
+     * once where max_pool_bytes is less (the shim keeps to it). */
+    uint32_t cap = session_pool_cap(s), resident = hello_resident(s);
+    char why[200];
+    json_object_object_add(pool, "cap_slots", json_object_new_int64(cap));
+    json_object_object_add(pool, "cap_bytes",
+                           json_object_new_int64((int64_t)((uint64_t)cap * s->slot_size)));
+    if (cap < s->nslots)
+        json_object_object_add(pool, "cap_limited_by", json_object_new_string("max_pool_bytes"));
+    pool_no_growth(s, resident, why, sizeof why);
+    json_object_object_add(pool, "can_grow", json_object_new_boolean(!why[0]));
+    if (why[0])
+        json_object_object_add(pool, "cannot_grow", json_object_new_string(why));
+    if (!s->held_unix_ns && resident)
+        json_object_object_add(pool, "resident_slots", json_object_new_int64(resident));
     /* The pool's memory as the system counts it: the memfd's pages, which
      * a grown slot given back no longer has. */
     if (s->pool_fd >= 0 && fstat(s->pool_fd, &st) == 0)
@@ -171,10 +266,18 @@ void session_held_status(const struct session *s, json_object *o)
         json_object_object_add(pool, "grown_peak_slots", json_object_new_int64(h->grown_peak));
         json_object_object_add(pool, "grown_bytes",
                                json_object_new_int64((int64_t)((uint64_t)h->grown * s->slot_size)));
+        /* Reached: CUPTI is being declined now (the shim says so), or the
+         * pool was full at a report, or grew to its cap. */
+        int dropping = h->declining_since_ns != 0;
         json_object_object_add(
             pool, "cap_reached",
-            json_object_new_boolean(h->slots_max > h->slots_base &&
-                                    h->grown_peak + h->slots_base >= h->slots_max));
+            json_object_new_boolean(dropping || s->cap_logged || h->slots_out >= cap ||
+                                    (cap > h->slots_base && h->grown_peak + h->slots_base >= cap)));
+        if (dropping)
+            json_object_object_add(pool, "dropping_since_unix_ns",
+                                   json_object_new_int64((int64_t)h->declining_since_ns));
+        json_object_object_add(pool, "declines_reported",
+                               json_object_new_boolean((h->flags & CUPTIMON_HELD_DECLINES) != 0));
         json_object_object_add(pool, "flushes_skipped",
                                json_object_new_int64((int64_t)h->flushes_skipped));
         /* The shim could not walk every buffer CUPTI holds (a record it

@@ -29,7 +29,7 @@
 /* The most a session's work item reads before the next session's turn. */
 #define BATCH_MAX_BYTES (32ull << 20)
 /* The most a counter a producer reports may claim (see claim()). */
-#define CLAIM_MAX ((uint64_t)1 << 40)
+#define CLAIM_MAX SESSION_CLAIM_MAX
 
 static void session_maybe_free(struct session *s);
 static void start_work(struct session *s);
@@ -270,6 +270,7 @@ static void work_cb(uv_work_t *w)
 static void release_slot(struct session *s, const struct cuptimon_buffer_ready *m, int status)
 {
     s->slot_held[m->slot] = 0;
+    s->nheld--;
     if (!s->conn)
         return;
     struct cuptimon_buffer_release r = {.slot = m->slot, .status = (uint32_t)status, .seq = m->seq};
@@ -335,6 +336,9 @@ static void after_work_cb(uv_work_t *w, int status)
         s->items_done++;
     }
     s->work_len = 0;
+    /* Buffers went back: a producer paused at max_pool_bytes is read on. */
+    if (s->conn && s->conn->paused && s->nheld < s->take_slots)
+        conn_resume(s->conn);
     uint64_t holes = atomic_load(&s->pool_holes);
     if (holes && s->holes_logged == 0)
         log_warn("session",
@@ -716,12 +720,16 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
                  slots, slot_size);
         goto refuse;
     }
+    /* A pool larger than max_pool_bytes is taken, not refused (issue 47:
+     * CUPTIMON_POOL_MAX, CUPTIMON_POOL_SLOTS and CUPTIMON_SLOT_SIZE are the
+     * job's to set): the daemon holds at most max_pool_bytes of it at once,
+     * two buffers at least, and reads no more BUFFER_READY while it does.
+     * The HELLO_ACK says so (pool_slots), and a shim that reads it keeps no
+     * more slots out than that; one that does not waits on its socket. */
+    s->take_slots = (uint32_t)slots;
     if ((uint64_t)slots * (uint64_t)slot_size > d->cfg.max_pool_bytes) {
-        snprintf(why, sizeof why,
-                 "a pool of %" PRId64 " x %" PRId64 " bytes is more than "
-                 "max_pool_bytes (%" PRIu64 ") allows",
-                 slots, slot_size, d->cfg.max_pool_bytes);
-        goto refuse;
+        uint64_t n = d->cfg.max_pool_bytes / (uint64_t)slot_size;
+        s->take_slots = n < 2 ? 2 : (uint32_t)n;
     }
     if (over_user_cap(s, why, sizeof why))
         goto refuse;
@@ -824,6 +832,13 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
     json_object_object_add(ack, "ranges", json_object_new_boolean(1));  /* send RANGES */
     json_object_object_add(ack, "layouts", json_object_new_boolean(1)); /* send LAYOUTS */
     json_object_object_add(ack, "held", json_object_new_boolean(1));    /* send HELD */
+    /* HELD may carry the shim's declines (CUPTIMON_HELD_DECLINES). */
+    json_object_object_add(ack, "held_declines", json_object_new_boolean(1));
+    if (s->take_slots < s->nslots) {
+        json_object_object_add(ack, "pool_slots", json_object_new_int64(s->take_slots));
+        json_object_object_add(ack, "max_pool_bytes",
+                               json_object_new_int64((int64_t)d->cfg.max_pool_bytes));
+    }
     conn_send_json(s->conn, CUPTIMON_MSG_HELLO_ACK, ack);
     json_object_put(ack);
     /* The producer may be gone already (a job that exits right after
@@ -835,6 +850,7 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
              ", archive %s",
              s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->exe, s->label[0] ? ", " : "",
              s->label, s->cupti_version, s->nslots, s->slot_size, s->archive_dir);
+    session_pool_hello(s);
     if (s->layout.udr_error[0] != '\0')
         log_warn("session",
                  "session %" PRIu64 " (pid %d): its user-defined record layouts are refused "
@@ -863,7 +879,6 @@ static void on_hello(struct session *s, const uint8_t *body, size_t len, int fd)
 refuse:
     if (fd >= 0)
         close(fd);
-    json_object_put(o);
     log_warn("session", "refused a producer, pid %d uid %u: %s", (int)s->peer.pid,
              (unsigned)s->peer.uid, why);
     /* Out of descriptors is a moment's wait, not a refusal of the job: the
@@ -871,11 +886,19 @@ refuse:
     if (strcmp(refusal, "EMFILE") == 0) {
         s->d->hellos_deferred++;
     } else {
+        struct refusal *r = &d->refusals[d->refusal_next++ % DAEMON_REFUSALS_KEPT];
         s->d->refused_producers++;
         lossreport_refused(s->d, s->peer.uid);
+        *r = (struct refusal){
+            .unix_ns = unix_ns_now(), .pid = (int)s->peer.pid, .uid = (uint32_t)s->peer.uid};
+        snprintf(r->exe, sizeof r->exe, "%s",
+                 o && json_object_is_type(o, json_type_object) ? cuptimon__json_str(o, "exe", "")
+                                                               : "");
+        snprintf(r->why, sizeof r->why, "%s", why);
     }
     if (s->conn)
         conn_send_error(s->conn, refusal, "%s", why);
+    json_object_put(o);
     /* A job that exited before its hello was read left its last buffers'
      * BUFFER_READYs in the socket: its shim counted them as the daemon's,
      * so they are counted here, to the end of what it sent.  A live one
@@ -967,6 +990,7 @@ static void on_buffer_ready(struct session *s, const uint8_t *body, size_t len)
         return;
     }
     s->slot_held[m.slot] = 1;
+    s->nheld++;
     if (m.seq + 1 > s->seq_next)
         s->seq_next = m.seq + 1;
     s->buffers_received++;
@@ -1414,6 +1438,19 @@ void session_request_flush(struct session *s, uint64_t flush_id, int mode, uint3
     conn_send(s->conn, CUPTIMON_MSG_FLUSH, body, sizeof body);
 }
 
+/* conn.c asks before each message: a BUFFER_READY waits (the connection
+ * is not read) while the daemon holds as many of the producer's buffers as
+ * it takes at once (take_slots). */
+static int may_take(struct conn *c, const struct cuptimon_msg_hdr *h)
+{
+    struct session *s = c->owner;
+    if (h->type != CUPTIMON_MSG_BUFFER_READY || !s->hello || s->refused_gone ||
+        s->nheld < s->take_slots)
+        return 1;
+    s->reads_paused++;
+    return 0;
+}
+
 void session_accept(struct daemon *d, int fd)
 {
     struct session *s = calloc(1, sizeof *s);
@@ -1439,6 +1476,7 @@ void session_accept(struct daemon *d, int fd)
     }
     s->conn->peer = s->peer;
     s->conn->accept_fd = 1;
+    s->conn->may_take = may_take;
     uv_timer_init(d->loop, &s->flush_timer);
     s->flush_timer.data = s;
     /* A connection that does not say hello soon is closed: idle ones must
@@ -1528,6 +1566,10 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "annotation_ranges_dropped",
                            json_object_new_int64((int64_t)s->ranges_dropped));
     json_object_object_add(o, "queued", json_object_new_int64((int64_t)(s->qlen + s->work_len)));
+    /* Times the daemon stopped reading the producer while it held as many
+     * of its buffers as it takes at once (max_pool_bytes; a shim that
+     * keeps to the HELLO_ACK's pool_slots never makes it). */
+    json_object_object_add(o, "reads_paused", json_object_new_int64((int64_t)s->reads_paused));
     json_object_object_add(o, "connected_unix_ns", json_object_new_int64(s->connected_unix_ns));
     json_object_object_add(o, "last_flush_unix_ns", json_object_new_int64(s->last_flush_unix_ns));
     json_object_object_add(o, "archive", json_object_new_string(s->archive_dir));

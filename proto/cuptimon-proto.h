@@ -175,14 +175,27 @@ struct cuptimon_flush_done {
  *   uint32 flags        CUPTIMON_HELD_*
  *   uint16 name_len     at most CUPTIMON_HELD_NAME_MAX
  *   uint16 reserved     0
+ * With CUPTIMON_HELD_DECLINES in flags (sent only to a daemon whose
+ * HELLO_ACK has "held_declines": true; issue 47), CUPTIMON_HELD_EXT_SIZE
+ * more bytes follow the fixed part, before the name:
+ *   uint64 declined     CUPTI's requests for a buffer the shim declined
+ *                       since it started (the pool at its cap)
+ *   uint64 declining_since_ns  CLOCK_REALTIME of the first decline since a
+ *                       request last got a buffer (0: none declined since):
+ *                       CUPTI is dropping records now, and counts them only
+ *                       when it hands the buffers it holds over
  */
 #define CUPTIMON_HELD_SIZE     112u
+#define CUPTIMON_HELD_EXT_SIZE 16u
 #define CUPTIMON_HELD_NAME_MAX 512u
 /* A held slot could not be walked (a kind whose record size the shim does
  * not know, or CUPTI's v2 path): the counts are of the slots walked. */
 #define CUPTIMON_HELD_UNSCANNED 0x1u
+/* The declines follow the fixed part (above). */
+#define CUPTIMON_HELD_DECLINES 0x2u
 struct cuptimon_held {
     uint64_t cupti_ts, realtime_ns, since_ns, bytes, records, held_bytes, flushes_skipped;
+    uint64_t declined, declining_since_ns; /* with CUPTIMON_HELD_DECLINES */
     uint32_t kind, correlation_id, device_id, context_id, stream_id, buffers;
     uint32_t slots_base, slots_max, slots_out, grown, grown_peak, flags;
     uint16_t name_len;
@@ -386,12 +399,15 @@ void cuptimon__flush_done_encode(uint8_t out[CUPTIMON_FLUSH_DONE_SIZE],
                                  const struct cuptimon_flush_done *m);
 int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon_flush_done *m);
 
-/* HELD bodies: the fixed part; decode checks the length against name_len
- * (-EBADMSG: short, a length that is not CUPTIMON_HELD_SIZE + name_len, a
- * name over CUPTIMON_HELD_NAME_MAX, reserved bytes or flags set that this
- * version does not know, slots_base > slots_max). The name follows the
- * fixed part in the body. */
-void cuptimon__held_encode(uint8_t out[CUPTIMON_HELD_SIZE], const struct cuptimon_held *m);
+/* HELD bodies: the fixed part and, with CUPTIMON_HELD_DECLINES, its
+ * extension (cuptimon__held_size bytes in all; out has room for
+ * CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE); decode checks the length
+ * against name_len (-EBADMSG: short, a length that is not
+ * cuptimon__held_size + name_len, a name over CUPTIMON_HELD_NAME_MAX,
+ * reserved bytes or flags set that this version does not know, slots_base
+ * > slots_max). The name follows them in the body. */
+size_t cuptimon__held_size(const struct cuptimon_held *m);
+void cuptimon__held_encode(uint8_t *out, const struct cuptimon_held *m);
 int cuptimon__held_decode(const uint8_t *body, size_t len, struct cuptimon_held *m);
 
 /* String batches.  The writer appends entries to a buffer that starts with

@@ -230,7 +230,12 @@ int cuptimon__flush_done_decode(const uint8_t *body, size_t len, struct cuptimon
 
 /* ---- what CUPTI holds --------------------------------------------------- */
 
-void cuptimon__held_encode(uint8_t out[CUPTIMON_HELD_SIZE], const struct cuptimon_held *m)
+size_t cuptimon__held_size(const struct cuptimon_held *m)
+{
+    return CUPTIMON_HELD_SIZE + (m->flags & CUPTIMON_HELD_DECLINES ? CUPTIMON_HELD_EXT_SIZE : 0);
+}
+
+void cuptimon__held_encode(uint8_t *out, const struct cuptimon_held *m)
 {
     const uint64_t w64[] = {m->cupti_ts, m->realtime_ns, m->since_ns,       m->bytes,
                             m->records,  m->held_bytes,  m->flushes_skipped};
@@ -245,6 +250,10 @@ void cuptimon__held_encode(uint8_t out[CUPTIMON_HELD_SIZE], const struct cuptimo
     cuptimon__put_u16(out + o, m->name_len);
     cuptimon__put_u16(out + o + 2, 0);
     memset(out + o + 4, 0, CUPTIMON_HELD_SIZE - o - 4);
+    if (m->flags & CUPTIMON_HELD_DECLINES) {
+        cuptimon__put_u64(out + CUPTIMON_HELD_SIZE, m->declined);
+        cuptimon__put_u64(out + CUPTIMON_HELD_SIZE + 8, m->declining_since_ns);
+    }
 }
 
 int cuptimon__held_decode(const uint8_t *body, size_t len, struct cuptimon_held *m)
@@ -265,10 +274,15 @@ int cuptimon__held_decode(const uint8_t *body, size_t len, struct cuptimon_held 
     for (size_t i = o + 2; i < CUPTIMON_HELD_SIZE; i++)
         if (body[i])
             return -EBADMSG;
-    if (m->name_len > CUPTIMON_HELD_NAME_MAX || len != CUPTIMON_HELD_SIZE + m->name_len ||
-        (m->flags & ~CUPTIMON_HELD_UNSCANNED) || (m->kind & 0x80000000u) ||
-        m->slots_base > m->slots_max || m->slots_out > m->slots_max || m->grown > m->slots_max ||
-        m->grown_peak > m->slots_max)
+    m->declined = m->declining_since_ns = 0;
+    if ((m->flags & CUPTIMON_HELD_DECLINES) && len >= CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE) {
+        m->declined = cuptimon__get_u64(body + CUPTIMON_HELD_SIZE);
+        m->declining_since_ns = cuptimon__get_u64(body + CUPTIMON_HELD_SIZE + 8);
+    }
+    if (m->name_len > CUPTIMON_HELD_NAME_MAX || len != cuptimon__held_size(m) + m->name_len ||
+        (m->flags & ~(CUPTIMON_HELD_UNSCANNED | CUPTIMON_HELD_DECLINES)) ||
+        (m->kind & 0x80000000u) || m->slots_base > m->slots_max || m->slots_out > m->slots_max ||
+        m->grown > m->slots_max || m->grown_peak > m->slots_max)
         return -EBADMSG;
     return 0;
 }

@@ -5,7 +5,7 @@
 # reason (their jobs still run and exit 0), status counts the refusals,
 # root's processes are not capped, and once nobody's sessions end a new
 # one of theirs is let in again.  Pools larger than max_pool_bytes are
-# refused by hostile.sh (hello-geometry).
+# taken, at most that much of them at once (pool-limits.sh).
 . "$top_srcdir/tests/fault/fault-lib.sh"
 need_nobody
 

@@ -115,16 +115,18 @@ static void decode_body(uint16_t type, const uint8_t *body, size_t len)
     }
     case CUPTIMON_MSG_HELD: {
         struct cuptimon_held m;
-        uint8_t h[CUPTIMON_HELD_SIZE];
+        uint8_t h[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE];
         if (cuptimon__held_decode(body, len, &m) == 0) {
             /* A report that reads back holds only what it says: its name
-             * ends the body, and its fixed part re-encodes to the bytes. */
-            CHECK(len == CUPTIMON_HELD_SIZE + m.name_len && m.name_len <= CUPTIMON_HELD_NAME_MAX);
+             * ends the body, and its fixed part (and the declines, when it
+             * says it has them) re-encodes to the bytes. */
+            size_t fixed = cuptimon__held_size(&m);
+            CHECK(len == fixed + m.name_len && m.name_len <= CUPTIMON_HELD_NAME_MAX);
             CHECK(m.slots_base <= m.slots_max && m.slots_out <= m.slots_max);
             cuptimon__held_encode(h, &m);
-            CHECK(memcmp(h, body, CUPTIMON_HELD_SIZE) == 0);
+            CHECK(memcmp(h, body, fixed) == 0);
         } else {
-            CHECK(len < CUPTIMON_HELD_SIZE || len != CUPTIMON_HELD_SIZE + m.name_len ||
+            CHECK(len < CUPTIMON_HELD_SIZE || len != cuptimon__held_size(&m) + m.name_len ||
                   m.name_len > CUPTIMON_HELD_NAME_MAX || m.flags || m.slots_base > m.slots_max ||
                   m.slots_out > m.slots_max || m.grown > m.slots_max ||
                   m.grown_peak > m.slots_max || (m.kind >> 31) ||

@@ -248,5 +248,5 @@ grep -q 'inflight: .*kernel hold() has held this process' "$T/daemon.log" ||
 # them until it closes the buffer), which is not work in flight.
 [ "$(grep -c 'has held this process' "$T/daemon.log")" -eq 3 ] ||
     fail "an in-flight warning named work that was not running: $(grep 'has held this process' "$T/daemon.log")"
-grep -q 'buffer pool reached its cap (24 slots' "$T/daemon.log" || fail "the cap was not logged"
+grep -q 'buffer pool is at its cap (24 slots' "$T/daemon.log" || fail "the cap was not logged"
 echo "PASS"

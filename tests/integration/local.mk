@@ -24,3 +24,5 @@ INTEGRATION_TESTS += tests/integration/stats.sh tests/integration/demo-end.sh
 INTEGRATION_TESTS += tests/integration/held-commands.sh
 # cuptimonctl export --type sqlite (issue 50): its own line, as above.
 INTEGRATION_TESTS += tests/integration/export.sh
+# The pool's limits (issue 47): their own line, for the merge.
+INTEGRATION_TESTS += tests/integration/pool-limits.sh

@@ -1533,6 +1533,30 @@ START_TEST(prometheus_text)
     ck_assert_ptr_nonnull(strstr(text, "cuptimon_sessions 1\n"));
     /* The busy gauge: the 10 s ending 2 s ago hold the 1.5 s kernel. */
     ck_assert_ptr_nonnull(strstr(text, "cuptimon_gpu_busy_ratio{device=\"0\"} 0.15000"));
+    ck_assert_ptr_nonnull(strstr(text, "cuptimon_pool_dropping_seconds{pid=\"77\",job=\"job\\\"1\","
+                                       "rank=\"0\",label=\"a\\\\b\"} 0.000\n"));
+    promtool(text);
+    free(text);
+
+    /* At its cap the pool declines CUPTI, which drops records but counts
+     * them only when it hands its buffers over (issue 47): the dropped
+     * counter stays still, and the gauge says how long it has dropped. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now_ns = (uint64_t)ts.tv_sec * S_NS + (uint64_t)ts.tv_nsec;
+    struct cuptimon_agg_held held = {.since_ns = now_ns - 3 * S_NS,
+                                     .dropping_since_ns = now_ns - 2500000000ull,
+                                     .what = "kernel hold()"};
+    cuptimon__agg_session_held(a, 1, &held);
+    text = cuptimon__agg_prometheus(a);
+    ck_assert_ptr_nonnull(text);
+    const char *g = strstr(text, "cuptimon_pool_dropping_seconds{pid=\"77\"");
+    double dropping = -1;
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(sscanf(strchr(g, '}') + 1, "%lf", &dropping), 1);
+    ck_assert_msg(dropping >= 2.5 && dropping < 30, "dropping for %f s", dropping);
+    ck_assert_ptr_nonnull(strstr(text, "cuptimon_dropped_records_total{pid=\"77\",job=\"job\\\"1\","
+                                       "rank=\"0\",label=\"a\\\\b\"} 3\n"));
     promtool(text);
     free(text);
 

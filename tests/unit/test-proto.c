@@ -760,7 +760,8 @@ START_TEST(test_held)
         uint64_t value;
     } bad[] = {
         {110, 1, 1},                          /* a reserved byte */
-        {100, 4, 2},                          /* a flag this version does not know */
+        {100, 4, 4},                          /* a flag this version does not know */
+        {100, 4, 3},                          /* the declines, which the body lacks */
         {56, 4, 0x8000000au},                 /* an incomplete kind */
         {80, 4, 257},                         /* more resident slots than the pool */
         {88, 4, 257},                         /* more out than the pool */
@@ -775,6 +776,28 @@ START_TEST(test_held)
         ck_assert_msg(cuptimon__held_decode(b, sizeof b, &m) == -EBADMSG, "case %zu", i);
     }
     ck_assert_str_eq(cuptimon__type_name(CUPTIMON_MSG_HELD), "HELD");
+
+    /* With CUPTIMON_HELD_DECLINES the shim's declines follow the fixed
+     * part, before the name (issue 47). */
+    struct cuptimon_held d = v;
+    d.flags = CUPTIMON_HELD_DECLINES;
+    d.declined = 77;
+    d.declining_since_ns = 1765000000123456789ull;
+    uint8_t ext[CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE + 8];
+    ck_assert_uint_eq(cuptimon__held_size(&d), CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE);
+    cuptimon__held_encode(ext, &d);
+    memcpy(ext + CUPTIMON_HELD_SIZE + CUPTIMON_HELD_EXT_SIZE, "_Z4holdv", 8);
+    ck_assert_uint_eq(cuptimon__get_u64(ext + CUPTIMON_HELD_SIZE), 77);
+    memset(&m, 0, sizeof m);
+    ck_assert_int_eq(cuptimon__held_decode(ext, sizeof ext, &m), 0);
+    ck_assert_uint_eq(m.declined, 77);
+    ck_assert_uint_eq(m.declining_since_ns, d.declining_since_ns);
+    ck_assert_uint_eq(m.slots_out, d.slots_out);
+    ck_assert_int_eq(cuptimon__held_decode(ext, sizeof ext - 1, &m), -EBADMSG);
+    /* Without the flag the same bytes are a fixed part and a 24-byte name
+     * that the length does not say. */
+    ext[100] = 0;
+    ck_assert_int_eq(cuptimon__held_decode(ext, sizeof ext, &m), -EBADMSG);
 }
 END_TEST
 
