@@ -152,6 +152,12 @@ int cuptimon__chunk_hdr_decode(const uint8_t in[CUPTIMON_CHUNK_HDR_SIZE],
 
 /* ---- writer ------------------------------------------------------------- */
 
+struct cuptimon_aw_scratch {
+    ZSTD_CCtx *cctx;
+    uint8_t *zbuf;
+    size_t zcap;
+};
+
 struct cuptimon_archive_writer {
     char dir[512];
     int seg_fd;
@@ -160,11 +166,74 @@ struct cuptimon_archive_writer {
     int str_fd;
     uint32_t cupti_version; /* for the segment headers; 0: not known */
     int level;
-    ZSTD_CCtx *cctx;
-    uint8_t *zbuf;
-    size_t zcap;
+    struct cuptimon_aw_scratch own; /* used when none is lent */
+    struct cuptimon_aw_scratch *lent;
     uint64_t total;
 };
+
+/* What compressing needs, sized for a chunk of raw bytes: a zstd context
+ * (made once; zstd keeps its tables between chunks) and an output buffer
+ * of ZSTD_compressBound of at least CUPTIMON_AW_SCRATCH_MIN_RAW, else of
+ * the chunk's size rounded up to a power of two.  A grow frees the old
+ * buffer and allocates the new one: nothing in it is worth copying.  So a
+ * writer, or a worker lending one scratch to every session it serves,
+ * allocates once for any number of chunks up to that size, and at most 6
+ * more times up to CUPTIMON_CHUNK_MAX_RAW (issue 49: a realloc whenever a
+ * chunk came out a few bytes longer than the last copied 4 MiB each time
+ * on a heap that earlier sessions had left fragmented).  Returns 0, or
+ * -ENOMEM with the scratch as it was. */
+static int scratch_fit(struct cuptimon_aw_scratch *sc, size_t raw)
+{
+    if (!sc->cctx && !(sc->cctx = ZSTD_createCCtx()))
+        return -ENOMEM;
+    if (ZSTD_compressBound(raw) <= sc->zcap)
+        return 0;
+    size_t want = CUPTIMON_AW_SCRATCH_MIN_RAW;
+    while (want < raw)
+        want *= 2;
+    size_t cap = ZSTD_compressBound(want);
+    uint8_t *nb = malloc(cap);
+    if (!nb)
+        return -ENOMEM;
+    free(sc->zbuf);
+    sc->zbuf = nb;
+    sc->zcap = cap;
+    return 0;
+}
+
+static void scratch_release(struct cuptimon_aw_scratch *sc)
+{
+    ZSTD_freeCCtx(sc->cctx);
+    free(sc->zbuf);
+    memset(sc, 0, sizeof *sc);
+}
+
+struct cuptimon_aw_scratch *cuptimon__aw_scratch_new(void)
+{
+    return calloc(1, sizeof(struct cuptimon_aw_scratch));
+}
+
+void cuptimon__aw_scratch_trim(struct cuptimon_aw_scratch *sc, size_t keep_raw)
+{
+    if (sc && sc->zcap > ZSTD_compressBound(keep_raw)) {
+        free(sc->zbuf);
+        sc->zbuf = NULL;
+        sc->zcap = 0;
+    }
+}
+
+void cuptimon__aw_scratch_free(struct cuptimon_aw_scratch *sc)
+{
+    if (!sc)
+        return;
+    scratch_release(sc);
+    free(sc);
+}
+
+void cuptimon__aw_lend(struct cuptimon_archive_writer *w, struct cuptimon_aw_scratch *sc)
+{
+    w->lent = sc;
+}
 
 int cuptimon__write_all(int fd, const void *buf, size_t len)
 {
@@ -288,10 +357,6 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
         goto fail;
     if ((rc = open_segment(w)) < 0)
         goto fail;
-    if (level > 0 && !(w->cctx = ZSTD_createCCtx())) {
-        rc = -ENOMEM;
-        goto fail;
-    }
     *out = w;
     return 0;
 fail:
@@ -309,20 +374,14 @@ int cuptimon__aw_chunk(struct cuptimon_archive_writer *w, struct cuptimon_chunk_
     const uint8_t *payload = data;
     h->codec = CUPTIMON_CODEC_RAW;
     h->stored_size = h->raw_size;
-    if (w->cctx && h->raw_size > 0) {
-        size_t bound = ZSTD_compressBound(h->raw_size);
-        if (bound > w->zcap) {
-            uint8_t *nb = realloc(w->zbuf, bound);
-            if (nb) {
-                w->zbuf = nb;
-                w->zcap = bound;
-            }
-        }
-        if (bound <= w->zcap) {
-            size_t z = ZSTD_compressCCtx(w->cctx, w->zbuf, w->zcap, data, h->raw_size, w->level);
+    struct cuptimon_aw_scratch *sc = w->lent ? w->lent : &w->own;
+    if (w->level > 0 && h->raw_size > 0) {
+        /* Without memory for it, the chunk is stored raw. */
+        if (scratch_fit(sc, h->raw_size) == 0) {
+            size_t z = ZSTD_compressCCtx(sc->cctx, sc->zbuf, sc->zcap, data, h->raw_size, w->level);
             /* Store raw when compression does not pay. */
             if (!ZSTD_isError(z) && z < h->raw_size) {
-                payload = w->zbuf;
+                payload = sc->zbuf;
                 h->codec = CUPTIMON_CODEC_ZSTD;
                 h->stored_size = z;
             }
@@ -417,8 +476,7 @@ void cuptimon__aw_close(struct cuptimon_archive_writer *w)
         close(w->seg_fd);
     if (w->str_fd >= 0)
         close(w->str_fd);
-    ZSTD_freeCCtx(w->cctx);
-    free(w->zbuf);
+    scratch_release(&w->own);
     free(w);
 }
 
