@@ -15,7 +15,7 @@ old=$1 new=$2 rounds=${3:-5} n=${4:-4} per=${5:-1500000} warm=${6:-0}
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 # shellcheck source=bench/daemon-run.sh
 . "$top_srcdir/bench/daemon-run.sh"
-trap '[ -n "${dr_pid:-}" ] && kill "$dr_pid" 2>/dev/null; true' EXIT
+trap '[ -z "${dr_pid:-}" ] || kill "$dr_pid" 2>/dev/null || true' EXIT
 
 modes=fresh
 [ "$warm" -gt 0 ] && modes="fresh warm"

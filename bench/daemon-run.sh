@@ -3,6 +3,7 @@
 # cuptimond under bench/replay-producers (a real H200 buffer replayed over
 # the shim's protocol, as fast as slots come back), its CPU read from
 # /proc.  Needs top_builddir and top_srcdir set.
+: "${top_builddir:?}" "${top_srcdir:?}"
 dr_buf=$top_srcdir/tests/data/cupti-13.0-h200/phase0-buf0.bin.zst
 dr_clk=$(getconf CLK_TCK)
 
@@ -32,7 +33,7 @@ dr_cpu() { awk '{print $14 + $15}' "/proc/$dr_pid/stat"; }
 # that vary in length (--vary); waits for them, and for the daemon to
 # finish their last buffers.  Prints "records dropped".
 dr_load() {
-    local pids= i
+    local pids='' i
     rm -f "$dr_T"/r*.json
     for i in $(seq "$1"); do
         "$top_builddir/bench/replay-producer" --socket "$dr_T/p.sock" --buffer "$dr_buf" \
@@ -67,6 +68,7 @@ dr_warm() {
 dr_stop() {
     kill -TERM "$dr_pid"
     wait "$dr_pid" || true
+    dr_pid=
     rm -rf "$dr_T" "$dr_out"
 }
 
@@ -82,5 +84,5 @@ dr_measure() {
     c1=$(dr_cpu)
     dr_stop
     python3 -c 'import sys; t, c, n, d = map(int, sys.argv[1:]); print("%.3f %d %d" % (t / c * 1e6 / max(n, 1), n, d))' \
-        "$((c1 - c0))" "$dr_clk" $r
+        "$((c1 - c0))" "$dr_clk" "${r%% *}" "${r#* }"
 }

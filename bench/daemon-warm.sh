@@ -21,7 +21,7 @@ fi
 rounds=${1:-3} n=${2:-8} per=${3:-500000} warm=${4:-64}
 # shellcheck source=bench/daemon-run.sh
 . "$top_srcdir/bench/daemon-run.sh"
-trap '[ -n "${dr_pid:-}" ] && kill "$dr_pid" 2>/dev/null; true' EXIT
+trap '[ -z "${dr_pid:-}" ] || kill "$dr_pid" 2>/dev/null || true' EXIT
 d=$top_builddir/daemon/cuptimond
 
 if [ "$soak" -gt 0 ]; then
@@ -41,6 +41,7 @@ if [ "$soak" -gt 0 ]; then
         echo "{\"bench\": \"soak\", \"cycle\": $cycle, \"uptime_s\": $((soak - end + $(date +%s))), \"sessions_served\": $((cycle * (warm + n))), \"records\": ${r%% *}, \"dropped\": ${r#* }, \"daemon_us_per_record\": $us, \"daemon_rss_kib\": $rss}"
     done
     dr_stop
+    # shellcheck disable=SC2086
     python3 - $all <<'PY'
 import json, statistics, sys
 v = [float(x) for x in sys.argv[1:]]
@@ -53,7 +54,7 @@ PY
     exit 0
 fi
 
-fresh= warmv=
+fresh='' warmv=''
 for _ in $(seq "$rounds"); do
     a=$(dr_measure "$d" 0 "$n" "$per")
     b=$(dr_measure "$d" "$warm" "$n" "$per")
