@@ -31,16 +31,23 @@
  * never bookkeeping. */
 #define BIG ((size_t)64 << 10)
 
-static int counting;
-static unsigned long big_allocs;
+static volatile int counting;
+static volatile unsigned long big_allocs;
 
-#ifdef NO_HOOK
-#define ck_assert_allocs_le(n, bound) ((void)(n))
-#define ck_assert_allocs_eq(n, want)  ((void)(n))
-#else
-#define ck_assert_allocs_le(n, bound) ck_assert_uint_le(n, bound)
-#define ck_assert_allocs_eq(n, want)  ck_assert_uint_eq(n, want)
-#endif
+/* Whether this program's malloc is the one called: not under
+ * AddressSanitizer (NO_HOOK) nor under valgrind, which put their own in
+ * its place; there the chunks are still written, the counts not checked. */
+static int hook_live(void);
+#define ck_assert_allocs_le(n, bound)                                                              \
+    do {                                                                                           \
+        if (hook_live())                                                                           \
+            ck_assert_uint_le(n, bound);                                                           \
+    } while (0)
+#define ck_assert_allocs_eq(n, want)                                                               \
+    do {                                                                                           \
+        if (hook_live())                                                                           \
+            ck_assert_uint_eq(n, want);                                                            \
+    } while (0)
 
 #ifndef NO_HOOK
 void *__libc_malloc(size_t n);
@@ -74,6 +81,28 @@ void free(void *p)
     __libc_free(p);
 }
 #endif
+
+static int hook_live(void)
+{
+    static int live = -1;
+    if (live < 0) {
+        unsigned long before = big_allocs;
+        counting = 1;
+        void *volatile p = malloc(BIG);
+        counting = 0;
+        free(p);
+        /* valgrind's malloc serves some of the calls (libzstd's) even
+         * where this one still sees its own program's. */
+        const char *pre = getenv("LD_PRELOAD");
+        live = big_allocs != before && !(pre && strstr(pre, "vgpreload"));
+        big_allocs = before;
+        if (!live)
+            fputs("test-aw-alloc: malloc is not this program's (a sanitizer or valgrind): "
+                  "allocations not counted\n",
+                  stderr);
+    }
+    return live;
+}
 
 static char tmpdir[256];
 
@@ -150,7 +179,7 @@ START_TEST(lent_scratch_serves_every_session)
         CHUNKS = 8
     };
     size_t top = CUPTIMON_AW_SCRATCH_MIN_RAW;
-    uint8_t *data = records(top);
+    uint8_t *data = records(top + 216 * SESSIONS);
     struct cuptimon_aw_scratch *sc = cuptimon__aw_scratch_new();
     ck_assert_ptr_nonnull(sc);
     big_allocs = 0;
