@@ -161,6 +161,12 @@ int cuptimon__chunk_hdr_decode(const uint8_t in[CUPTIMON_CHUNK_HDR_SIZE],
 
 /* ---- writer ------------------------------------------------------------- */
 
+struct cuptimon_aw_scratch {
+    ZSTD_CCtx *cctx;
+    uint8_t *zbuf;
+    size_t zcap;
+};
+
 struct cuptimon_archive_writer {
     char dir[512];
     int seg_fd;
@@ -169,9 +175,8 @@ struct cuptimon_archive_writer {
     int str_fd;
     uint32_t cupti_version; /* for the segment headers; 0: not known */
     int level;
-    ZSTD_CCtx *cctx;
-    uint8_t *zbuf;
-    size_t zcap;
+    struct cuptimon_aw_scratch own; /* used when none is lent */
+    struct cuptimon_aw_scratch *lent;
     uint64_t total;
     /* The per-kind record delta: the walk's sizes (have_sizes: set) and
      * chunks that fell back to plain zstd. */
@@ -181,6 +186,70 @@ struct cuptimon_archive_writer {
 };
 
 void (*cuptimon__aw_rdelta_test_hook)(uint8_t *buf, size_t n);
+
+/* What compressing needs, sized for a chunk of raw bytes: a zstd context
+ * (made once; zstd keeps its tables between chunks) and an output buffer
+ * of ZSTD_compressBound of at least CUPTIMON_AW_SCRATCH_MIN_RAW, else of
+ * the chunk's size rounded up to a power of two.  A grow frees the old
+ * buffer and allocates the new one: nothing in it is worth copying.  So a
+ * writer, or a worker lending one scratch to every session it serves,
+ * allocates once for any number of chunks up to that size, and at most 6
+ * more times up to CUPTIMON_CHUNK_MAX_RAW (issue 49: a realloc whenever a
+ * chunk came out a few bytes longer than the last copied 4 MiB each time
+ * on a heap that earlier sessions had left fragmented).  Returns 0, or
+ * -ENOMEM with the scratch as it was. */
+static int scratch_fit(struct cuptimon_aw_scratch *sc, size_t raw)
+{
+    if (!sc->cctx && !(sc->cctx = ZSTD_createCCtx()))
+        return -ENOMEM;
+    if (ZSTD_compressBound(raw) <= sc->zcap)
+        return 0;
+    size_t want = CUPTIMON_AW_SCRATCH_MIN_RAW;
+    while (want < raw)
+        want *= 2;
+    size_t cap = ZSTD_compressBound(want);
+    uint8_t *nb = malloc(cap);
+    if (!nb)
+        return -ENOMEM;
+    free(sc->zbuf);
+    sc->zbuf = nb;
+    sc->zcap = cap;
+    return 0;
+}
+
+static void scratch_release(struct cuptimon_aw_scratch *sc)
+{
+    ZSTD_freeCCtx(sc->cctx);
+    free(sc->zbuf);
+    memset(sc, 0, sizeof *sc);
+}
+
+struct cuptimon_aw_scratch *cuptimon__aw_scratch_new(void)
+{
+    return calloc(1, sizeof(struct cuptimon_aw_scratch));
+}
+
+void cuptimon__aw_scratch_trim(struct cuptimon_aw_scratch *sc, size_t keep_raw)
+{
+    if (sc && sc->zcap > ZSTD_compressBound(keep_raw)) {
+        free(sc->zbuf);
+        sc->zbuf = NULL;
+        sc->zcap = 0;
+    }
+}
+
+void cuptimon__aw_scratch_free(struct cuptimon_aw_scratch *sc)
+{
+    if (!sc)
+        return;
+    scratch_release(sc);
+    free(sc);
+}
+
+void cuptimon__aw_lend(struct cuptimon_archive_writer *w, struct cuptimon_aw_scratch *sc)
+{
+    w->lent = sc;
+}
 
 int cuptimon__write_all(int fd, const void *buf, size_t len)
 {
@@ -304,10 +373,6 @@ int cuptimon__aw_open(const char *dir, const char *meta_json, uint64_t seg_max, 
         goto fail;
     if ((rc = open_segment(w)) < 0)
         goto fail;
-    if (level > 0 && !(w->cctx = ZSTD_createCCtx())) {
-        rc = -ENOMEM;
-        goto fail;
-    }
     *out = w;
     return 0;
 fail:
@@ -319,21 +384,14 @@ fail:
     return rc;
 }
 
-/* n bytes at src compressed into w->zbuf: their size, or 0 when they
- * cannot be (no memory, a zstd error). */
-static size_t compress_to_zbuf(struct cuptimon_archive_writer *w, const uint8_t *src, size_t n)
+/* n bytes at src compressed into the scratch's buffer (sized by
+ * scratch_fit for the chunk's raw size): their size, or 0 when they cannot
+ * be (a zstd error, or a transformed chunk that does not fit in the raw
+ * chunk's bound, so that compressing it would not pay). */
+static size_t compress_to_zbuf(const struct cuptimon_archive_writer *w,
+                               struct cuptimon_aw_scratch *sc, const uint8_t *src, size_t n)
 {
-    size_t bound = ZSTD_compressBound(n);
-    if (bound > w->zcap) {
-        uint8_t *nb = realloc(w->zbuf, bound);
-        if (nb) {
-            w->zbuf = nb;
-            w->zcap = bound;
-        }
-    }
-    if (bound > w->zcap)
-        return 0;
-    size_t z = ZSTD_compressCCtx(w->cctx, w->zbuf, w->zcap, src, n, w->level);
+    size_t z = ZSTD_compressCCtx(sc->cctx, sc->zbuf, sc->zcap, src, n, w->level);
     return ZSTD_isError(z) ? 0 : z;
 }
 
@@ -388,10 +446,11 @@ static uint8_t *tscratch_get(size_t need)
 }
 
 /* The chunk's records through the per-kind record delta and zstd into
- * w->zbuf: the compressed size, or 0 when the chunk is to be written as
+ * the scratch's buffer: the compressed size, or 0 when the chunk is to be written as
  * plain zstd (the transform walked no record, memory is short, or it was
  * not undone exactly: counted). */
-static size_t compress_rdelta(struct cuptimon_archive_writer *w, const uint8_t *data, size_t raw)
+static size_t compress_rdelta(struct cuptimon_archive_writer *w, struct cuptimon_aw_scratch *sc,
+                              const uint8_t *data, size_t raw)
 {
     uint8_t *t = tscratch_get(CUPTIMON_RDELTA_BOUND(raw));
     if (t == NULL)
@@ -401,7 +460,7 @@ static size_t compress_rdelta(struct cuptimon_archive_writer *w, const uint8_t *
     if (walked > 0) {
         if (cuptimon__aw_rdelta_test_hook)
             cuptimon__aw_rdelta_test_hook(t, n);
-        z = compress_to_zbuf(w, t, n);
+        z = compress_to_zbuf(w, sc, t, n);
     }
     if (z == 0 || z >= raw) {
         if (tscratch.cap > TSCRATCH_KEEP)
@@ -429,15 +488,17 @@ int cuptimon__aw_chunk(struct cuptimon_archive_writer *w, struct cuptimon_chunk_
     const uint8_t *payload = data;
     h->codec = CUPTIMON_CODEC_RAW;
     h->stored_size = h->raw_size;
-    if (w->cctx && h->raw_size > 0) {
-        size_t z = w->have_sizes ? compress_rdelta(w, data, h->raw_size) : 0;
+    struct cuptimon_aw_scratch *sc = w->lent ? w->lent : &w->own;
+    /* Without memory for it, the chunk is stored raw. */
+    if (w->level > 0 && h->raw_size > 0 && scratch_fit(sc, h->raw_size) == 0) {
+        size_t z = w->have_sizes ? compress_rdelta(w, sc, data, h->raw_size) : 0;
         if (z > 0) {
-            payload = w->zbuf;
+            payload = sc->zbuf;
             h->codec = CUPTIMON_CODEC_ZSTD_RDELTA;
             h->stored_size = z;
-        } else if ((z = compress_to_zbuf(w, data, h->raw_size)) > 0 && z < h->raw_size) {
+        } else if ((z = compress_to_zbuf(w, sc, data, h->raw_size)) > 0 && z < h->raw_size) {
             /* Store raw when compression does not pay. */
-            payload = w->zbuf;
+            payload = sc->zbuf;
             h->codec = CUPTIMON_CODEC_ZSTD;
             h->stored_size = z;
         }
@@ -531,8 +592,7 @@ void cuptimon__aw_close(struct cuptimon_archive_writer *w)
         close(w->seg_fd);
     if (w->str_fd >= 0)
         close(w->str_fd);
-    ZSTD_freeCCtx(w->cctx);
-    free(w->zbuf);
+    scratch_release(&w->own);
     free(w);
 }
 

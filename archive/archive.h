@@ -132,6 +132,22 @@ uint64_t cuptimon__aw_rdelta_fallbacks(const struct cuptimon_archive_writer *w);
 extern void (*cuptimon__aw_rdelta_test_hook)(uint8_t *buf, size_t n);
 void cuptimon__aw_close(struct cuptimon_archive_writer *w);
 
+/* What compressing a chunk needs (a zstd context and an output buffer),
+ * apart from any one writer, so that a thread that serves many sessions
+ * makes it once (issue 49).  A writer uses its own unless one is lent to
+ * it; either way the buffer is sized once for every chunk up to
+ * CUPTIMON_AW_SCRATCH_MIN_RAW bytes, and past that grows by powers of two
+ * (never copied).  One thread at a time: lend it for a batch of chunks,
+ * then take it back (cuptimon__aw_lend(w, NULL)). */
+#define CUPTIMON_AW_SCRATCH_MIN_RAW ((size_t)4 << 20)
+struct cuptimon_aw_scratch;
+struct cuptimon_aw_scratch *cuptimon__aw_scratch_new(void);
+void cuptimon__aw_lend(struct cuptimon_archive_writer *w, struct cuptimon_aw_scratch *sc);
+/* Gives the buffer back when it was grown past chunks of keep_raw bytes
+ * (a producer with huge slots must not leave every worker holding one). */
+void cuptimon__aw_scratch_trim(struct cuptimon_aw_scratch *sc, size_t keep_raw);
+void cuptimon__aw_scratch_free(struct cuptimon_aw_scratch *sc);
+
 /* ---- reader ----------------------------------------------------------- */
 
 /*

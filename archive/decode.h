@@ -376,7 +376,7 @@ struct cuptimon_walk {
     const struct cuptimon_layout *l;
     struct cuptimon_decode_stats *st;
     int done;
-    int brief;          /* cuptimon__walk_begin_brief */
+    int brief;          /* 1: cuptimon__walk_begin_brief, 2: _device */
     uint32_t prev_kind; /* the record before the current one (0: none yet) */
 };
 
@@ -389,6 +389,16 @@ void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout 
  * the other forty fields of each cost them a third of their time. */
 void cuptimon__walk_begin_brief(struct cuptimon_walk *w, const struct cuptimon_layout *l,
                                 const void *buf, size_t len, struct cuptimon_decode_stats *st);
+/* As cuptimon__walk_begin, for the live aggregates, which read every
+ * record of GPU work on the node (issue 49): cuptimon__walk_next returns
+ * only kernels, copies (MEMCPY and MEMCPY_P2P) and memsets, with type,
+ * cupti_kind, start, end, device_id and, of a kernel, u.kernel.name_ptr, of
+ * a copy u.memcpy.bytes and copy_kind, of a memset u.memset.bytes; every
+ * other field of *ev is left as it was (not zeroed).  Records of other
+ * types are counted in the stats as the full walk counts them, except
+ * bad_times, which counts only the records returned. */
+void cuptimon__walk_begin_device(struct cuptimon_walk *w, const struct cuptimon_layout *l,
+                                 const void *buf, size_t len, struct cuptimon_decode_stats *st);
 /* 1 with *ev filled, or 0 at the end of the buffer. */
 int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev);
 

@@ -23,6 +23,11 @@
  * window, a set of distinct API calls that grows with the window).
  * --kernel-rate: announce buffers at K kernel records/s (instead of --rate
  * records of every kind).
+ * --vary: each buffer announced is a prefix of the replayed one, cut at a
+ * record boundary between half and all of its records (a pseudo-random
+ * draw per buffer, the same sequence every run), as a shim's buffers vary
+ * with how far CUPTI filled them before a flush; what grows a per-session
+ * output buffer chunk by chunk (issue 49).
  * Prints (or writes) one JSON line: records_sent, records_dropped, buffers,
  * wall_s.
  */
@@ -133,6 +138,8 @@ struct replay {
     uint32_t *corr_off; /* byte offsets of the correlation id fields */
     uint32_t *corr_val; /* their values in the file */
     size_t ncorr;
+    uint32_t *ends; /* ends[i]: the byte offset after record i (--vary) */
+    size_t nends;
 };
 
 /* The correlation id field of a record of kind k, or -1. */
@@ -175,7 +182,8 @@ static int replay_load(struct replay *rp, const char *path, const struct cuptimo
      * walker does (every record starts with its kind). */
     rp->corr_off = calloc(rp->records, sizeof *rp->corr_off);
     rp->corr_val = calloc(rp->records, sizeof *rp->corr_val);
-    if (!rp->corr_off || !rp->corr_val)
+    rp->ends = calloc(rp->records, sizeof *rp->ends);
+    if (!rp->corr_off || !rp->corr_val || !rp->ends)
         return -1;
     for (size_t off = 0; off + 4 <= rp->len;) {
         uint32_t k;
@@ -190,6 +198,8 @@ static int replay_load(struct replay *rp, const char *path, const struct cuptimo
             rp->ncorr++;
         }
         off += sz;
+        if (rp->nends < rp->records)
+            rp->ends[rp->nends++] = (uint32_t)off;
     }
     return 0;
 }
@@ -235,6 +245,7 @@ int main(int argc, char **argv)
         {"sparse", no_argument, NULL, 'P'},
         {"window-buffer", required_argument, NULL, 'W'},
         {"kernel-rate", required_argument, NULL, 'K'},
+        {"vary", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *sock_path = NULL, *buf_path = NULL, *report = NULL, *wbuf_path = NULL;
@@ -242,8 +253,9 @@ int main(int argc, char **argv)
     uint64_t want = 100000;
     unsigned slots = 16;
     uint64_t want_slot = 0;
-    int sparse = 0, c;
-    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:PW:K:", opts, NULL)) != -1) {
+    int sparse = 0, vary = 0, c;
+    uint64_t draw = 88172645463325252ull; /* xorshift64 state for --vary */
+    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:PW:K:V", opts, NULL)) != -1) {
         switch (c) {
         case 's': sock_path = optarg; break;
         case 'b': buf_path = optarg; break;
@@ -255,10 +267,11 @@ int main(int argc, char **argv)
         case 'P': sparse = 1; break;
         case 'W': wbuf_path = optarg; break;
         case 'K': kernel_rate = atof(optarg); break;
+        case 'V': vary = 1; break;
         default:
             fprintf(stderr, "usage: replay-producer --socket PATH --buffer FILE.bin.zst "
                             "--records N [--rate R] [--slots S] [--report FILE] "
-                            "[--window-buffer FILE.bin.zst] [--kernel-rate K]\n");
+                            "[--window-buffer FILE.bin.zst] [--kernel-rate K] [--vary]\n");
             return 2;
         }
     }
@@ -360,6 +373,15 @@ int main(int argc, char **argv)
                     per_buf = r->records;
                     window_buffers += cur;
                 }
+                if (vary && !sparse && rp[cur].nends > 1) {
+                    const struct replay *r = &rp[cur];
+                    draw ^= draw << 13;
+                    draw ^= draw >> 7;
+                    draw ^= draw << 17;
+                    size_t k = r->nends / 2 + (size_t)(draw % (r->nends - r->nends / 2));
+                    len = r->ends[k];
+                    per_buf = k + 1;
+                }
                 struct cuptimon_buffer_ready m = {.slot = s,
                                                   .valid_size = len,
                                                   .cupti_ts = cupti_ts,
@@ -445,6 +467,7 @@ int main(int argc, char **argv)
         free(rp[i].buf);
         free(rp[i].corr_off);
         free(rp[i].corr_val);
+        free(rp[i].ends);
     }
     munmap(pool, slots * slot_size);
     return dead ? 1 : 0;

@@ -1189,7 +1189,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         memset(&st, 0, sizeof(st));
         pthread_mutex_unlock(&a->mu);
         /* Counted, so that a bound being hit shows. */
-        cuptimon__walk_begin_brief(&w, l, buf, len, &st);
+        cuptimon__walk_begin_device(&w, l, buf, len, &st);
         while (cuptimon__walk_next(&w, &ev))
             ;
         pthread_mutex_lock(&a->mu);
@@ -1214,7 +1214,7 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
     if (s->nwait > 0 && (s->nunmapped == 0 || now - s->wait_since >= a->map_wait_ns))
         wait_release(a, s, now);
     memset(&st, 0, sizeof(st));
-    cuptimon__walk_begin_brief(&w, l, buf, len, &st);
+    cuptimon__walk_begin_device(&w, l, buf, len, &st);
     while (cuptimon__walk_next(&w, &ev)) {
         uint64_t dur, t0, t1;
         int dslot;

@@ -168,6 +168,7 @@ struct session {
     unsigned size_changes;    /* a kind measured again, otherwise (logged: the first 10) */
     uint64_t mismatch_logged; /* bit k: kind k's mismatch was logged */
     char *work_meta;
+    struct cuptimon_aw_scratch *work_scratch; /* lent to this batch (d->scratch_free) */
     /* CUPTI's v2 path (issue 28): "v1" or "v2+udr", from the hello; the
      * kernel record's size in bytes as the producer's layouts give it (the
      * latest LAYOUTS), for status; layout generations archived so far. */
@@ -233,6 +234,12 @@ struct daemon {
      * a ring served in turn; archive items running now. */
     struct turn_user *turns;
     unsigned archive_inflight;
+    /* Compression scratch for the archive items running now, lent to each
+     * work item by the loop thread and given back when it is done: at most
+     * archive_inflight_max of them ever exist, made once and reused by
+     * every session (issue 49), freed at exit (session_scratch_free). */
+    struct cuptimon_aw_scratch **scratch_free;
+    unsigned nscratch_free, nscratch;
     uv_timer_t stop_timer, watchdog, accept_timer;
     int accept_paused; /* 1 producer, 2 control listener paused (EMFILE) */
     /* Producers may use descriptors below fd_limit - fd_reserve; the rest
@@ -300,6 +307,8 @@ void session_accept(struct daemon *d, int fd);
  * that does not take fences (its hello lacks "fence": true). */
 void session_request_flush(struct session *s, uint64_t flush_id, int mode, uint32_t fence);
 void session_close_all(struct daemon *d);
+/* Frees the compression scratch once no work item runs (at exit). */
+void session_scratch_free(struct daemon *d);
 /* Out of descriptors: closes up to 8 of the oldest connections that have
  * said no hello for a while (keep excepted; NULL: none).  Returns how many
  * were closed (their descriptors are free once the loop has run their

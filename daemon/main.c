@@ -990,6 +990,7 @@ static int daemon_done(struct daemon *d)
     d->gpm = NULL;
     cuptimon__live_set_destroy(&d->live);
     lossreport_free(d);
+    session_scratch_free(d);
     if (rc != 0)
         log_warn("main", "event loop closed with handles still open: %s", uv_strerror(rc));
     cuptimon__agg_free(d->agg);

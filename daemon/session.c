@@ -221,6 +221,8 @@ static void work_cb(uv_work_t *w)
     /* A failure leaves the older meta.json; the session's end writes it again. */
     if (s->work_meta && s->aw)
         cuptimon__aw_meta(s->aw, s->work_meta);
+    if (s->aw)
+        cuptimon__aw_lend(s->aw, s->work_scratch);
     for (size_t i = 0; i < s->work_len; i++) {
         struct aw_item *it = &s->work_items[i];
         if (it->is_strings) {
@@ -265,6 +267,42 @@ static void work_cb(uv_work_t *w)
      * huge slots must not leave each worker holding one. */
     if (slot_copy.cap > SLOT_COPY_KEEP)
         slot_copy_drop();
+    if (s->aw)
+        cuptimon__aw_lend(s->aw, NULL);
+    cuptimon__aw_scratch_trim(s->work_scratch, SLOT_COPY_KEEP);
+}
+
+/* The loop thread's side of the scratch: one taken for a work item (made
+ * when none is free; NULL without memory, and the writer then uses its
+ * own), and given back when the item is done. */
+static struct cuptimon_aw_scratch *scratch_take(struct daemon *d)
+{
+    if (d->nscratch_free > 0)
+        return d->scratch_free[--d->nscratch_free];
+    struct cuptimon_aw_scratch **nf =
+        realloc(d->scratch_free, (d->nscratch + 1) * sizeof *d->scratch_free);
+    if (nf == NULL)
+        return NULL;
+    d->scratch_free = nf;
+    struct cuptimon_aw_scratch *sc = cuptimon__aw_scratch_new();
+    if (sc != NULL)
+        d->nscratch++;
+    return sc;
+}
+
+static void scratch_give(struct daemon *d, struct cuptimon_aw_scratch *sc)
+{
+    if (sc != NULL) /* room: scratch_take made it for each one made */
+        d->scratch_free[d->nscratch_free++] = sc;
+}
+
+void session_scratch_free(struct daemon *d)
+{
+    while (d->nscratch_free > 0)
+        cuptimon__aw_scratch_free(d->scratch_free[--d->nscratch_free]);
+    free(d->scratch_free);
+    d->scratch_free = NULL;
+    d->nscratch = 0;
 }
 
 static void release_slot(struct session *s, const struct cuptimon_buffer_ready *m, int status)
@@ -299,6 +337,8 @@ static void after_work_cb(uv_work_t *w, int status)
         d->rdelta_fallbacks += fb - s->rdelta_fallbacks;
         s->rdelta_fallbacks = fb;
     }
+    scratch_give(d, s->work_scratch);
+    s->work_scratch = NULL;
     free(s->work_meta);
     s->work_meta = NULL;
     session_layout_refresh(s); /* a measured size that came while it worked */
@@ -511,6 +551,7 @@ static void submit_work(struct session *s)
     s->work.data = s;
     s->working = 1;
     s->d->archive_inflight++;
+    s->work_scratch = scratch_take(s->d);
     if (uv_queue_work(s->d->loop, &s->work, work_cb, after_work_cb) < 0) {
         for (size_t i = 0; i < s->work_len; i++)
             s->work_items[i].result = -EAGAIN;

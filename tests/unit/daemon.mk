@@ -24,3 +24,10 @@ tests_unit_test_rdelta_double_CFLAGS = $(CHECK_TEST_CFLAGS)
 tests_unit_test_rdelta_double_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_unit_test_rdelta_double_LDADD = tests/fakecupti/libcupti-fake.la $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS) $(PTHREAD_LIBS)
 endif
+# The archive writer's allocations per chunk, counted (issue 49).
+check_PROGRAMS += tests/unit/test-aw-alloc
+TESTS += tests/unit/test-aw-alloc
+UNIT_TESTS += tests/unit/test-aw-alloc
+tests_unit_test_aw_alloc_SOURCES = tests/unit/test-aw-alloc.c
+tests_unit_test_aw_alloc_CFLAGS = $(CHECK_TEST_CFLAGS)
+tests_unit_test_aw_alloc_LDADD = $(ARCHIVE_LIBS) $(CHECK_TEST_LIBS)

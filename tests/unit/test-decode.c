@@ -1492,6 +1492,63 @@ static void decode_real(const char *file, struct real_counts *rc, int check_ptrs
  * of the real H200 buffers, the full walk's common fields and kernel name
  * pointer, the full walk's record of every copy and memset, and the same
  * counts; of a kernel, nothing else. */
+/* The device walk (what the live aggregates read, issue 49) gives, of the
+ * real H200 buffers, exactly the full walk's kernels, copies and memsets, in
+ * order, with the fields it promises equal to the full decode's (and the
+ * rest of the event untouched), and the same counts but bad_times. */
+START_TEST(walk_device_matches_full)
+{
+    static const char *files[] = {"phase0-buf0.bin.zst", "phase0-buf3.bin.zst"};
+    struct cuptimon_layout l;
+
+    layout_13(&l);
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        uint8_t *buf = cuptimon__test_load_real(files[i], &len);
+        struct cuptimon_decode_stats sf, sd;
+        struct cuptimon_walk wf, wd;
+        struct cuptimon_ev ef, ed;
+        unsigned kernels = 0, copies = 0, memsets = 0;
+
+        memset(&sf, 0, sizeof(sf));
+        memset(&sd, 0, sizeof(sd));
+        cuptimon__walk_begin(&wf, &l, buf, len, &sf);
+        cuptimon__walk_begin_device(&wd, &l, buf, len, &sd);
+        while (cuptimon__walk_next(&wf, &ef)) {
+            if (ef.type != CUPTIMON_EV_KERNEL && ef.type != CUPTIMON_EV_MEMCPY &&
+                ef.type != CUPTIMON_EV_MEMCPY_P2P && ef.type != CUPTIMON_EV_MEMSET)
+                continue;
+            memset(&ed, 0xa5, sizeof(ed)); /* what it does not write stays */
+            ck_assert_int_eq(cuptimon__walk_next(&wd, &ed), 1);
+            ck_assert_uint_eq(ed.type, ef.type);
+            ck_assert_uint_eq(ed.cupti_kind, ef.cupti_kind);
+            ck_assert_uint_eq(ed.start, ef.start);
+            ck_assert_uint_eq(ed.end, ef.end);
+            ck_assert_uint_eq(ed.device_id, ef.device_id);
+            ck_assert_uint_eq(ed.correlation_id, 0xa5a5a5a5u);
+            if (ef.type == CUPTIMON_EV_KERNEL) {
+                ck_assert_uint_eq(ed.u.kernel.name_ptr, ef.u.kernel.name_ptr);
+                ck_assert_uint_ne(ed.u.kernel.name_ptr, 0);
+                kernels++;
+            } else if (ef.type == CUPTIMON_EV_MEMSET) {
+                ck_assert_uint_eq(ed.u.memset.bytes, ef.u.memset.bytes);
+                memsets++;
+            } else {
+                ck_assert_uint_eq(ed.u.memcpy.bytes, ef.u.memcpy.bytes);
+                ck_assert_uint_eq(ed.u.memcpy.copy_kind, ef.u.memcpy.copy_kind);
+                copies++;
+            }
+        }
+        ck_assert_int_eq(cuptimon__walk_next(&wd, &ed), 0);
+        ck_assert_uint_gt(kernels, 0);
+        ck_assert_uint_gt(copies + memsets, 0);
+        sf.bad_times = sd.bad_times = 0;
+        ck_assert_int_eq(memcmp(&sf, &sd, sizeof(sf)), 0);
+        free(buf);
+    }
+}
+END_TEST
+
 START_TEST(walk_brief_matches_full)
 {
     static const char *files[] = {"phase0-buf0.bin.zst", "phase0-buf3.bin.zst"};
@@ -1695,6 +1752,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, cbid_names);
     tcase_add_test(t, real_phase0);
     tcase_add_test(t, walk_brief_matches_full);
+    tcase_add_test(t, walk_device_matches_full);
     tcase_add_test(t, real_phase1);
     tcase_add_test(t, real_phase1_correlation);
     suite_add_tcase(s, t);
