@@ -19,3 +19,5 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/inte
 # cuptimonctl stats and the demo's end (issue 29): their own line, so that
 # lists growing above merge without a conflict.
 INTEGRATION_TESTS += tests/integration/stats.sh tests/integration/demo-end.sh
+# The GPU metrics' own cost and the operator's commands (issue 48).
+INTEGRATION_TESTS += tests/integration/gpu-metrics-cost.sh
