@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json-c/json.h>
 
@@ -76,10 +77,12 @@ static void print_status(json_object *st)
     printf("\n");
     for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
         json_object *d = json_object_array_get_idx(devs, i), *ms = cuptimon__json_get(d, "metrics");
-        printf("  GPU %" PRId64 " %s (%s, %s): %s: %s\n", cuptimon__json_int(d, "device", 0),
+        printf("  GPU %" PRId64 " %s (%s, %s): %s: %s%s%s\n", cuptimon__json_int(d, "device", 0),
                cuptimon__json_str(d, "name", ""), cuptimon__json_str(d, "chip", "?"),
                cuptimon__json_str(d, "pci_bus_id", ""), cuptimon__json_str(d, "state", ""),
-               cuptimon__json_str(d, "why", ""));
+               cuptimon__json_str(d, "why", ""),
+               cuptimon__json_get(d, "pending") ? "; pending: " : "",
+               cuptimon__json_str(d, "pending", ""));
         if (*cuptimon__json_str(d, "unknown_metrics", ""))
             printf("      unknown (not a key or CUPTI metric name; see cuptimond.conf(5)): %s\n",
                    cuptimon__json_str(d, "unknown_metrics", ""));
@@ -116,6 +119,16 @@ static void print_status(json_object *st)
             printf("      %-28s %12s\n", cuptimon__json_str(m, "label", ""), b);
         }
     }
+}
+
+/* Whether a GPU's pause or resume is still being carried out. */
+static int pending_any(json_object *st)
+{
+    json_object *devs = cuptimon__json_get(st, "devices");
+    for (size_t i = 0; devs && i < json_object_array_length(devs); i++)
+        if (cuptimon__json_get(json_object_array_get_idx(devs, i), "pending"))
+            return 1;
+    return 0;
 }
 
 int cuptimon__cli_gpu_metrics(struct cuptimon_ctl *ctl, int argc, char **argv)
@@ -180,6 +193,21 @@ int cuptimon__cli_gpu_metrics(struct cuptimon_ctl *ctl, int argc, char **argv)
     if (!st) {
         fprintf(stderr, "cuptimonctl gpu-metrics: %s\n", err);
         return 1;
+    }
+    /* The state the command leaves: the daemon's sampler releases or takes
+     * the counters within a moment (up to hundreds of ms a GPU); status
+     * marks a GPU whose command is still pending.  Up to 5 s. */
+    for (int tries = 0; strcmp(action, "status") != 0 && tries < 100 && pending_any(st); tries++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        json_object *q = json_object_new_object();
+        json_object_object_add(q, "op", json_object_new_string("gpu_metrics"));
+        json_object *again = cuptimon__ctl_call(ctl, q, err, sizeof err, NULL);
+        json_object_put(q);
+        if (!again)
+            break;
+        json_object_put(st);
+        st = again;
     }
     if (json)
         printf("%s\n", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PRETTY |

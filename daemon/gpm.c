@@ -1446,20 +1446,22 @@ static size_t means(const struct gpm_dev *d, int64_t since, double *out)
     return n;
 }
 
-/* The state after the commands already given: a pause or resume is the
- * thread's to carry out (it holds the counters, and stopping takes up to
- * hundreds of ms), but what the operator asked for is the state to show,
- * also in the reply to the command itself.  Under the lock. */
-static enum dev_state shown_state(const struct gpm_dev *d, int64_t now)
+/* A command the thread has not carried out yet: the operator's pause
+ * ("pause") or resume ("resume"), NULL when none.  The thread holds the
+ * counters and releasing them takes up to hundreds of ms: the state stays
+ * the device's own ("paused" is said once the counters are released), and
+ * cuptimonctl waits for the pending command before it prints.  Under the
+ * lock. */
+static const char *pending(const struct gpm_dev *d, int64_t now)
 {
     int paused = d->paused && !(d->pause_until_ns && now >= d->pause_until_ns);
     if (d->state == DEV_OFF)
-        return DEV_OFF;
-    if (paused || d->yielded)
-        return DEV_PAUSED;
-    if (d->state == DEV_PAUSED) /* resumed, not restarted yet */
-        return DEV_IDLE;
-    return d->state;
+        return NULL;
+    if (paused && d->state != DEV_PAUSED)
+        return "pause";
+    if (!paused && !d->yielded && d->state == DEV_PAUSED)
+        return "resume";
+    return NULL;
 }
 
 static char *utc_text(char *out, size_t len, int64_t ns)
@@ -1471,24 +1473,16 @@ static char *utc_text(char *out, size_t len, int64_t ns)
     return out;
 }
 
-static void shown_why(const struct gpm_dev *d, enum dev_state st, int64_t now, char *out,
-                      size_t len)
+/* Why the device is in its state; a pause for a while says until when. */
+static void shown_why(const struct gpm_dev *d, int64_t now, char *out, size_t len)
 {
     char when[40];
-    if (st == DEV_PAUSED && d->paused) {
-        if (d->pause_until_ns > now)
-            snprintf(out, len, "paused by %s until %s (%.0f s from now)", d->paused_by,
-                     utc_text(when, sizeof when, d->pause_until_ns),
-                     (double)(d->pause_until_ns - now) / 1e9);
-        else
-            snprintf(out, len, "paused by %s until resumed", d->paused_by);
-    } else if (st == d->state || st == DEV_OFF) {
+    if (d->state == DEV_PAUSED && d->paused && d->pause_until_ns > now)
+        snprintf(out, len, "paused by %s until %s (%.0f s from now)", d->paused_by,
+                 utc_text(when, sizeof when, d->pause_until_ns),
+                 (double)(d->pause_until_ns - now) / 1e9);
+    else
         snprintf(out, len, "%s", d->why);
-    } else if (st == DEV_PAUSED) {
-        snprintf(out, len, "yielded to %s, which needs the GPU's counters", d->yield_to);
-    } else {
-        snprintf(out, len, "resumed: sampling starts again");
-    }
 }
 
 json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
@@ -1504,7 +1498,7 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
     /* Every GPU paused (the operator's or yielded): the node's sampling is. */
     int npaused = 0;
     for (int i = 0; i < g->ndev; i++)
-        npaused += shown_state(&g->dev[i], now) == DEV_PAUSED;
+        npaused += g->dev[i].state == DEV_PAUSED;
     json_object_object_add(
         o, "state",
         json_object_new_string(g->up && g->ndev > 0 && npaused == g->ndev ? "paused"
@@ -1531,9 +1525,11 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
         json_object_object_add(x, "pci_bus_id", json_object_new_string(d->pci));
         json_object_object_add(x, "chip", json_object_new_string(d->chip));
         char why[sizeof d->why + 128];
-        enum dev_state st = shown_state(d, now);
-        shown_why(d, st, now, why, sizeof why);
-        json_object_object_add(x, "state", json_object_new_string(state_names[st]));
+        const char *pend = pending(d, now);
+        shown_why(d, now, why, sizeof why);
+        json_object_object_add(x, "state", json_object_new_string(state_names[d->state]));
+        if (pend)
+            json_object_object_add(x, "pending", json_object_new_string(pend));
         json_object_object_add(x, "why", json_object_new_string(why));
         if (d->paused && d->pause_until_ns > now) {
             char when[40];
