@@ -100,6 +100,9 @@ enum {
     M_PCIE_WR_SUM,
     M_NVLRX_SUM,
     M_NVLTX_SUM,
+    M_TC_SM_ACTIVE, /* XLA's TPC.TriageCompute group: the same signals, one counter group */
+    M_TC_WARPS_RT,
+    M_TC_TENSOR_RT,
     NMETRICS
 };
 
@@ -142,6 +145,10 @@ static const struct metric metrics[NMETRICS] = {
     [M_PCIE_WR_SUM] = {"pcie__write_bytes.sum", SUM, M_PCIE_WR, 1, 0, 0},
     [M_NVLRX_SUM] = {"nvlrx__bytes.sum", SUM, M_NVLRX, 1, 1, 0},
     [M_NVLTX_SUM] = {"nvltx__bytes.sum", SUM, M_NVLTX, 1, 1, 0},
+    [M_TC_SM_ACTIVE] = {"TPC.TriageCompute.sm__cycles_active" PE, PCT, M_SM_ACTIVE, 1, 0, 0},
+    [M_TC_WARPS_RT] = {"TPC.TriageCompute.tpc__warps_active_realtime" PE, PCT, M_WARPS_RT, 1, 0, 0},
+    [M_TC_TENSOR_RT] = {"TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime" PE, PCT,
+                        M_TENSOR_RT, 1, 0, 0},
 };
 #undef PE
 

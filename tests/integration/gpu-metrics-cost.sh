@@ -12,7 +12,9 @@
 #    the decode CPU (FAKEPM_DECODE_NS_PER_MIB), as the H100 did: the daemon
 #    measures its decode CPU and the raw bytes per second, shows both in
 #    status (text, JSON) and the metrics file, and logs once past its
-#    bounds; a set without the pair, sampled the same way, stays below them.
+#    bounds; a set without the pair (SM active, occupancy and the tensor
+#    pipe from TPC.TriageCompute, under their keys and Prometheus names),
+#    sampled the same way, stays below them.
 . "$top_srcdir/tests/integration/lib.sh"
 FAKEPM=$top_builddir/tests/fakecupti/.libs/libpm-fake.so
 [ -e "$FAKEPM" ] || { echo "SKIP: libpm-fake.so is not built"; exit 77; }
@@ -98,7 +100,10 @@ cost_run() { # name set
     cp "$T/daemon.log" "$T/cost-$1.log"
 }
 cost_run pair "sm_active,tensor_active,dram_active"
-cost_run cheap "sm_active,sm_occupancy,dram_active"
+# The same three from XLA's one counter group: the keys, and so the
+# Prometheus names, stay the user's.
+PE=.avg.pct_of_peak_sustained_elapsed TC=TPC.TriageCompute
+cost_run cheap "$TC.sm__cycles_active$PE,$TC.tpc__warps_active_realtime$PE,$TC.sm__pipe_tensor_cycles_active_realtime$PE,dram_active"
 python3 - "$T" <<'EOF' || fail "the sampler's cost is not measured, shown or logged as it should be"
 import json, re, sys
 T = sys.argv[1]
@@ -115,6 +120,13 @@ for name, costly in (("pair", True), ("cheap", False)):
     if cpu is None or raw is None:
         continue
     check(d["costly_set"] == costly, f"{name}: judged {'costly' if costly else 'not costly'}")
+    if not costly:
+        keys = [m["key"] for m in d["metrics"]]
+        check(keys == ["sm_active", "sm_occupancy", "tensor_active", "dram_active"],
+              f"{name}: TPC.TriageCompute's names keep the keys ({keys})")
+        for fam in ("cuptimon_gpu_prof_sm_active", "cuptimon_gpu_prof_sm_occupancy",
+                    "cuptimon_gpu_prof_pipe_tensor_active"):
+            check(re.search(r'^%s\{gpu="0",' % fam, prom, re.M), f"{name}: the metrics file has {fam}")
     # The double's flood: 64 MiB/s and 1 ms of CPU per MiB, 6.4 % of a core.
     if costly:
         check(55 <= raw / 2**20 <= 75, f"{name}: raw records about 64 MiB/s ({raw / 2**20:.1f})")
