@@ -73,6 +73,7 @@ assert d["paused_until"] in d["why"], (d["paused_until"], d["why"])
 EOF
 out=$(ctl gpu-metrics)
 case $out in *"until 20"*"Z ("*" s from now)"*) ;; *) fail "status does not say until when: $out" ;; esac
+ctl status | grep -q "gpus:.*GPU 0 paused" || fail "status has no paused GPU line: $(ctl status)"
 ctl gpu-metrics resume >/dev/null || fail "resume failed"
 gwait sampling || fail "not sampled again after resume: $(ctl gpu-metrics)"
 stop_daemon
