@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json-c/json.h>
 
@@ -37,8 +38,13 @@ static void usage(FILE *f)
                "               counters), failed or off, and why; the metrics with their\n"
                "               mean over the last second\n"
                "  pause        release the counters (all GPUs, or --device=N); --for=S\n"
-               "               resumes by itself after S seconds (operators only)\n"
+               "               resumes by itself after S seconds, and status says until\n"
+               "               when (operators only)\n"
                "  resume       sample again (operators only)\n"
+               "pause and resume print the status as the command leaves it: paused, or\n"
+               "starting again (the sampler releases or takes the counters within a moment).\n"
+               "Each GPU's line also shows what sampling costs: the daemon's CPU decoding its\n"
+               "counters and the raw records the GPU wrote for it, over the last 10 s.\n"
                "  --json       the daemon's answer as JSON\n");
 }
 
@@ -62,7 +68,7 @@ static void print_status(json_object *st)
     json_object *devs = cuptimon__json_get(st, "devices");
     const char *state = cuptimon__json_str(st, "state", "off");
     printf("GPU metrics: %s", state);
-    if (strcmp(state, "on") != 0)
+    if (strcmp(state, "on") != 0 && strcmp(state, "paused") != 0)
         printf(" (%s)", cuptimon__json_str(st, "why", "-"));
     else
         printf(", every %g ms (%g ms while a window is open)",
@@ -71,12 +77,33 @@ static void print_status(json_object *st)
     printf("\n");
     for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
         json_object *d = json_object_array_get_idx(devs, i), *ms = cuptimon__json_get(d, "metrics");
-        printf("  GPU %" PRId64 " %s (%s, %s): %s: %s\n", cuptimon__json_int(d, "device", 0),
+        printf("  GPU %" PRId64 " %s (%s, %s): %s: %s%s%s\n", cuptimon__json_int(d, "device", 0),
                cuptimon__json_str(d, "name", ""), cuptimon__json_str(d, "chip", "?"),
                cuptimon__json_str(d, "pci_bus_id", ""), cuptimon__json_str(d, "state", ""),
-               cuptimon__json_str(d, "why", ""));
+               cuptimon__json_str(d, "why", ""),
+               cuptimon__json_get(d, "pending") ? "; pending: " : "",
+               cuptimon__json_str(d, "pending", ""));
+        if (*cuptimon__json_str(d, "unknown_metrics", ""))
+            printf("      unknown (not a key or CUPTI metric name; see cuptimond.conf(5)): %s\n",
+                   cuptimon__json_str(d, "unknown_metrics", ""));
         if (*cuptimon__json_str(d, "not_sampled", ""))
             printf("      not available here: %s\n", cuptimon__json_str(d, "not_sampled", ""));
+        /* The sampler's own cost, over the last 10 s (issue 48). */
+        json_object *cpu = cuptimon__json_get(d, "decode_cpu_pct"),
+                    *raw = cuptimon__json_get(d, "raw_bytes_per_s");
+        if (cpu || raw) {
+            char rb[32] = "not told by CUPTI";
+            if (raw)
+                value(rb, sizeof rb, json_object_get_double(raw), "B/s");
+            printf("      cost: %.2f %% of a CPU core decoding, raw records %s (over the last "
+                   "10 s; logged past %g %% or %g MiB/s)%s\n",
+                   cpu ? json_object_get_double(cpu) : 0.0, rb,
+                   cuptimon__json_double(d, "cost_bound_cpu_pct", 0),
+                   cuptimon__json_double(d, "cost_bound_raw_bytes_per_s", 0) / 1048576,
+                   cuptimon__json_bool(d, "costly_set", 0) ? "; a known-costly set" : "");
+        } else if (cuptimon__json_bool(d, "costly_set", 0)) {
+            printf("      cost: a known-costly set (cuptimond.conf(5)); measured after 10 s\n");
+        }
         printf("      %" PRId64 " samples, %" PRId64 " overflows, %" PRId64 " errors, %.2f s of "
                "CPU decoding; archive %s\n",
                cuptimon__json_int(d, "samples", 0), cuptimon__json_int(d, "overflows", 0),
@@ -92,6 +119,16 @@ static void print_status(json_object *st)
             printf("      %-28s %12s\n", cuptimon__json_str(m, "label", ""), b);
         }
     }
+}
+
+/* Whether a GPU's pause or resume is still being carried out. */
+static int pending_any(json_object *st)
+{
+    json_object *devs = cuptimon__json_get(st, "devices");
+    for (size_t i = 0; devs && i < json_object_array_length(devs); i++)
+        if (cuptimon__json_get(json_object_array_get_idx(devs, i), "pending"))
+            return 1;
+    return 0;
 }
 
 int cuptimon__cli_gpu_metrics(struct cuptimon_ctl *ctl, int argc, char **argv)
@@ -156,6 +193,21 @@ int cuptimon__cli_gpu_metrics(struct cuptimon_ctl *ctl, int argc, char **argv)
     if (!st) {
         fprintf(stderr, "cuptimonctl gpu-metrics: %s\n", err);
         return 1;
+    }
+    /* The state the command leaves: the daemon's sampler releases or takes
+     * the counters within a moment (up to hundreds of ms a GPU); status
+     * marks a GPU whose command is still pending.  Up to 5 s. */
+    for (int tries = 0; strcmp(action, "status") != 0 && tries < 100 && pending_any(st); tries++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        json_object *q = json_object_new_object();
+        json_object_object_add(q, "op", json_object_new_string("gpu_metrics"));
+        json_object *again = cuptimon__ctl_call(ctl, q, err, sizeof err, NULL);
+        json_object_put(q);
+        if (!again)
+            break;
+        json_object_put(st);
+        st = again;
     }
     if (json)
         printf("%s\n", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PRETTY |

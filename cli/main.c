@@ -119,7 +119,9 @@ static void gpu_line(json_object *gm)
     json_object *devs = cuptimon__json_get(gm, "devices");
     if (!gm)
         return;
-    if (strcmp(cuptimon__json_str(gm, "state", "off"), "on") != 0) {
+    /* "paused": every GPU is, and each one's line says by whom. */
+    if (strcmp(cuptimon__json_str(gm, "state", "off"), "on") != 0 &&
+        strcmp(cuptimon__json_str(gm, "state", "off"), "paused") != 0) {
         printf("gpus:      metrics %s: %s\n", cuptimon__json_str(gm, "state", "off"),
                cuptimon__json_str(gm, "why", "-"));
         return;

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "conf.h"
+#include "gpm-set.h"
 #include "log.h"
 
 #ifndef SYSCONFDIR
@@ -610,6 +611,17 @@ static void value_from_json(struct value *v, json_object *o)
 
 int cuptimon__config_check(const struct cuptimon_config *c, char **err)
 {
+    struct cuptimon_gpm_judgement j;
+    if (cuptimon__gpm_set_judge(c->gpu_metrics_set, &j) < 0) {
+        char known_keys[400];
+        cuptimon__gpm_known_keys(known_keys, sizeof known_keys);
+        set_err(err,
+                "gpu_metrics_set: %s %s not a metric this daemon knows: give its keys (any case: "
+                "%s) or CUPTI metric names (unit__counter.rollup..., e.g. "
+                "sm__cycles_active.avg.pct_of_peak_sustained_elapsed), separated by commas",
+                j.unknown, j.nunknown > 1 ? "are" : "is", known_keys);
+        return -EINVAL;
+    }
     if (c->archive_max_bytes != 0 && c->archive_max_bytes < c->segment_size) {
         set_err(err,
                 "archive_max_bytes: %llu is smaller than segment_size (%llu): the byte cap must "

@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@
 
 #include "gpm.h"
 #include "gpm-cupti.h"
+#include "gpm-set.h"
 #include "log.h"
 #include "retention.h"
 #include "archive/archive.h"
@@ -89,45 +91,19 @@
 #define DECODE_NS 200000000ull
 #define SCAN_NS   500000000ull /* look for profilers' processes twice a second */
 
-/* The default set: what an operator reads on a DCGM dashboard, with the
- * PM sampling name that the H200 measured to mean it (docs/gpu-runs/
- * 20261205-h200-pmprobe: the non-realtime tensor counter; the _realtime one
- * read 4041 % under a GEMM).  All of them fit one pass on GH100. */
-struct gpm_known {
-    const char *key, *cupti, *unit, *label;
-    const char *prom, *prom_help; /* Prometheus name; the DCGM field it is like */
-    double prom_scale;            /* value * scale = the exported value */
-};
-static const struct gpm_known known[] = {
-    {"sm_active", "sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "%", "SM active",
-     "cuptimon_gpu_prof_sm_active", "DCGM_FI_PROF_SM_ACTIVE", 0.01},
-    {"sm_occupancy", "sm__warps_active.avg.pct_of_peak_sustained_elapsed", "%",
-     "SM occupancy (warps active)", "cuptimon_gpu_prof_sm_occupancy", "DCGM_FI_PROF_SM_OCCUPANCY",
-     0.01},
-    {"tensor_active", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "%",
-     "Tensor pipe active", "cuptimon_gpu_prof_pipe_tensor_active",
-     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.01},
-    {"dram_active", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", "DRAM active",
-     "cuptimon_gpu_prof_dram_active", "DCGM_FI_PROF_DRAM_ACTIVE", 0.01},
-    {"dram_read_bytes", "dram__bytes_read.sum.per_second", "B/s", "DRAM read",
-     "cuptimon_gpu_dram_read_bytes_per_second", "DRAM read bytes per second", 1},
-    {"dram_write_bytes", "dram__bytes_write.sum.per_second", "B/s", "DRAM write",
-     "cuptimon_gpu_dram_write_bytes_per_second", "DRAM write bytes per second", 1},
-    {"gr_engine_active", "gr__cycles_active.avg.pct_of_peak_sustained_elapsed", "%",
-     "Graphics engine active", "cuptimon_gpu_prof_gr_engine_active",
-     "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.01},
-    {"pcie_rx_bytes", "pcie__read_bytes.sum.per_second", "B/s", "PCIe to GPU",
-     "cuptimon_gpu_prof_pcie_rx_bytes", "DCGM_FI_PROF_PCIE_RX_BYTES (bytes per second)", 1},
-    {"pcie_tx_bytes", "pcie__write_bytes.sum.per_second", "B/s", "PCIe from GPU",
-     "cuptimon_gpu_prof_pcie_tx_bytes", "DCGM_FI_PROF_PCIE_TX_BYTES (bytes per second)", 1},
-    {"nvlink_rx_bytes", "nvlrx__bytes.sum.per_second", "B/s", "NVLink received",
-     "cuptimon_gpu_prof_nvlink_rx_bytes", "DCGM_FI_PROF_NVLINK_RX_BYTES (bytes per second)", 1},
-    {"nvlink_tx_bytes", "nvltx__bytes.sum.per_second", "B/s", "NVLink sent",
-     "cuptimon_gpu_prof_nvlink_tx_bytes", "DCGM_FI_PROF_NVLINK_TX_BYTES (bytes per second)", 1},
-    {"sm_clock", "gpc__cycles_elapsed.avg.per_second", "Hz", "SM clock", "cuptimon_gpu_sm_clock",
-     "DCGM_FI_DEV_SM_CLOCK (MHz)", 1e-6},
-};
-#define NKNOWN (sizeof known / sizeof known[0])
+/* The metrics the daemon knows (keys, CUPTI names, Prometheus names) are
+ * gpm-set.c's, shared with the configuration check. */
+#define known  cuptimon__gpm_known
+#define NKNOWN cuptimon__gpm_nknown
+/* Past these, the sampler's cost is logged (once per device and set):
+ * decoding a set without the costly pair took 1-2 % of a core per busy
+ * H100, with it 40-53 % (docs/gpu-runs/20261207-h100-sandbox-pm-cost); and
+ * the triggered samples of the default set are about 67 KB/s at 10 Hz
+ * (the Perf SDK's estimate), while the flood that cost that CPU filled 64
+ * MiB within 0.5 s. */
+#define COST_WARN_CPU_PCT 5.0
+#define COST_WARN_RAW_BPS (32.0 * 1048576)
+#define COST_WINDOW_NS    10000000000ll /* the status's cost figures: the last 10 s */
 
 enum dev_state {
     DEV_IDLE = 0, /* not started yet */
@@ -173,6 +149,17 @@ struct gpm_dev {
     const char *names[CUPTIMON_GPM_METRICS_MAX];
     int prom[CUPTIMON_GPM_METRICS_MAX]; /* index into known[], -1 */
     char dropped_metrics[512];          /* what the chip or board does not have */
+    char unknown_metrics[512];          /* words of the set that name no metric */
+    /* The sampler's own cost (issue 48): the decode's thread CPU and the
+     * raw bytes the GPU wrote to the hardware buffer, over COST_WINDOW_NS
+     * windows (the last complete one shown), and whether it was logged. */
+    int64_t cost_win_ns;
+    uint64_t cost_win_cpu, cost_win_raw, cost_win_raw_ok;
+    double cost_cpu_pct, cost_raw_bps; /* -1: not measured yet / not told */
+    int cost_warned, costly_set;
+    uint64_t raw_bytes; /* written to the hardware buffer, as NVPW's status tells */
+    int raw_ok;         /* the record buffer's status is known for this device */
+    int nvpw_index;     /* the Perf SDK's index of this device, -1: none */
     /* the archive session */
     struct cuptimon_archive_writer *aw;
     char dir[64];
@@ -184,6 +171,33 @@ struct gpm_dev {
     /* the latest samples (under the lock) */
     struct ring_ent *ring;
     size_t ring_head, ring_len;
+};
+
+/* The Perf SDK's (nvperf_target.h, its device part): CUPTI's PM sampling
+ * runs on its periodic sampler, whose record buffer is the hardware buffer
+ * of cuptiPmSamplingSetConfig. */
+struct nvpw_buffer_status_params { /* NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params */
+    size_t structSize;
+    void *pPriv;
+    size_t deviceIndex;
+    size_t totalSize;
+    size_t usedSize;
+    uint8_t overflow;
+};
+struct nvpw_count_params { /* NVPW_GetDeviceCount_Params */
+    size_t structSize;
+    void *pPriv;
+    size_t numDevices;
+};
+struct nvpw_pci_id { /* NVPW_PciBusId */
+    uint32_t domain;
+    uint16_t bus, device;
+};
+struct nvpw_pci_params { /* NVPW_Device_GetPciBusIds_Params */
+    size_t structSize;
+    void *pPriv;
+    struct nvpw_pci_id *pBusIds;
+    size_t numDevices;
 };
 
 struct cuptimon_gpm {
@@ -211,8 +225,21 @@ struct cuptimon_gpm {
     int nnode;
     int node_listed; /* the list is final: bring-up got past cuInit, or gave up */
     int64_t run_ns;  /* the sampler's start, naming its sessions */
+    /* The Perf SDK's record buffer status (libnvperf_host, which libcupti
+     * loads and samples through): the raw bytes the GPU wrote.  Looked up
+     * once a device samples; NULL where the library does not have it. */
+    int nvpw_tried;
+    int (*nvpw_status)(struct nvpw_buffer_status_params *);
+    int (*nvpw_count)(struct nvpw_count_params *);
+    int (*nvpw_pci)(struct nvpw_pci_params *);
     char hostname[256];
 };
+
+static char *utc_text(char *out, size_t len, int64_t ns);
+struct cuptimon_gpm;
+struct gpm_dev;
+static void nvpw_bind(struct cuptimon_gpm *g, struct gpm_dev *d);
+static int64_t raw_used(struct cuptimon_gpm *g, struct gpm_dev *d);
 
 static int64_t now_ns(void)
 {
@@ -371,6 +398,8 @@ static int bring_up_api(struct cuptimon_gpm *g)
         unsigned char u[16];
         d->ordinal = i;
         d->hw_buffer = HW_BUFFER_BYTES;
+        d->cost_cpu_pct = d->cost_raw_bps = -1;
+        d->nvpw_index = -1;
         if (a->cuDeviceGet(&cd, i) == 0) {
             a->cuDeviceGetName(d->name, sizeof d->name, cd);
             a->cuDeviceGetPCIBusId(d->pci, sizeof d->pci, cd);
@@ -386,14 +415,20 @@ static int bring_up_api(struct cuptimon_gpm *g)
 
 /* ---- one device ----------------------------------------------------------- */
 
-/* The wanted set's CUPTI names and what they are (known[] for a key, or
- * the name itself for a CUPTI name). */
-static uint32_t wanted(const struct cuptimon_gpm *g, struct cuptimon_gpm_metric *m, int *prom)
+/* The wanted set's CUPTI names and what they are (known[] for a key, a
+ * known CUPTI name or one of its alternatives, or the name itself for
+ * another CUPTI name).  A word that is neither a key nor has the form of a
+ * CUPTI name is not asked of CUPTI: it goes into unknown (the
+ * configuration check refuses it; this is the reload's and the older
+ * file's way). */
+static uint32_t wanted(const struct cuptimon_gpm *g, struct cuptimon_gpm_metric *m, int *prom,
+                       char *unknown, size_t unknown_len)
 {
     uint32_t n = 0;
     char buf[sizeof g->cfg.set];
     snprintf(buf, sizeof buf, "%s", g->cfg.set);
-    if (!buf[0]) {
+    unknown[0] = '\0';
+    if (!buf[strspn(buf, ", ")]) {
         for (size_t i = 0; i < NKNOWN && n < CUPTIMON_GPM_METRICS_MAX; i++, n++) {
             snprintf(m[n].key, sizeof m[n].key, "%s", known[i].key);
             snprintf(m[n].cupti, sizeof m[n].cupti, "%s", known[i].cupti);
@@ -405,16 +440,19 @@ static uint32_t wanted(const struct cuptimon_gpm *g, struct cuptimon_gpm_metric 
     }
     for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w && n < CUPTIMON_GPM_METRICS_MAX;
          w = strtok_r(NULL, ", ", &save)) {
-        size_t i;
-        for (i = 0; i < NKNOWN; i++)
-            if (strcmp(w, known[i].key) == 0 || strcmp(w, known[i].cupti) == 0)
-                break;
-        if (i < NKNOWN) {
+        int i = cuptimon__gpm_known_find(w);
+        if (i >= 0) {
             snprintf(m[n].key, sizeof m[n].key, "%s", known[i].key);
-            snprintf(m[n].cupti, sizeof m[n].cupti, "%s", known[i].cupti);
+            /* The key means the default name; a CUPTI name, itself. */
+            snprintf(m[n].cupti, sizeof m[n].cupti, "%s",
+                     strcasecmp(w, known[i].key) == 0 ? known[i].cupti : w);
             snprintf(m[n].unit, sizeof m[n].unit, "%s", known[i].unit);
             snprintf(m[n].label, sizeof m[n].label, "%s", known[i].label);
-            prom[n] = (int)i;
+            prom[n] = i;
+        } else if (!cuptimon__gpm_is_cupti_name(w)) {
+            size_t l = strlen(unknown);
+            snprintf(unknown + l, unknown_len - l, "%s%s", l ? ", " : "", w);
+            continue;
         } else {
             /* A CUPTI name of the operator's: its key is the name with
              * every other character made '_', cut to fit. */
@@ -460,7 +498,7 @@ static int host_config(struct cuptimon_gpm *g, struct gpm_dev *d, const uint8_t 
     struct gpm_api *a = &g->api;
     struct cuptimon_gpm_metric want[CUPTIMON_GPM_METRICS_MAX];
     int prom[CUPTIMON_GPM_METRICS_MAX];
-    uint32_t nw = wanted(g, want, prom), keep = 0;
+    uint32_t nw = wanted(g, want, prom, d->unknown_metrics, sizeof d->unknown_metrics), keep = 0;
     int ok[CUPTIMON_GPM_METRICS_MAX] = {0};
     d->dropped_metrics[0] = '\0';
     for (uint32_t i = 0; i < nw; i++) {
@@ -555,8 +593,9 @@ static int host_config(struct cuptimon_gpm *g, struct gpm_dev *d, const uint8_t 
         }
         return 0;
     }
-    snprintf(d->why, sizeof d->why, "none of the metrics asked for can be sampled on %s (%s)",
-             d->chip, d->dropped_metrics);
+    snprintf(d->why, sizeof d->why,
+             "none of the metrics asked for can be sampled on %.16s (%.120s%s%.80s)", d->chip,
+             d->dropped_metrics, d->unknown_metrics[0] ? "; unknown: " : "", d->unknown_metrics);
     return -ENOTSUP;
 }
 
@@ -780,7 +819,24 @@ static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
         archive_close(g, d);
         archive_open(g, d);
     }
+    nvpw_bind(g, d);
+    /* The set judged as the configuration check judges it: a known-costly
+     * pair is said once per set (the cost itself is measured below). */
+    char names[CUPTIMON_GPM_METRICS_MAX * 80] = "";
+    for (uint32_t i = 0; i < d->nm; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? "," : "", d->m[i].cupti);
+    }
+    struct cuptimon_gpm_judgement jd;
+    cuptimon__gpm_set_judge(names, &jd);
+    if (!same && jd.costly)
+        log_warn("gpu-metrics", "GPU %d: a costly metric set: %s", d->ordinal, jd.why_costly);
     pthread_mutex_lock(&g->mu);
+    d->costly_set = jd.costly;
+    if (!same) {
+        d->cost_warned = 0;
+        d->cost_win_ns = 0;
+    }
     d->state = DEV_SAMPLING;
     snprintf(d->why, sizeof d->why, "sampling %u metrics every %.3g ms", d->nm,
              (double)d->interval_ns / 1e6);
@@ -788,7 +844,111 @@ static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
     log_info("gpu-metrics", "GPU %d (%s, %s): sampling %u metrics every %.3g ms%s%s", d->ordinal,
              d->name, d->chip, d->nm, (double)d->interval_ns / 1e6,
              d->dropped_metrics[0] ? "; not available: " : "", d->dropped_metrics);
+    if (!same && d->unknown_metrics[0]) {
+        char keys[400];
+        cuptimon__gpm_known_keys(keys, sizeof keys);
+        log_warn("gpu-metrics",
+                 "GPU %d: gpu_metrics_set names unknown metrics (%s): not sampled; the keys are "
+                 "%s (any case), or give a CUPTI metric name",
+                 d->ordinal, d->unknown_metrics, keys);
+    }
     return 0;
+}
+
+/* The Perf SDK's entry points, from the libnvperf_host that libcupti
+ * loaded (never loading one of our own), and d's index among its devices
+ * (by PCI bus id: CUDA's ordinals are fastest first, NVPW's are not
+ * documented).  Without them the raw bytes are "not told". */
+static void nvpw_bind(struct cuptimon_gpm *g, struct gpm_dev *d)
+{
+    if (!g->nvpw_tried) {
+        void *h = dlopen("libnvperf_host.so", RTLD_NOW | RTLD_NOLOAD);
+        char path[600];
+        const char *slash = strrchr(g->cupti_path, '/');
+        if (!h && slash) {
+            snprintf(path, sizeof path, "%.*s/libnvperf_host.so", (int)(slash - g->cupti_path),
+                     g->cupti_path);
+            h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        }
+        if (!h)
+            h = g->api.cupti; /* a CUPTI that carries the Perf SDK inside */
+        *(void **)&g->nvpw_status = dlsym(h, "NVPW_GPU_PeriodicSampler_GetRecordBufferStatus");
+        *(void **)&g->nvpw_count = dlsym(h, "NVPW_GetDeviceCount");
+        *(void **)&g->nvpw_pci = dlsym(h, "NVPW_Device_GetPciBusIds");
+        g->nvpw_tried = 1;
+        if (!g->nvpw_status || !g->nvpw_count || !g->nvpw_pci)
+            log_info("gpu-metrics",
+                     "the Perf SDK's record buffer status is not reachable from %s: "
+                     "the raw bytes decoded are not shown",
+                     g->cupti_path);
+    }
+    d->nvpw_index = -1;
+    if (!g->nvpw_status || !g->nvpw_count || !g->nvpw_pci)
+        return;
+    struct nvpw_count_params c = {.structSize = GPM_SIZE(struct nvpw_count_params, numDevices)};
+    if (g->nvpw_count(&c) != 0 || c.numDevices == 0 || c.numDevices > 4096)
+        return;
+    struct nvpw_pci_id *ids = calloc(c.numDevices, sizeof *ids);
+    struct nvpw_pci_params p = {.structSize = GPM_SIZE(struct nvpw_pci_params, numDevices),
+                                .pBusIds = ids,
+                                .numDevices = c.numDevices};
+    unsigned dom = 0, bus = 0, dev = 0;
+    if (ids && g->nvpw_pci(&p) == 0 && sscanf(d->pci, "%x:%x:%x", &dom, &bus, &dev) == 3)
+        for (size_t i = 0; i < c.numDevices; i++)
+            if (ids[i].domain == dom && ids[i].bus == bus && ids[i].device == dev)
+                d->nvpw_index = (int)i;
+    free(ids);
+}
+
+/* The record buffer's used bytes now, or -1. */
+static int64_t raw_used(struct cuptimon_gpm *g, struct gpm_dev *d)
+{
+    if (d->nvpw_index < 0)
+        return -1;
+    struct nvpw_buffer_status_params p = {.structSize =
+                                              GPM_SIZE(struct nvpw_buffer_status_params, overflow),
+                                          .deviceIndex = (size_t)d->nvpw_index};
+    if (g->nvpw_status(&p) != 0 || p.usedSize > p.totalSize)
+        return -1;
+    return (int64_t)p.usedSize;
+}
+
+/* After a decode: the cost window, and the one log line when the
+ * sampler's cost passes its bounds.  Under the lock. */
+static void cost_account(struct gpm_dev *d, int64_t now)
+{
+    if (!d->cost_win_ns) {
+        d->cost_win_ns = now;
+        d->cost_win_cpu = d->decode_cpu_ns;
+        d->cost_win_raw = d->raw_bytes;
+        d->cost_win_raw_ok = (uint64_t)d->raw_ok;
+        return;
+    }
+    int64_t span = now - d->cost_win_ns;
+    if (span < COST_WINDOW_NS)
+        return;
+    d->cost_cpu_pct = 100.0 * (double)(d->decode_cpu_ns - d->cost_win_cpu) / (double)span;
+    d->cost_raw_bps = d->raw_ok && d->cost_win_raw_ok
+                          ? (double)(d->raw_bytes - d->cost_win_raw) * 1e9 / (double)span
+                          : -1;
+    d->cost_win_ns = now;
+    d->cost_win_cpu = d->decode_cpu_ns;
+    d->cost_win_raw = d->raw_bytes;
+    d->cost_win_raw_ok = (uint64_t)d->raw_ok;
+    if (!d->cost_warned &&
+        (d->cost_cpu_pct > COST_WARN_CPU_PCT || d->cost_raw_bps > COST_WARN_RAW_BPS)) {
+        d->cost_warned = 1;
+        char raw[64] = "not told";
+        if (d->cost_raw_bps >= 0)
+            snprintf(raw, sizeof raw, "%.1f MiB/s", d->cost_raw_bps / 1048576);
+        log_warn("gpu-metrics",
+                 "GPU %d: decoding its counters costs %.1f %% of a CPU core (bound %.0f %%), raw "
+                 "records %s (bound %.0f MiB/s) over the last %.0f s%s; logged once per set "
+                 "(cuptimonctl gpu-metrics status shows it)",
+                 d->ordinal, d->cost_cpu_pct, COST_WARN_CPU_PCT, raw, COST_WARN_RAW_BPS / 1048576,
+                 (double)span / 1e9,
+                 d->costly_set ? "; the set holds a known-costly pair (cuptimond.conf(5))" : "");
+    }
 }
 
 /* Decodes what the device has sampled since the last time, evaluates it,
@@ -796,9 +956,21 @@ static int start_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
 static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
 {
     struct gpm_api *a = &g->api;
-    uint64_t c0 = cpu_ns();
     size_t total = 0;
     const uint32_t stride = CUPTIMON_GPM_SAMPLE_SIZE(d->nm);
+    /* The raw bytes this decode reads: the buffer's used bytes as it
+     * starts (a decode reads what is there, until END_OF_RECORDS; what
+     * arrives meanwhile is the next one's). */
+    int64_t used = raw_used(g, d);
+    if (used >= 0) {
+        pthread_mutex_lock(&g->mu);
+        d->raw_bytes += (uint64_t)used;
+        d->raw_ok = 1;
+        pthread_mutex_unlock(&g->mu);
+    }
+    /* The decode's own CPU: this thread's, around DecodeData and what
+     * follows from it (evaluation, archiving). */
+    uint64_t c0 = cpu_ns();
     for (int round = 0; round < 64; round++) {
         struct gpm_decode_params dp = {.structSize = GPM_SIZE(struct gpm_decode_params, overflow),
                                        .pPmSamplingObject = d->obj,
@@ -932,8 +1104,10 @@ static size_t decode_dev(struct cuptimon_gpm *g, struct gpm_dev *d)
         if (dp.decodeStopReason != GPM_STOP_REASON_COUNTER_DATA_FULL)
             break;
     }
+    uint64_t c1 = cpu_ns();
     pthread_mutex_lock(&g->mu);
-    d->decode_cpu_ns += cpu_ns() - c0;
+    d->decode_cpu_ns += c1 - c0;
+    cost_account(d, now_ns());
     pthread_mutex_unlock(&g->mu);
     return total;
 }
@@ -1046,10 +1220,12 @@ static void *gpm_main(void *arg)
                 snprintf(d->yield_to, sizeof d->yield_to, "%s", profiler);
             int want = !d->paused && !d->yielded;
             char why[200];
-            if (d->paused)
-                snprintf(why, sizeof why, "paused by %s%s", d->paused_by,
-                         d->pause_until_ns ? " for a while" : " until resumed");
-            else
+            if (d->paused) {
+                char when[40] = "resumed";
+                if (d->pause_until_ns)
+                    utc_text(when, sizeof when, d->pause_until_ns);
+                snprintf(why, sizeof why, "paused by %s until %s", d->paused_by, when);
+            } else
                 snprintf(why, sizeof why, "yielded to %s, which needs the GPU's counters",
                          d->yield_to);
             enum dev_state state = d->state;
@@ -1270,6 +1446,45 @@ static size_t means(const struct gpm_dev *d, int64_t since, double *out)
     return n;
 }
 
+/* A command the thread has not carried out yet: the operator's pause
+ * ("pause") or resume ("resume"), NULL when none.  The thread holds the
+ * counters and releasing them takes up to hundreds of ms: the state stays
+ * the device's own ("paused" is said once the counters are released), and
+ * cuptimonctl waits for the pending command before it prints.  Under the
+ * lock. */
+static const char *pending(const struct gpm_dev *d, int64_t now)
+{
+    int paused = d->paused && !(d->pause_until_ns && now >= d->pause_until_ns);
+    if (d->state == DEV_OFF)
+        return NULL;
+    if (paused && d->state != DEV_PAUSED)
+        return "pause";
+    if (!paused && !d->yielded && d->state == DEV_PAUSED)
+        return "resume";
+    return NULL;
+}
+
+static char *utc_text(char *out, size_t len, int64_t ns)
+{
+    struct tm tm;
+    time_t t = (time_t)(ns / 1000000000);
+    gmtime_r(&t, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return out;
+}
+
+/* Why the device is in its state; a pause for a while says until when. */
+static void shown_why(const struct gpm_dev *d, int64_t now, char *out, size_t len)
+{
+    char when[40];
+    if (d->state == DEV_PAUSED && d->paused && d->pause_until_ns > now)
+        snprintf(out, len, "paused by %s until %s (%.0f s from now)", d->paused_by,
+                 utc_text(when, sizeof when, d->pause_until_ns),
+                 (double)(d->pause_until_ns - now) / 1e9);
+    else
+        snprintf(out, len, "%s", d->why);
+}
+
 json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
 {
     json_object *o = json_object_new_object(), *devs = json_object_new_array();
@@ -1280,9 +1495,14 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
     }
     int64_t now = now_ns();
     pthread_mutex_lock(&g->mu);
+    /* Every GPU paused (the operator's or yielded): the node's sampling is. */
+    int npaused = 0;
+    for (int i = 0; i < g->ndev; i++)
+        npaused += g->dev[i].state == DEV_PAUSED;
     json_object_object_add(
         o, "state",
-        json_object_new_string(g->up ? "on"
+        json_object_new_string(g->up && g->ndev > 0 && npaused == g->ndev ? "paused"
+                               : g->up                                    ? "on"
                                : g->cfg.enabled && g->thread_on && !strcmp(g->why, "starting")
                                    ? "starting"
                                    : "off"));
@@ -1304,10 +1524,39 @@ json_object *cuptimon__gpm_status(struct cuptimon_gpm *g)
         json_object_object_add(x, "uuid", json_object_new_string(d->uuid));
         json_object_object_add(x, "pci_bus_id", json_object_new_string(d->pci));
         json_object_object_add(x, "chip", json_object_new_string(d->chip));
+        char why[sizeof d->why + 128];
+        const char *pend = pending(d, now);
+        shown_why(d, now, why, sizeof why);
         json_object_object_add(x, "state", json_object_new_string(state_names[d->state]));
-        json_object_object_add(x, "why", json_object_new_string(d->why));
+        if (pend)
+            json_object_object_add(x, "pending", json_object_new_string(pend));
+        json_object_object_add(x, "why", json_object_new_string(why));
+        if (d->paused && d->pause_until_ns > now) {
+            char when[40];
+            json_object_object_add(x, "paused_until_unix_ns",
+                                   json_object_new_int64(d->pause_until_ns));
+            json_object_object_add(
+                x, "paused_until",
+                json_object_new_string(utc_text(when, sizeof when, d->pause_until_ns)));
+        }
         if (d->dropped_metrics[0])
             json_object_object_add(x, "not_sampled", json_object_new_string(d->dropped_metrics));
+        if (d->unknown_metrics[0])
+            json_object_object_add(x, "unknown_metrics",
+                                   json_object_new_string(d->unknown_metrics));
+        /* The sampler's own cost over the last complete 10 s: its decoding
+         * thread's CPU, and the raw bytes the GPU wrote for it (absent
+         * where CUPTI's Perf SDK does not tell). */
+        if (d->cost_cpu_pct >= 0)
+            json_object_object_add(x, "decode_cpu_pct", json_object_new_double(d->cost_cpu_pct));
+        if (d->cost_raw_bps >= 0)
+            json_object_object_add(x, "raw_bytes_per_s", json_object_new_double(d->cost_raw_bps));
+        if (d->raw_ok)
+            json_object_object_add(x, "raw_bytes", json_object_new_int64((int64_t)d->raw_bytes));
+        json_object_object_add(x, "cost_bound_cpu_pct", json_object_new_double(COST_WARN_CPU_PCT));
+        json_object_object_add(x, "cost_bound_raw_bytes_per_s",
+                               json_object_new_double(COST_WARN_RAW_BPS));
+        json_object_object_add(x, "costly_set", json_object_new_boolean(d->costly_set));
         json_object_object_add(x, "interval_ms",
                                json_object_new_double((double)d->interval_ns / 1e6));
         json_object_object_add(x, "samples", json_object_new_int64((int64_t)d->samples));
@@ -1426,6 +1675,30 @@ char *cuptimon__gpm_prometheus(struct cuptimon_gpm *g, double window_s)
                     "s\"} %d\n",
                     g->dev[i].ordinal, g->dev[i].uuid, name, state_names[g->dev[i].state],
                     g->dev[i].state == DEV_SAMPLING);
+        }
+        /* The sampler's own cost (issue 48), as status shows it. */
+        for (int pass = 0; pass < 2; pass++) {
+            int family = 0;
+            for (int i = 0; i < g->ndev; i++) {
+                const struct gpm_dev *d = &g->dev[i];
+                double v = pass == 0 ? d->cost_cpu_pct / 100 : d->cost_raw_bps;
+                if (v < 0)
+                    continue;
+                const char *mn = pass == 0 ? "cuptimon_gpu_metrics_decode_cpu_cores"
+                                           : "cuptimon_gpu_metrics_raw_bytes_per_second";
+                if (!family++)
+                    fprintf(
+                        f, "# HELP %s %s over the last %.0f s (logged past %g).\n# TYPE %s gauge\n",
+                        mn,
+                        pass == 0 ? "CPU cores the daemon spent decoding the GPU's counters"
+                                  : "Raw record bytes the GPU wrote for the daemon's sampling",
+                        (double)COST_WINDOW_NS / 1e9,
+                        pass == 0 ? COST_WARN_CPU_PCT / 100 : COST_WARN_RAW_BPS, mn);
+                char name[200];
+                prom_label(name, sizeof name, d->name);
+                fprintf(f, "%s{gpu=\"%d\",UUID=\"%s\",modelName=\"%s\"} %.6g\n", mn, d->ordinal,
+                        d->uuid, name, v);
+            }
         }
         for (size_t k = 0; k < NKNOWN; k++) {
             int family = 0;

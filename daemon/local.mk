@@ -27,3 +27,6 @@ daemon_cuptimond_CFLAGS = $(AM_CFLAGS) $(LIBUV_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD
 daemon_cuptimond_LDADD = $(DAEMON_CORE_LIBS) $(LIBUV_LIBS) $(SYSTEMD_LIBS) -ldl
 # Where a window's trace may go, and writing it for the user who asked.
 daemon_cuptimond_SOURCES += daemon/window-output.c daemon/window-output.h
+# The GPU metrics the daemon knows and the judgement of a set (issue 48),
+# shared by the configuration check and the sampler.
+daemon_libcuptimond_core_la_SOURCES += daemon/gpm-set.c daemon/gpm-set.h

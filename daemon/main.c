@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "gpm-set.h"
 #include "layouts.h"
 
 #ifdef HAVE_SYSTEMD
@@ -781,6 +782,13 @@ static int print_config(const struct daemon *d, int found)
     printf("# %s%s\n%s\n", d->conf_path[0] ? d->conf_path : "(no configuration file)",
            found ? "" : " (not found: defaults)", dump);
     free(dump);
+    /* A set that would cost a large part of a core per GPU is said before
+     * it runs (issue 48); the configuration is still valid. */
+    struct cuptimon_gpm_judgement j;
+    cuptimon__gpm_set_judge(d->conf.gpu_metrics_set, &j);
+    if (d->conf.gpu_metrics && j.costly)
+        fprintf(stderr, "cuptimond: warning: gpu_metrics_set%s: %s\n",
+                d->conf.gpu_metrics_set[0] ? "" : " (the default set)", j.why_costly);
     return 0;
 }
 

@@ -94,3 +94,5 @@ PLAIN_TESTS = $(filter tests/unit/%,$(TESTS)) tests/fault/tsan.sh tests/fault/cp
 check-plain:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS='$(PLAIN_TESTS)'
 .PHONY: check-plain
+# Issue 48: the candidates' table.
+EXTRA_DIST += tests/gpu/pm-candidates.py

@@ -17,6 +17,7 @@
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
 #include <cupti_target.h>
+#include <nvperf_target.h>
 
 #include "fakepm.h"
 
@@ -99,6 +100,9 @@ enum {
     M_PCIE_WR_SUM,
     M_NVLRX_SUM,
     M_NVLTX_SUM,
+    M_TC_SM_ACTIVE, /* XLA's TPC.TriageCompute group: the same signals, one counter group */
+    M_TC_WARPS_RT,
+    M_TC_TENSOR_RT,
     NMETRICS
 };
 
@@ -141,6 +145,10 @@ static const struct metric metrics[NMETRICS] = {
     [M_PCIE_WR_SUM] = {"pcie__write_bytes.sum", SUM, M_PCIE_WR, 1, 0, 0},
     [M_NVLRX_SUM] = {"nvlrx__bytes.sum", SUM, M_NVLRX, 1, 1, 0},
     [M_NVLTX_SUM] = {"nvltx__bytes.sum", SUM, M_NVLTX, 1, 1, 0},
+    [M_TC_SM_ACTIVE] = {"TPC.TriageCompute.sm__cycles_active" PE, PCT, M_SM_ACTIVE, 1, 0, 0},
+    [M_TC_WARPS_RT] = {"TPC.TriageCompute.tpc__warps_active_realtime" PE, PCT, M_WARPS_RT, 1, 0, 0},
+    [M_TC_TENSOR_RT] = {"TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime" PE, PCT,
+                        M_TENSOR_RT, 1, 0, 0},
 };
 #undef PE
 
@@ -266,7 +274,9 @@ struct CUpti_PmSampling_Object {
     mset cfg;
     uint64_t hw_cap; /* samples the hardware buffer holds */
     uint64_t hw_bytes, sample_bytes;
-    uint64_t fill_bps; /* FAKEPM_HW_FILL_BPS: the load's bytes a second beside the samples */
+    uint64_t fill_bps;  /* FAKEPM_HW_FILL_BPS: the load's bytes a second beside the samples */
+    uint64_t flood_bps; /* FAKEPM_FLOOD_BPS, for a configuration holding the costly pair */
+    uint64_t raw_total; /* raw bytes decoded since SetConfig */
     uint64_t interval;
     int keep_latest;
     int reserved; /* holds the device (and lock_fd its lock file, when FAKEPM_DIR is set) */
@@ -1608,6 +1618,17 @@ static CUptiResult set_config(CUpti_PmSampling_SetConfig_Params *p)
     o->hw_bytes = p->hardwareBufferSize;
     o->sample_bytes = sample_bytes;
     o->fill_bps = env_u64("FAKEPM_HW_FILL_BPS", 0, 0, UINT64_C(1) << 40);
+    /* What the H100 did (docs/gpu-runs/20261207-h100-sandbox-pm-cost): the
+     * non-realtime tensor pipe counter configured with SM active or warps
+     * active made the GPU write records besides the triggered samples (the
+     * Perf SDK's "overflow prevention records") that filled 64 MiB within
+     * 0.5 s and cost half a core to decode; every other set, none. */
+    o->flood_bps = 0;
+    if ((hd.metrics & (UINT64_C(1) << M_TENSOR)) &&
+        (hd.metrics & ((UINT64_C(1) << M_SM_ACTIVE) | (UINT64_C(1) << M_WARPS))))
+        o->flood_bps = env_u64("FAKEPM_FLOOD_BPS", 0, 0, UINT64_C(1) << 40);
+    o->fill_bps += o->flood_bps;
+    o->raw_total = 0;
     o->too_small = p->hardwareBufferSize < env_u64("FAKEPM_MIN_HW_BUFFER", 0, 0, UINT64_C(1) << 40);
     o->keep_latest =
         p->hwBufferAppendMode == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
@@ -1762,6 +1783,36 @@ CUptiResult CUPTIAPI cuptiPmSamplingCounterDataImageInitialize(
     LEAVE(data_init(pParams));
 }
 
+/* The hardware buffer's used bytes at now: the samples it holds and what
+ * filled it besides them since the last decode, at most its size. */
+static uint64_t raw_used(const struct CUpti_PmSampling_Object *o, uint64_t now)
+{
+    double fill = o->started && now > o->drained_at
+                      ? (double)o->fill_bps * (double)(now - o->drained_at) / 1e9
+                      : 0;
+    double used = (double)o->ring_n * (double)o->sample_bytes + fill;
+    return used >= (double)o->hw_bytes ? o->hw_bytes : (uint64_t)used;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Decoding costs the caller's CPU by the raw bytes it reads
+ * (FAKEPM_DECODE_NS_PER_MIB), as cuptiPmSamplingDecodeData's did. */
+static void burn_decode_cpu(uint64_t raw)
+{
+    uint64_t per = env_u64("FAKEPM_DECODE_NS_PER_MIB", 0, 0, UINT64_C(10000000000));
+    uint64_t want = (uint64_t)((double)per * (double)raw / 1048576.0), t0 = thread_cpu_ns();
+    volatile uint64_t x = 0;
+    while (want && thread_cpu_ns() - t0 < want)
+        for (int i = 0; i < 1000; i++)
+            x += (uint64_t)i;
+}
+
 static CUptiResult decode(CUpti_PmSampling_DecodeData_Params *p)
 {
     struct CUpti_PmSampling_Object *o;
@@ -1795,7 +1846,13 @@ static CUptiResult decode(CUpti_PmSampling_DecodeData_Params *p)
         return CUPTI_ERROR_INVALID_PARAMETER;
     }
     advance(o, now_ns());
+    /* The raw records this decode reads: what filled the buffer besides
+     * the samples since the last one, and the samples (decoded or left,
+     * as the hardware buffer holds them until acknowledged). */
+    uint64_t raw = raw_used(o, now_ns());
     o->drained_at = now_ns();
+    o->raw_total += raw;
+    burn_decode_cpu(raw);
     if (o->wedged) {
         /* What the H200 did: OUT_OF_MEMORY and nothing decoded, every time. */
         p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER;
@@ -2036,6 +2093,81 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
     CU_ENTER();
     CU_LEAVE(cu_bus(pciBusId, len, dev));
+}
+
+/* ------------------------------------------------------------------ the Perf SDK */
+
+/* CUPTI's PM sampling runs on the Perf SDK's periodic sampler (libnvperf_host, which
+ * libcupti loads): its record buffer status is the hardware buffer's.  The double
+ * exports the three calls the daemon makes from itself.  Its device order is not
+ * CUDA's: the reverse, so that a caller must map by PCI bus id. */
+NVPA_Status NVPW_GetDeviceCount(NVPW_GetDeviceCount_Params *p)
+{
+    if (!p || p->structSize < NVPW_GetDeviceCount_Params_STRUCT_SIZE)
+        return NVPA_STATUS_INVALID_ARGUMENT;
+    pthread_mutex_lock(&g.mu);
+    p->numDevices = g.cuda_inited ? (size_t)g.ndev : 0;
+    pthread_mutex_unlock(&g.mu);
+    return NVPA_STATUS_SUCCESS;
+}
+
+NVPA_Status NVPW_Device_GetPciBusIds(NVPW_Device_GetPciBusIds_Params *p)
+{
+    NVPA_Status r = NVPA_STATUS_SUCCESS;
+    if (!p || p->structSize < NVPW_Device_GetPciBusIds_Params_STRUCT_SIZE || !p->pBusIds)
+        return NVPA_STATUS_INVALID_ARGUMENT;
+    pthread_mutex_lock(&g.mu);
+    if (p->numDevices < (size_t)g.ndev) {
+        r = NVPA_STATUS_INVALID_ARGUMENT;
+    } else {
+        for (int i = 0; i < g.ndev; i++) {
+            char bus[32];
+            unsigned dom = 0, b = 0, d = 0;
+            cu_bus(bus, sizeof bus, g.ndev - 1 - i);
+            sscanf(bus, "%x:%x:%x", &dom, &b, &d);
+            p->pBusIds[i].domain = dom;
+            p->pBusIds[i].bus = (uint16_t)b;
+            p->pBusIds[i].device = (uint16_t)d;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return r;
+}
+
+/* The Perf SDK's nvperf_device_target.h (not in the CUDA toolkit), member for member. */
+typedef struct NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params {
+    size_t structSize;
+    void *pPriv;
+    size_t deviceIndex;
+    size_t totalSize;
+    size_t usedSize;
+    NVPA_Bool overflow;
+} NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params;
+#define NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params_STRUCT_SIZE                          \
+    NVPA_STRUCT_SIZE(NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params, overflow)
+NVPA_Status NVPW_GPU_PeriodicSampler_GetRecordBufferStatus(
+    NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params *p);
+
+NVPA_Status NVPW_GPU_PeriodicSampler_GetRecordBufferStatus(
+    NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params *p)
+{
+    NVPA_Status r = NVPA_STATUS_ERROR;
+    if (!p || p->structSize < NVPW_GPU_PeriodicSampler_GetRecordBufferStatus_Params_STRUCT_SIZE)
+        return NVPA_STATUS_INVALID_ARGUMENT;
+    pthread_mutex_lock(&g.mu);
+    int dev = g.ndev - 1 - (int)p->deviceIndex; /* NVPW's order: the reverse */
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        struct CUpti_PmSampling_Object *o = g.obj[i];
+        if (o && o->dev == dev && o->configured) {
+            advance(o, now_ns());
+            p->totalSize = o->hw_bytes;
+            p->usedSize = raw_used(o, now_ns());
+            p->overflow = (NVPA_Bool)(o->overflow || o->wedged);
+            r = NVPA_STATUS_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return r; /* "must be called inside a session" */
 }
 
 /* ------------------------------------------------------------------ tests */

@@ -204,6 +204,20 @@
  *                                  memory-bound load filled 64 MiB within 0.5 s at 10 ms,
  *                                  100 ms and 1 s, never within 0.2 s, and 128 MiB within 1 s
  *                                  (docs/gpu-runs/20261206-h100-suite-pm-overflow) (default 0).
+ *   FAKEPM_FLOOD_BPS=N             a configuration that holds the non-realtime tensor pipe
+ *                                  counter with SM active or warps active also fills the
+ *                                  hardware buffer with N bytes a second (added to
+ *                                  FAKEPM_HW_FILL_BPS): the records besides the triggered
+ *                                  samples that made the H100 decode such a set at half a core
+ *                                  (docs/gpu-runs/20261207-h100-sandbox-pm-cost); any other
+ *                                  set, none (default 0).
+ *   FAKEPM_DECODE_NS_PER_MIB=N     DecodeData spends N ns of the caller's thread CPU per MiB
+ *                                  of raw records it reads (the fill and the samples since the
+ *                                  last decode), as cuptiPmSamplingDecodeData does (default 0).
+ *   The Perf SDK's NVPW_GetDeviceCount, NVPW_Device_GetPciBusIds (its device order the
+ *   reverse of CUDA's) and NVPW_GPU_PeriodicSampler_GetRecordBufferStatus (the hardware
+ *   buffer's used bytes: those two fills and the samples it holds) are exported too: real
+ *   libcupti samples through libnvperf_host's periodic sampler.
  *   FAKEPM_DECODE_FAIL_AT=N        the Nth DecodeData of the process (from 1) returns
  *                                  CUPTI_ERROR_INVALID_PARAMETER and moves nothing, as one did
  *                                  on the H100 1.4 s into a memory-bound phase, just before

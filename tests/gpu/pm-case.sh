@@ -31,7 +31,10 @@ LOAD=$here/build/pm/pm-load
 ITERS=${PM_ITERS:-2560 1465 854}
 ctl() { "$B/cli/cuptimonctl" --control-socket "$C" "$@"; }
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:${CUDA_HOME:-/usr/local/cuda}/lib64
-printf '{"metrics_file": "%s/metrics.prom", "metrics_interval_s": 1}\n' "$W" >"$W/cuptimond.conf"
+# PM_SET: the daemon's gpu_metrics_set (default: its default set), to hold
+# another configuration of the same keys against Nsight Compute (issue 48).
+printf '{"metrics_file": "%s/metrics.prom", "metrics_interval_s": 1, "gpu_metrics_set": "%s"}\n' \
+    "$W" "${PM_SET:-}" >"$W/cuptimond.conf"
 "$B/daemon/cuptimond" --socket "$P" --control-socket "$C" --output-dir "$W/out" \
     --config "$W/cuptimond.conf" --log-level info 2>>"$W/daemon.log" &
 dpid=$!

@@ -28,12 +28,22 @@
 # on a busy GPU (the stream or a GEMM alike); every set without that pair,
 # 1-2 % of a core.
 #
-# usage: OUT=DIR tests/gpu/pm-overflow.sh [overflow|cost]
-#   (after tests/gpu/pm-probe.sh build); writes OUT/pm-overflow.txt or
-#   OUT/pm-cost.txt
+# With "candidates" (issue 48): the cheap configuration that reads the
+# same.  The default ten (the costly pair: cur) against the same ten with
+# the tensor pipe read from its realtime counter (rt), with occupancy from
+# the realtime warps counter too (rtw), and with SM active, occupancy and
+# the tensor pipe from XLA's one counter group TPC.TriageCompute (triage),
+# each row 2.5 s at the daemon's settings, the sets interleaved and run
+# twice, idle, under the stream triad and under cuBLAS GEMMs (the cost);
+# then each set sampled at 100 ms over pm-load's whole run (stream, GEMM,
+# WMMA, copies) with its phase means (the values).
+#
+# usage: OUT=DIR tests/gpu/pm-overflow.sh [overflow|cost|candidates]
+#   (after tests/gpu/pm-probe.sh build); writes OUT/pm-overflow.txt,
+#   OUT/pm-cost.txt or OUT/pm-candidates.txt
 set -u
 mode=${1:-overflow}
-case $mode in overflow | cost) ;; *) echo "pm-overflow.sh: unknown mode '$mode' (overflow or cost)" >&2; exit 2 ;; esac
+case $mode in overflow | cost | candidates) ;; *) echo "pm-overflow.sh: unknown mode '$mode' (overflow, cost or candidates)" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 B=$here/build/pm
 OUT=${OUT:-$PWD/gpu-pm-$mode}
@@ -54,16 +64,82 @@ PCIE=pcie__read_bytes.sum.per_second,pcie__write_bytes.sum.per_second
 CLK=gpc__cycles_elapsed.avg.per_second
 REST=$DRAM,gr__cycles_active.avg.pct_of_peak_sustained_elapsed,$PCIE,$CLK
 DM=$SM,$REST
+# The candidates for the same three numbers at DCGM's cost (issue 48)
+PE=.avg.pct_of_peak_sustained_elapsed
+TENRT=sm__pipe_tensor_cycles_active_realtime$PE
+OCCRT=sm__warps_active_realtime$PE
+TC=TPC.TriageCompute
+TRIAGE=$TC.sm__cycles_active$PE,$TC.tpc__warps_active_realtime$PE,$TC.sm__pipe_tensor_cycles_active_realtime$PE
 W=$(mktemp -d /tmp/pm-overflow.XXXXXX)
 [ "$mode" = cost ] && R=$OUT/pm-cost.txt || R=$OUT/pm-overflow.txt
+[ "$mode" = candidates ] && R=$OUT/pm-candidates.txt
 : >"$R"
+D="--interval-ns 100000000 --hwbuf 67108864 --max-samples 20 --decode-ms 200"
+if [ "$mode" = candidates ]; then
+    trap 'rm -rf "$W"' EXIT
+    sets() {
+        cat <<SETS
+cur|$DM
+rt|$SMA,$OCC,$TENRT,$REST
+rtw|$SMA,$OCCRT,$TENRT,$REST
+triage|$TRIAGE,$REST
+SETS
+    }
+    crow() { # name metrics
+        # shellcheck disable=SC2086 # D is a list of options
+        timeout 20 "$B/pm-probe" sample --dev 0 --metrics "$2" --duration-ms 2500 $D >"$W/c.out" 2>&1
+        echo "== $1 rc=$?" >>"$R"
+        grep -E 'RESULT .*(counter_data_image|samples=|decode_cpu_ms|process_cpu_ms)' "$W/c.out" >>"$R"
+    }
+    cost_load() { # load [pm-load args]: the sets interleaved, twice
+        local load=$1 lp=
+        shift
+        if [ $# -gt 0 ]; then
+            "$B/pm-load" "$@" >"$W/load-$load.out" 2>&1 &
+            lp=$!
+            sleep 2
+        fi
+        for rep in 1 2; do
+            while IFS='|' read -r name m; do crow "cost-$load-$name-$rep" "$m"; done < <(sets)
+        done
+        if [ -n "$lp" ]; then
+            kill "$lp" 2>/dev/null
+            wait "$lp" 2>/dev/null
+            sleep 1
+        fi
+    }
+    "$B/pm-load" calibrate >"$W/calib.out" 2>&1
+    grep calib "$W/calib.out" >>"$R"
+    read -r SI GI WI < <(sed -n 's/.*stream_iters=\([0-9]*\) gemm_iters=\([0-9]*\) wmma_iters=\([0-9]*\).*/\1 \2 \3/p' "$W/calib.out")
+    SI=${SI:-2560} GI=${GI:-1465} WI=${WI:-854}
+    cost_load idle
+    cost_load stream run 200000 1 0
+    cost_load gemm run 0 $((GI * 25)) 0
+    # The values: each set over pm-load's phases, as pm-probe's phase means.
+    while IFS='|' read -r name m; do
+        rm -f "$W/stop" "$W/ready"
+        # shellcheck disable=SC2086 # D is a list of options
+        timeout 60 "$B/pm-probe" sample --dev 0 --metrics "$m" $D --max-samples 40 \
+            --stop-file "$W/stop" --ready "$W/ready" --phases-from "$W/v.load" >"$W/v.out" 2>&1 &
+        sp=$!
+        for _ in $(seq 300); do [ -e "$W/ready" ] && break; sleep 0.1; done
+        timeout 60 "$B/pm-load" run "$SI" "$GI" "$WI" >"$W/v.load" 2>&1
+        sleep 0.3
+        touch "$W/stop"
+        wait $sp
+        echo "== values-$name rc=$?" >>"$R"
+        grep -E 'RESULT (phase_means|sample (samples=|decode_cpu_ms|process_cpu_ms))' "$W/v.out" >>"$R"
+        grep -E '^PMLOAD phase' "$W/v.load" >>"$R"
+    done < <(sets)
+    cat "$R"
+    exit 0
+fi
 "$B/pm-load" run 200000 1 0 >"$W/load.out" 2>&1 &
 lp=$!
 trap 'kill $lp 2>/dev/null; rm -rf "$W"' EXIT
 sleep 1
 i=0
 # name | metrics | pm-probe sample's settings; idle: whether the row runs idle too
-D="--interval-ns 100000000 --hwbuf 67108864 --max-samples 20 --decode-ms 200"
 rows() {
     if [ "$mode" = cost ]; then
         cat <<ROWS

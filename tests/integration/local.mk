@@ -26,3 +26,6 @@ INTEGRATION_TESTS += tests/integration/held-commands.sh
 INTEGRATION_TESTS += tests/integration/export.sh
 # The pool's limits (issue 47): their own line, for the merge.
 INTEGRATION_TESTS += tests/integration/pool-limits.sh
+
+# The GPU metrics' own cost and the operator's commands (issue 48).
+INTEGRATION_TESTS += tests/integration/gpu-metrics-cost.sh

@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "daemon/conf.h"
+#include "daemon/gpm-set.h"
 #include "tests/unit/testlib.h"
 
 static char tmpdir[256];
@@ -611,6 +612,84 @@ START_TEST(default_path)
 }
 END_TEST
 
+/* gpu_metrics_set (issue 48): a word that is neither a key nor a CUPTI
+ * name is refused before anything runs, the message naming it and the keys;
+ * keys are taken in any case. */
+START_TEST(gpu_metrics_set_words)
+{
+    struct cuptimon_config c;
+    char *err = NULL;
+    ck_assert_int_eq(load_text("{\"gpu_metrics_set\": \"sm_actve, dram_active\"}", &c, &err),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_ptr_nonnull(strstr(err, "gpu_metrics_set: 'sm_actve' is not a metric"));
+    ck_assert_ptr_nonnull(strstr(err, "sm_active, sm_occupancy, tensor_active, dram_active"));
+    free(err);
+    ck_assert_int_eq(
+        load_text("{\"gpu_metrics_set\": \"SM_Active,DRAM_ACTIVE,Sm_Clock\"}", &c, &err), 0);
+    ck_assert_ptr_null(err);
+    /* A CUPTI name is the chip's to check, when sampling starts. */
+    ck_assert_int_eq(
+        load_text("{\"gpu_metrics_set\": \"lts__t_bytes.sum.per_second, "
+                  "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed\"}",
+                  &c, &err),
+        0);
+    ck_assert_int_eq(cuptimon__gpm_known_find("Tensor_Active"),
+                     cuptimon__gpm_known_find("tensor_active"));
+    ck_assert_int_eq(cuptimon__gpm_known_find("sm__pipe_tensor_cycles_active_realtime.avg.pct_of_"
+                                              "peak_sustained_elapsed"),
+                     cuptimon__gpm_known_find("tensor_active"));
+    ck_assert_int_eq(cuptimon__gpm_known_find("sm_actve"), -1);
+    ck_assert_int_eq(cuptimon__gpm_is_cupti_name("sm_actve"), 0);
+    ck_assert_int_eq(cuptimon__gpm_is_cupti_name("__x"), 0);
+    ck_assert_int_eq(cuptimon__gpm_is_cupti_name("SM__x"), 0);
+    ck_assert_int_eq(cuptimon__gpm_is_cupti_name("dram__throughput.avg"), 1);
+}
+END_TEST
+
+/* The sets the H100 measured (docs/gpu-runs/20261207-h100-sandbox-pm-cost):
+ * costly exactly when the non-realtime tensor pipe counter (sm__ or smsp__)
+ * is configured with SM active or warps active. */
+static const struct {
+    const char *set;
+    int costly;
+} judged[] = {
+    {"tensor_active,sm_active", 1},
+    {"sm_occupancy, TENSOR_ACTIVE, dram_active", 1},
+    {"smsp__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,"
+     "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+     1},
+    {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,"
+     "sm__warps_active.avg.pct_of_peak_sustained_elapsed",
+     1},
+    {"sm_active,sm_occupancy,dram_active,dram_read_bytes,dram_write_bytes,gr_engine_active,"
+     "pcie_rx_bytes,pcie_tx_bytes,sm_clock",
+     0},
+    {"tensor_active,dram_active,dram_read_bytes,dram_write_bytes,gr_engine_active,pcie_rx_bytes,"
+     "pcie_tx_bytes,sm_clock",
+     0},
+    {"tensor_active", 0},
+    {"sm_active,sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", 0},
+    {"TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed,"
+     "TPC.TriageCompute.tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed,"
+     "TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+     0},
+};
+
+START_TEST(gpu_metrics_set_judged)
+{
+    struct cuptimon_gpm_judgement j;
+    ck_assert_int_eq(cuptimon__gpm_set_judge(judged[_i].set, &j), 0);
+    ck_assert_msg(j.costly == judged[_i].costly, "%s: judged %s", judged[_i].set,
+                  j.costly ? "costly" : "not costly");
+    if (j.costly)
+        ck_assert_ptr_nonnull(strstr(j.why_costly, "in one configuration"));
+    ck_assert_int_eq(cuptimon__gpm_set_judge("sm_active,no_such,also_bad", &j), -EINVAL);
+    ck_assert_uint_eq(j.nunknown, 2);
+    ck_assert_str_eq(j.unknown, "'no_such', 'also_bad'");
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("config");
@@ -633,6 +712,8 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, set_from_command_line);
     tcase_add_test(t, dump_reads_back);
     tcase_add_test(t, default_path);
+    tcase_add_test(t, gpu_metrics_set_words);
+    tcase_add_loop_test(t, gpu_metrics_set_judged, 0, (int)(sizeof judged / sizeof judged[0]));
     suite_add_tcase(s, t);
     return s;
 }
