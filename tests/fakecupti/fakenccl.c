@@ -337,9 +337,12 @@ int main(int argc, char **argv)
                 t0 = now_ns();
                 pstart(ctx[c], &ev, &d);
                 pstop(ev);
+                /* NCCL numbers no p2p operation: the plugin counts them per
+                 * communicator from 1. */
+                static uint64_t p2ps[16];
                 if (oplog)
-                    fprintf(oplog, "p2p %d %" PRIu64 " Send 0 4096 %d 1 - %" PRIu64 "\n", c,
-                            (uint64_t)(0x1000u + (uint64_t)c), d.p2p.peer, t0);
+                    fprintf(oplog, "p2p %d %" PRIu64 " Send %" PRIu64 " 4096 %d 1 - %" PRIu64 "\n",
+                            c, (uint64_t)(0x1000u + (uint64_t)c), ++p2ps[c], d.p2p.peer, t0);
                 struct work w2 = {ev, 1, 0};
                 if (write(proxy_pipe[1], &w2, sizeof w2) != (ssize_t)sizeof w2)
                     return 1;

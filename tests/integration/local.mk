@@ -19,3 +19,5 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/check-archive.py tests/inte
 # cuptimonctl stats and the demo's end (issue 29): their own line, so that
 # lists growing above merge without a conflict.
 INTEGRATION_TESTS += tests/integration/stats.sh tests/integration/demo-end.sh
+# NCCL's collectives through the shim as NCCL's profiler plugin (issue 46).
+INTEGRATION_TESTS += tests/integration/nccl.sh
