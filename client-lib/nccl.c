@@ -783,6 +783,7 @@ static void state_record(struct ncomm *c, struct cuptimon_nccl_rec *r, uint64_t 
         memcpy(r->algo, c->last_func, sizeof r->algo);
     r->completed = atomic_load_explicit(&c->completed, memory_order_relaxed);
     r->bytes = atomic_load_explicit(&c->bytes, memory_order_relaxed);
+    r->started = atomic_load_explicit(&c->ord_next, memory_order_relaxed);
 }
 
 static int states_changed(void)

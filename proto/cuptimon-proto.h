@@ -356,7 +356,10 @@ struct cuptimon_ranges_hdr {
  *                     has no NUL; one that did not fit is cut (flag TRUNC)
  * 224  u64 completed  comm state: collectives completed; else 0
  * 232  u64 bytes      comm state: bytes of them; else 0
- * 240  u64 reserved[2] (0)
+ * 240  u64 started    comm state: collectives started (ranks of one
+ *                     communicator start the same ones in the same order, so
+ *                     the rank that started fewest is the one behind); else 0
+ * 248  u64 reserved (0)
  * A COMM_STATE record is a communicator's state when the shim framed the
  * buffer (sent when it changed; once more with nothing in flight when the
  * communicator ends): host_start = then; seq, func = the collective in
@@ -390,7 +393,7 @@ struct cuptimon_nccl_rec {
     char func[CUPTIMON_NCCL_STR], datatype[CUPTIMON_NCCL_STR];
     char algo[CUPTIMON_NCCL_STR], proto[CUPTIMON_NCCL_STR];
     char comm_name[CUPTIMON_NCCL_NAME];
-    uint64_t completed, bytes;
+    uint64_t completed, bytes, started;
 };
 
 /* Default socket names inside the runtime directory. */

@@ -512,6 +512,7 @@ void cuptimon__nccl_rec_encode(uint8_t out[CUPTIMON_NCCL_REC_SIZE],
     memcpy(out + 160, r->comm_name, CUPTIMON_NCCL_NAME);
     cuptimon__put_u64(out + 224, r->completed);
     cuptimon__put_u64(out + 232, r->bytes);
+    cuptimon__put_u64(out + 240, r->started);
 }
 
 /* A field's text up to its first NUL (or the whole field), NUL-terminated;
@@ -531,7 +532,7 @@ int cuptimon__nccl_rec_decode(const uint8_t *in, size_t len, struct cuptimon_ncc
         return -EBADMSG;
     if (in[4] < CUPTIMON_NCCL_COLL || in[4] > CUPTIMON_NCCL_COMM_STATE || in[94] || in[95])
         return -EBADMSG;
-    for (int i = 240; i < 256; i++)
+    for (int i = 248; i < 256; i++)
         if (in[i])
             return -EBADMSG;
     memset(r, 0, sizeof *r);
@@ -556,6 +557,7 @@ int cuptimon__nccl_rec_decode(const uint8_t *in, size_t len, struct cuptimon_ncc
     r->channels_seen = in[93];
     r->completed = cuptimon__get_u64(in + 224);
     r->bytes = cuptimon__get_u64(in + 232);
+    r->started = cuptimon__get_u64(in + 240);
     if (t) {
         nccl_text(t->func, in + 96, CUPTIMON_NCCL_STR);
         nccl_text(t->datatype, in + 112, CUPTIMON_NCCL_STR);

@@ -16,7 +16,9 @@
 . "$top_srcdir/tests/integration/lib.sh"
 FAKENCCL=$top_builddir/tests/fakecupti/cuptimon-fakenccl
 
-start_daemon --flush-period 0.3
+printf '{"inflight_warn_s": 1, "metrics_file": "%s", "metrics_interval_s": 1}\n' "$T/metrics.prom" \
+    >"$T/cuptimond.conf"
+start_daemon --flush-period 0.3 --config "$T/cuptimond.conf"
 nccl() {
     CUPTIMON_LABEL=nccl CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" "$@"
 }
@@ -51,10 +53,66 @@ CUPTIMON_LABEL=own NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-own.so \
     CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" --colls 2 2>"$T/err-own" && fail "the double ran without a plugin"
 grep -q 'cannot load profiler plugin /nonexistent' "$T/err-own" ||
     fail "the job's own NCCL_PROFILER_PLUGIN was replaced: $(cat "$T/err-own")"
+# A hang: rank 0's last collective of communicator 0 stays in flight 4 s
+# (its kernel does not end), rank 1 sleeps 4 s before its last one (it
+# started one fewer).  Meanwhile status names the collective in flight and
+# its age on rank 0, the metrics file lets one query name rank 1, and the
+# daemon logs the collective in flight past inflight_warn_s (1 s).
+CUPTIMON_LABEL=hang CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" --rank 0 --ranks 2 --colls 10 \
+    --hang-ms 4000 2>"$T/err-h0" &
+h0=$!
+CUPTIMON_LABEL=hang CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" --rank 1 --ranks 2 --colls 10 \
+    --lag-at 9 --lag-ms 4000 2>"$T/err-h1" &
+h1=$!
+sleep 2.5
+ctl status --json >"$T/status-hang.json" || fail "status failed"
+sleep 0.5
+cp "$T/metrics.prom" "$T/metrics-hang.prom" || fail "no metrics file"
+wait "$h0" || fail "hang rank 0 failed: $(cat "$T/err-h0")"
+wait "$h1" || fail "hang rank 1 failed: $(cat "$T/err-h1")"
+python3 - "$T/status-hang.json" "$T/metrics-hang.prom" <<'PY' || fail "status or the metrics file do not show the hang"
+import json, re, sys
+st = json.load(open(sys.argv[1]))
+comms = {}
+for s in st["sessions"]:
+    if s.get("connected") is False:
+        continue
+    assert s["nccl"]["plugin"] == "shim", s["nccl"]
+    for c in s["nccl"].get("communicators", []):
+        if c["ranks"] == 2:
+            comms[(c["comm_id"], c["rank"])] = c
+c0 = comms[("0x0000000000001000", 0)]
+c1 = comms[("0x0000000000001000", 1)]
+f = c0.get("in_flight")
+# Its 10th collective: (9 + 0) % 4 = 1, Broadcast, the third of its kind (seq 2).
+assert f and f["function"] == "Broadcast" and f["seq"] == 2 and f["age_s"] >= 1.5, c0
+assert c0["started"] == 10 and c0["completed"] == 9, c0
+assert c0["last_completed"]["function"] == "AllReduce" and c0["last_completed"]["seq"] == 2, c0
+assert c1["started"] == 9 and c1["completed"] == 9 and "in_flight" not in c1, c1
+# The query of cuptimond(8): the ranks that started fewer collectives than
+# another rank of the same communicator.
+started = {}
+for line in open(sys.argv[2]):
+    m = re.match(r'cuptimon_nccl_started_total\{(.*)\} (\d+)$', line)
+    if m:
+        lab = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        started.setdefault(lab["comm_id"], []).append((int(m.group(2)), lab["comm_rank"], lab["pid"]))
+behind = {k: [r for r in v if r[0] == min(x[0] for x in v)] for k, v in started.items()
+          if min(x[0] for x in v) < max(x[0] for x in v)}
+# Rank 1 sleeps before the 10th collective of both its communicators.
+assert sorted(behind) == ["0x0000000000001000", "0x0000000000001001"], started
+assert all([r[1] for r in v] == ["1"] for v in behind.values()), started
+fl = [l for l in open(sys.argv[2]) if l.startswith("cuptimon_nccl_inflight_seconds{") and 'comm_rank="0"' in l
+      and 'comm_id="0x0000000000001000"' in l and 'function="Broadcast"' in l and 'seq="2"' in l]
+assert fl and float(fl[0].split()[-1]) >= 1.5, fl
+print("ok: the hang is named")
+PY
+grep -q 'NCCL Broadcast #2 of communicator pg0 (id 0x0000000000001000) has been in flight on rank 0 of 2' \
+    "$T/daemon.log" || fail "the daemon did not log the collective in flight"
 stop_daemon
 
 trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
-"$CTL" decode "$T/out" -o "$T/all.json" 2>"$T/decode.err" || fail "decode failed: $(cat "$T/decode.err")"
+"$CTL" decode "$T/out" --label nccl -o "$T/all.json" 2>"$T/decode.err" || fail "decode failed: $(cat "$T/decode.err")"
 python3 - "$T" "$T/all.json" "$trace" <<'PY' || fail "the collectives in the archive are wrong"
 import glob, gzip, json, os, sys
 T, alltrace, window = sys.argv[1:]
@@ -137,7 +195,7 @@ PY
 
 # cuptimonctl stats --report nccl: per function and communicator, the count
 # and bytes of what was driven, nccl-tests' bandwidths.
-"$CTL" stats "$T/out" --report nccl --format json -o "$T/stats.json" 2>"$T/stats.err" ||
+"$CTL" stats "$T/out" --label nccl --report nccl --format json -o "$T/stats.json" 2>"$T/stats.err" ||
     fail "stats failed: $(cat "$T/stats.err")"
 python3 - "$T" "$T/stats.json" <<'PY' || fail "the nccl report is wrong"
 import json, sys

@@ -481,7 +481,8 @@ START_TEST(test_nccl_record)
                                   .nwarps = 16,
                                   .channels_seen = 3,
                                   .completed = 9,
-                                  .bytes = 10},
+                                  .bytes = 10,
+                                  .started = 11},
                              g;
     struct cuptimon_nccl_text t;
     memcpy(r.func, "AllReduce", 9);
@@ -504,7 +505,7 @@ START_TEST(test_nccl_record)
               g.gpu_end == 5);
     ck_assert(g.tid == 4242 && g.rank == 117 && g.nranks == 1024 && g.nnodes == 128 &&
               g.root == -1 && g.nwarps == 16 && g.channels_seen == 3);
-    ck_assert(g.completed == 9 && g.bytes == 10);
+    ck_assert(g.completed == 9 && g.bytes == 10 && g.started == 11);
     ck_assert_str_eq(t.func, "AllReduce");
     ck_assert_str_eq(t.datatype, "ncclFloat8e4m3xx");
     ck_assert_str_eq(t.proto, "L?L");
