@@ -26,7 +26,7 @@ bench-udr: bench/bench-udr$(EXEEXT)
 	./bench/bench-udr$(EXEEXT) $(BENCH_UDR_ARGS)
 
 EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/window-scale.sh \
-	bench/plot-node.sh bench/load-zst.h bench/gzip-threads.sh
+	bench/plot-node.sh bench/load-zst.h bench/gzip-threads.sh bench/nccl.sh
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
 bench-archive: bench/bench-archive$(EXEEXT)
@@ -51,3 +51,9 @@ bench-gzip: all $(check_PROGRAMS)
 
 bench: bench-archive bench-decode bench-udr bench-handoff bench-node bench-window bench-gzip
 .PHONY: bench bench-archive bench-udr bench-handoff bench-node bench-window bench-gzip
+
+# The shim as NCCL's profiler plugin (issue 46): ns per collective on NCCL's
+# threads.  BENCH_NCCL_ARGS="N ROUNDS", default "1000000 3".
+bench-nccl: all $(check_PROGRAMS) $(check_LTLIBRARIES)
+	top_builddir='$(abs_top_builddir)' $(SHELL) $(top_srcdir)/bench/nccl.sh $(BENCH_NCCL_ARGS)
+.PHONY: bench-nccl

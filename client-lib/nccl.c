@@ -204,6 +204,12 @@ static void put(const struct cuptimon_nccl_rec *r)
                 sl->rec = *r;
                 atomic_store_explicit(&sl->seq, pos + 1, memory_order_release);
                 atomic_fetch_add_explicit(&recorded, 1, memory_order_relaxed);
+                /* Every quarter of the queue, the IO thread is woken (one
+                 * non-blocking eventfd write per 2048 records): at tens of
+                 * thousands of collectives a second its once-a-second pass
+                 * would come too late. */
+                if (((pos + 1) & (NCCL_QUEUE / 4 - 1)) == 0)
+                    cuptimon__io_wake(&cuptimon__shim);
                 return;
             }
         } else if (dif < 0) {

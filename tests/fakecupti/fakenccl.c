@@ -26,6 +26,10 @@
  *                                  event types, foreign handles, a NULL context
  *   --max-version V                the newest plugin version this "NCCL" knows
  *   --log FILE
+ *   --bench N                      instead: N collectives of 2 channels each on
+ *                                  one communicator, back to back on this thread,
+ *                                  and print the plugin's cost per collective
+ *                                  (JSON) -- what NCCL's threads pay for it
  */
 #include "config.h"
 
@@ -45,6 +49,7 @@
 
 static int ncomms = 2, nranks = 2, myrank = 0, ncolls = 50, lag_ms = 0, lag_at = -1, hang_ms = 0;
 static int hostile = 0, max_version = 6;
+static long bench_n = 0;
 static FILE *oplog;
 static int version;
 static const ncclProfiler_v6_t *p6;
@@ -149,17 +154,11 @@ static const char *const kernels[] = {
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"comms", 1, 0, 'c'},
-                                         {"ranks", 1, 0, 'R'},
-                                         {"rank", 1, 0, 'r'},
-                                         {"colls", 1, 0, 'k'},
-                                         {"lag-ms", 1, 0, 'l'},
-                                         {"lag-at", 1, 0, 'a'},
-                                         {"hang-ms", 1, 0, 'H'},
-                                         {"hostile", 0, 0, 'x'},
-                                         {"max-version", 1, 0, 'v'},
-                                         {"log", 1, 0, 'L'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"comms", 1, 0, 'c'},   {"ranks", 1, 0, 'R'},   {"rank", 1, 0, 'r'},
+        {"colls", 1, 0, 'k'},   {"lag-ms", 1, 0, 'l'},  {"lag-at", 1, 0, 'a'},
+        {"hang-ms", 1, 0, 'H'}, {"hostile", 0, 0, 'x'}, {"max-version", 1, 0, 'v'},
+        {"log", 1, 0, 'L'},     {"bench", 1, 0, 'b'},   {0, 0, 0, 0}};
     int o;
     const char *logpath = NULL;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -173,6 +172,7 @@ int main(int argc, char **argv)
         case 'H': hang_ms = atoi(optarg); break;
         case 'x': hostile = 1; break;
         case 'v': max_version = atoi(optarg); break;
+        case 'b': bench_n = atol(optarg); break;
         case 'L': logpath = optarg; break;
         default: fprintf(stderr, "fakenccl: bad option\n"); return 2;
         }
@@ -228,6 +228,61 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "fakenccl: using ncclProfiler_v%d of %s\n", version, path);
 
+    if (bench_n > 0) {
+        /* The plugin's cost on NCCL's threads: everything NCCL calls for a
+         * collective of two channels, timed together (the IO thread drains
+         * the queue meanwhile, as in a job). */
+        void *bctx = NULL;
+        int m = 0;
+        if (version == 6)
+            p6->init(&bctx, 0x2000, &m, "bench", 1, 2, 0, NULL);
+        else if (version == 5)
+            p5->init(&bctx, 0x2000, &m, "bench", 1, 2, 0, NULL);
+        else
+            p4->init(&bctx, &m, "bench", 0x2000, 1, 2, 0, NULL);
+        uint64_t t0 = now_ns();
+        for (long i = 0; i < bench_n; i++) {
+            ncclProfilerEventDescr_v6_t d;
+            memset(&d, 0, sizeof d);
+            d.type = ncclProfileColl;
+            d.coll.seqNumber = (uint64_t)i;
+            d.coll.func = "AllReduce";
+            d.coll.count = 1024;
+            d.coll.root = -1;
+            d.coll.datatype = "ncclFloat32";
+            d.coll.nChannels = 2;
+            d.coll.algo = "RING";
+            d.coll.proto = "LL";
+            void *ev = NULL, *ch[2] = {NULL, NULL};
+            pstart(bctx, &ev, &d);
+            pstop(ev);
+            for (int c = 0; c < 2; c++) {
+                ncclProfilerEventDescr_v6_t k;
+                memset(&k, 0, sizeof k);
+                k.type = ncclProfileKernelCh;
+                k.parentObj = ev;
+                k.kernelCh.channelId = (uint8_t)c;
+                k.kernelCh.pTimer = 1000 + (uint64_t)i;
+                pstart(NULL, &ch[c], &k);
+            }
+            for (int c = 0; c < 2; c++) {
+                ncclProfilerEventStateArgs_v4_t a = {.kernelCh = {.pTimer = 2000 + (uint64_t)i}};
+                pstate(ch[c], ncclProfilerKernelChStop, &a);
+                pstop(ch[c]);
+            }
+        }
+        uint64_t t1 = now_ns();
+        printf("{\"bench\":\"nccl-plugin\",\"version\":%d,\"collectives\":%ld,"
+               "\"ns_per_collective\":%.1f}\n",
+               version, bench_n, (double)(t1 - t0) / (double)bench_n);
+        if (version == 6)
+            p6->finalize(bctx);
+        else if (version == 5)
+            p5->finalize(bctx);
+        else
+            p4->finalize(bctx);
+        return 0;
+    }
     if (pipe(proxy_pipe) < 0)
         return 1;
     pthread_t pt;
