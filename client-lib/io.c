@@ -1113,9 +1113,14 @@ void cuptimon__io_exit_loss(struct shim *s, struct shim_loss *l)
     for (uint32_t k = 0; k < s->ring_len; k++) {
         const struct cuptimon_buffer_ready *m = &s->ring[(s->ring_head + k) % s->nslots].msg;
         l->buffers++;
-        l->records += count_records(s, m->slot, m->valid_size);
+        /* cuptimon's own records (NCCL) carry their count; CUPTI's are walked. */
+        l->records += m->stream_id == CUPTIMON_OWN_RECORDS_STREAM && m->context == 0
+                          ? m->records
+                          : count_records(s, m->slot, m->valid_size);
         l->dropped += m->dropped;
     }
+    /* NCCL's records still queued (no daemon took a buffer of them). */
+    l->records += cuptimon__nccl_pending();
     /* Framed, but its frame did not reach the socket of a live
      * connection.  One that did is the daemon's: it reads its socket to
      * the end and archives what was announced, after the job is gone. */
