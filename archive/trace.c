@@ -2328,6 +2328,8 @@ static void w_nccl(struct cuptimon_trace *t, struct tproc *P, const struct cupti
         FIELD_U(p, "GPU globaltimer ns", r.gpu_end - r.gpu_start);
     if (r.flags & CUPTIMON_NCCL_F_UNFINISHED)
         p = LIT(p, ",\"unfinished\":true");
+    if (r.flags & CUPTIMON_NCCL_F_CAPTURED)
+        p = LIT(p, ",\"graph captured\":true");
     p = LIT(p, "}}");
     commit(t, p);
     t->st.nccl_ops++;

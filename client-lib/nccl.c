@@ -375,6 +375,7 @@ static ncclResult_t init_common(void **context, int *mask, uint8_t version, uint
     /* The operations and the GPU's view of them: kernel channels (v3+)
      * say when the GPU finished; copy-engine collectives (v6). */
     *mask = ncclProfileColl | ncclProfileP2p | (version >= 3 ? ncclProfileKernelCh : 0) |
+            (version >= 5 ? ncclProfileCollApi | ncclProfileP2pApi : 0) |
             (version >= 6 ? ncclProfileCeColl : 0);
     uint32_t v = atomic_load(&newest_version);
     while (version > v && !atomic_compare_exchange_weak(&newest_version, &v, version))
@@ -421,8 +422,19 @@ struct op {
     uint64_t seq, count, comm_hash;
     int root;
     uint8_t nchannels, nwarps, has_hash;
+    uint8_t api; /* a CollApi/P2pApi event (v5+): 1, 2 when graph-captured */
     uint64_t ptimer;
 };
+
+/* The handles of API events (v5+): no object, one of two markers that say
+ * whether the user's call was captured into a CUDA graph; NCCL passes it
+ * as the parent of the collective it starts for that call. */
+static const char api_plain, api_captured;
+
+static int api_marker(const void *h)
+{
+    return h == &api_plain || h == &api_captured;
+}
 
 static ncclResult_t start_common(void *context, void **handle, const struct op *o, uint8_t ver)
 {
@@ -430,6 +442,10 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
     if (handle == NULL)
         return ncclSuccess;
     *handle = NULL;
+    if (o->api) {
+        *handle = (void *)(o->api == 2 ? &api_captured : &api_plain);
+        return ncclSuccess;
+    }
     if (o->type == ncclProfileKernelCh) {
         int ch;
         struct nev *p = ev_of(o->parent, &ch);
@@ -497,11 +513,17 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
         r->comm_id = o->comm_hash;
         field(r->comm_name, sizeof r->comm_name, o->name, &r->flags);
     }
+    /* Captured into a CUDA graph: NCCL reports the capture, and its
+     * kernel runs at each replay, with no event of NCCL's: it is not in
+     * flight, and no kernel channel will finish it. */
+    int captured = o->parent == &api_captured;
+    if (captured)
+        r->flags |= CUPTIMON_NCCL_F_CAPTURED;
     if (what == CUPTIMON_NCCL_P2P) {
         r->seq = c ? atomic_fetch_add_explicit(&c->p2p_next, 1, memory_order_relaxed) + 1 : 0;
     } else {
         r->seq = o->seq;
-        if (c != NULL) {
+        if (c != NULL && !captured) {
             e->ord = atomic_fetch_add_explicit(&c->ord_next, 1, memory_order_relaxed) + 1;
             struct fly *f = &c->fly[(e->ord - 1) % NCCL_FLY];
             atomic_store_explicit(&f->ord1, 0, memory_order_relaxed);
@@ -514,7 +536,7 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
     }
     /* One reference for NCCL's stop, one more until every announced kernel
      * channel has stopped (only where NCCL reports channels: v3+). */
-    int wait_kernel = ver >= 3 && o->nchannels > 0 && what != CUPTIMON_NCCL_CE_COLL;
+    int wait_kernel = ver >= 3 && o->nchannels > 0 && what != CUPTIMON_NCCL_CE_COLL && !captured;
     if (!wait_kernel)
         r->flags |= CUPTIMON_NCCL_F_NO_KERNEL;
     atomic_store_explicit(&e->refs, 1 + wait_kernel, memory_order_release);
@@ -525,6 +547,8 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
 static ncclResult_t stop_event(void *handle)
 {
     int ch;
+    if (api_marker(handle))
+        return ncclSuccess;
     struct nev *e = ev_of(handle, &ch);
     if (e == NULL)
         return ncclSuccess;
@@ -548,6 +572,8 @@ static ncclResult_t stop_event(void *handle)
 static ncclResult_t state_common(void *handle, int state, uint64_t ptimer)
 {
     int ch;
+    if (api_marker(handle))
+        return ncclSuccess;
     struct nev *e = ev_of(handle, &ch);
     if (e == NULL || !ch || state != ncclProfilerKernelChStop || ptimer == 0)
         return ncclSuccess;
@@ -697,10 +723,19 @@ START_V23(3)
             o.ptimer = d->kernelCh.pTimer;                                                         \
         }                                                                                          \
         START_V456_CE_##V;                                                                         \
+        START_V456_API_##V;                                                                        \
         return start_common(context, handle, &o, V);                                               \
     }
-#define START_V456_CE_4 (void)0
-#define START_V456_CE_5 (void)0
+#define START_V456_API_4 (void)0
+/* v5+: API events, for the graph-capture flag their collectives inherit. */
+#define START_V456_API_5                                                                           \
+    if (d->type == ncclProfileCollApi)                                                             \
+        o.api = d->collApi.graphCaptured ? 2 : 1;                                                  \
+    else if (d->type == ncclProfileP2pApi)                                                         \
+    o.api = d->p2pApi.graphCaptured ? 2 : 1
+#define START_V456_API_6 START_V456_API_5
+#define START_V456_CE_4  (void)0
+#define START_V456_CE_5  (void)0
 #define START_V456_CE_6                                                                            \
     if (d->type == ncclProfileCeColl) {                                                            \
         o.func = d->ceColl.func;                                                                   \

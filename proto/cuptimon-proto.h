@@ -383,6 +383,9 @@ enum {
 #define CUPTIMON_NCCL_F_TRUNCATED  0x04u /* a string was cut to its field */
 #define CUPTIMON_NCCL_F_UNFINISHED 0x08u /* its communicator ended (or the process) first */
 #define CUPTIMON_NCCL_F_NO_KERNEL  0x10u /* NCCL reports no kernel channels for it */
+/* Recorded into a CUDA graph (plugin v5+: its API event said so): the
+ * record is the capture; its kernel runs at each replay (CUPTI's records). */
+#define CUPTIMON_NCCL_F_CAPTURED 0x20u
 struct cuptimon_nccl_rec {
     uint8_t what, flags, nchannels, version;
     uint64_t comm_id, seq, count;

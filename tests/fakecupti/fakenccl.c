@@ -24,6 +24,8 @@
  *                                  stays in flight MS (its kernel runs) before it ends
  *   --hostile                      NULL descriptors, over-long strings, unknown
  *                                  event types, foreign handles, a NULL context
+ *   --captured K                   (v5+) the first K collectives of communicator 0
+ *                                  are captured into a CUDA graph
  *   --max-version V                the newest plugin version this "NCCL" knows
  *   --log FILE
  *   --bench N                      instead: N collectives of 2 channels each on
@@ -50,6 +52,7 @@
 static int ncomms = 2, nranks = 2, myrank = 0, ncolls = 50, lag_ms = 0, lag_at = -1, hang_ms = 0;
 static int hostile = 0, max_version = 6;
 static long bench_n = 0;
+static int ncaptured = 0;
 static FILE *oplog;
 static int version;
 static const ncclProfiler_v6_t *p6;
@@ -154,11 +157,19 @@ static const char *const kernels[] = {
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"comms", 1, 0, 'c'},   {"ranks", 1, 0, 'R'},   {"rank", 1, 0, 'r'},
-        {"colls", 1, 0, 'k'},   {"lag-ms", 1, 0, 'l'},  {"lag-at", 1, 0, 'a'},
-        {"hang-ms", 1, 0, 'H'}, {"hostile", 0, 0, 'x'}, {"max-version", 1, 0, 'v'},
-        {"log", 1, 0, 'L'},     {"bench", 1, 0, 'b'},   {0, 0, 0, 0}};
+    static const struct option opts[] = {{"comms", 1, 0, 'c'},
+                                         {"ranks", 1, 0, 'R'},
+                                         {"rank", 1, 0, 'r'},
+                                         {"colls", 1, 0, 'k'},
+                                         {"lag-ms", 1, 0, 'l'},
+                                         {"lag-at", 1, 0, 'a'},
+                                         {"hang-ms", 1, 0, 'H'},
+                                         {"hostile", 0, 0, 'x'},
+                                         {"max-version", 1, 0, 'v'},
+                                         {"log", 1, 0, 'L'},
+                                         {"bench", 1, 0, 'b'},
+                                         {"captured", 1, 0, 'g'},
+                                         {0, 0, 0, 0}};
     int o;
     const char *logpath = NULL;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -173,6 +184,7 @@ int main(int argc, char **argv)
         case 'x': hostile = 1; break;
         case 'v': max_version = atoi(optarg); break;
         case 'b': bench_n = atol(optarg); break;
+        case 'g': ncaptured = atoi(optarg); break;
         case 'L': logpath = optarg; break;
         default: fprintf(stderr, "fakenccl: bad option\n"); return 2;
         }
@@ -365,18 +377,40 @@ int main(int argc, char **argv)
             /* NCCL numbers each function's collectives apart. */
             static uint64_t seqs[16][4];
             d.coll.seqNumber = seqs[c][f]++;
-            void *ev = NULL;
+            void *ev = NULL, *api = NULL;
             uint64_t t0 = now_ns();
+            /* v5+: the user's call is an API event, the collective's parent;
+             * the first --captured ones of communicator 0 are recorded into
+             * a CUDA graph: NCCL then reports the capture, and no kernel
+             * channel (the kernel runs at the graph's replays). */
+            int captured = c == 0 && i < ncaptured && version >= 5;
+            if (version >= 5) {
+                ncclProfilerEventDescr_v6_t a;
+                memset(&a, 0, sizeof a);
+                a.type = ncclProfileCollApi;
+                a.rank = myrank;
+                a.collApi.func = funcs[f];
+                a.collApi.count = d.coll.count;
+                a.collApi.datatype = d.coll.datatype;
+                a.collApi.root = d.coll.root;
+                a.collApi.graphCaptured = captured;
+                pstart(ctx[c], &api, &a);
+                d.parentObj = api;
+            }
             pstart(ctx[c], &ev, &d);
-            fakecuda_launch_kernel(kernels[f], dev, (uint32_t)(7 + c), 0, 0);
+            if (!captured)
+                fakecuda_launch_kernel(kernels[f], dev, (uint32_t)(7 + c), 0, 0);
             pstop(ev);
+            if (version >= 5)
+                pstop(api);
             int last = i == ncolls - 1 && c == 0;
             if (oplog)
-                fprintf(oplog, "coll %d %" PRIu64 " %s %" PRIu64 " %zu %d %d %s %" PRIu64 "\n", c,
-                        (uint64_t)(0x1000u + (uint64_t)c), funcs[f], d.coll.seqNumber, d.coll.count,
-                        d.coll.root, d.coll.nChannels, hostile && i == 5 ? "-" : "LL", t0);
+                fprintf(oplog, "%s %d %" PRIu64 " %s %" PRIu64 " %zu %d %d %s %" PRIu64 "\n",
+                        captured ? "captured" : "coll", c, (uint64_t)(0x1000u + (uint64_t)c),
+                        funcs[f], d.coll.seqNumber, d.coll.count, d.coll.root, d.coll.nChannels,
+                        hostile && i == 5 ? "-" : "LL", t0);
             struct work w = {ev, d.coll.nChannels, last ? hang_ms : 0};
-            if (write(proxy_pipe[1], &w, sizeof w) != (ssize_t)sizeof w)
+            if (!captured && write(proxy_pipe[1], &w, sizeof w) != (ssize_t)sizeof w)
                 return 1;
             total++;
             if (i % 4 == 3) {
