@@ -2285,12 +2285,11 @@ static void w_nccl(struct cuptimon_trace *t, struct tproc *P, const struct cupti
     if (cuptimon__nccl_rec_decode(ev->u.nccl.raw, CUPTIMON_NCCL_REC_SIZE, &r, &x) < 0 ||
         r.what == CUPTIMON_NCCL_COMM_STATE)
         return;
-    uint64_t in = r.count, out = r.count;
+    /* NCCL's count is per rank where torch's message sizes are whole:
+     * all-gather's output and reduce-scatter's input are n times it. */
     uint64_t n = r.nranks > 0 ? (uint64_t)r.nranks : 1;
-    if (strcmp(x.func, "AllGather") == 0)
-        out = r.count * n;
-    else if (strcmp(x.func, "ReduceScatter") == 0)
-        in = r.count * n;
+    uint64_t in = strcmp(x.func, "ReduceScatter") == 0 ? r.count * n : r.count;
+    uint64_t out = strcmp(x.func, "AllGather") == 0 ? r.count * n : r.count;
     int64_t dur = r.host_stop > r.host_start ? (int64_t)(r.host_stop - r.host_start) : 0;
     uint32_t tid = cpu_track(t, P, r.tid);
     char *p = ev_open(t, EVENT_FIXED_MAX);
