@@ -47,7 +47,7 @@ run() {
         env "${extra[@]}" RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
             CUDA_INJECTION64_PATH="$SHIM" CUPTIMON_LABEL="nccl-$way" NCCL_DEBUG=INFO \
             NCCL_DEBUG_SUBSYS=INIT,ENV,PROFILE LAG_S=$LAG_S \
-            timeout 100 "$PY" "$here/nccl-work.py" "$W/$way" >"$W/$way/out-$r.txt" 2>&1 &
+            timeout 80 "$PY" "$here/nccl-work.py" "$W/$way" >"$W/$way/out-$r.txt" 2>&1 &
         pids+=($!)
     done
     # While rank 1 lags (its peer waits inside the all_reduce): status.
