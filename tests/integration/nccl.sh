@@ -53,6 +53,18 @@ CUPTIMON_LABEL=own NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-own.so \
     CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" --colls 2 2>"$T/err-own" && fail "the double ran without a plugin"
 grep -q 'cannot load profiler plugin /nonexistent' "$T/err-own" ||
     fail "the job's own NCCL_PROFILER_PLUGIN was replaced: $(cat "$T/err-own")"
+# ... and status says whose plugin NCCL runs.
+CUPTIMON_LABEL=own NCCL_PROFILER_PLUGIN=/opt/own/libnccl-profiler-own.so \
+    workload --kernels 20 --linger-ms 3000 --quiet &
+wo=$!
+own_seen() {
+    ctl status --json | python3 -c '
+import json, sys
+s = [s for s in json.load(sys.stdin)["sessions"] if s.get("label") == "own" and s.get("connected")]
+sys.exit(0 if s and s[0]["nccl"] == {"plugin": "user", "user_plugin": "/opt/own/libnccl-profiler-own.so"} else 1)'
+}
+wait_for 100 own_seen || fail "status does not say the job runs its own NCCL profiler plugin"
+wait "$wo" || fail "the workload with its own plugin failed"
 # A hang: rank 0's last collective of communicator 0 stays in flight 4 s
 # (its kernel does not end), rank 1 sleeps 4 s before its last one (it
 # started one fewer).  Meanwhile status names the collective in flight and
