@@ -20,6 +20,7 @@
 
 #include <json-c/json.h>
 
+#include "cuptimon-proto.h"
 #include "layouts.h"
 
 /* Pointer-valued fields (kernel and marker names) are read as 8 bytes:
@@ -553,6 +554,7 @@ static const char *const type_names[CUPTIMON_EV_TYPES] = {
     [CUPTIMON_EV_SYNC] = "synchronization",
     [CUPTIMON_EV_MARKER] = "marker",
     [CUPTIMON_EV_MARKER_DATA] = "marker_data",
+    [CUPTIMON_EV_NCCL] = "nccl",
 };
 
 const char *cuptimon__ev_type_name(unsigned type)
@@ -586,6 +588,8 @@ void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,
         into->unknown_kind_last = from->unknown_kind_last;
     into->truncated += from->truncated;
     into->bad_times += from->bad_times;
+    into->nccl += from->nccl;
+    into->nccl_bad += from->nccl_bad;
 }
 
 const char *cuptimon__undecodable_causes(const struct cuptimon_decode_stats *st, char *out,
@@ -1016,6 +1020,39 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
             return walk_stop(w);
         }
         memcpy(&kind, w->p + w->off, 4);
+        if (kind == CUPTIMON_KIND_NCCL) {
+            /* cuptimon's own record (NCCL, issue 46): one fixed layout,
+             * whatever the producer's CUPTI. */
+            struct cuptimon_nccl_rec r;
+            if (left < CUPTIMON_NCCL_REC_SIZE) {
+                st->truncated++;
+                return walk_stop(w);
+            }
+            const uint8_t *raw = w->p + w->off;
+            w->off += CUPTIMON_NCCL_REC_SIZE;
+            w->prev_kind = 0;
+            if (cuptimon__nccl_rec_decode(raw, CUPTIMON_NCCL_REC_SIZE, &r, NULL) < 0) {
+                st->nccl_bad++;
+                st->undecodable_bytes += CUPTIMON_NCCL_REC_SIZE;
+                continue;
+            }
+            memset(ev, 0, sizeof(*ev));
+            ev->type = CUPTIMON_EV_NCCL;
+            ev->cupti_kind = CUPTIMON_KIND_NCCL;
+            ev->start = r.host_start;
+            ev->end = r.host_end ? r.host_end : r.host_stop ? r.host_stop : r.host_start;
+            if (ev->end < ev->start) {
+                st->bad_times++;
+                ev->end = ev->start;
+            }
+            ev->u.nccl.raw = raw;
+            ev->u.nccl.tid = r.tid;
+            ev->u.nccl.what = r.what;
+            st->nccl++;
+            st->records++;
+            st->decoded_bytes += CUPTIMON_NCCL_REC_SIZE;
+            return 1;
+        }
         if (kind >= CUPTIMON_KIND_SLOTS || l->size[kind] == 0) {
             /* The size of what follows is unknown: nothing after this
              * point can be located, so none of it is read.  Why, as far

@@ -59,6 +59,11 @@ enum cuptimon_ev_type {
     CUPTIMON_EV_SYNC,
     CUPTIMON_EV_MARKER,
     CUPTIMON_EV_MARKER_DATA,
+    /* cuptimon's own record of an NCCL operation or communicator state
+     * (CUPTIMON_KIND_NCCL, cuptimon-proto.h): start = host start, end =
+     * when the GPU finished it (else when NCCL enqueued it), both already
+     * Unix ns (the chunk's pair maps them to themselves). */
+    CUPTIMON_EV_NCCL,
     CUPTIMON_EV_TYPES
 };
 
@@ -168,6 +173,13 @@ struct cuptimon_ev {
             uint32_t object_kind;
             struct cuptimon_objid object_id;
         } marker;
+        struct {
+            /* The record's bytes in the walked buffer (valid while it is):
+             * cuptimon__nccl_rec_decode reads the rest. */
+            const uint8_t *raw;
+            uint32_t tid;
+            uint8_t what; /* CUPTIMON_NCCL_* */
+        } nccl;
         struct {
             uint64_t payload; /* raw CUpti_MetricValue bits */
             uint32_t flags, id, payload_kind, color, category, cupti_domain_id;
@@ -351,6 +363,8 @@ struct cuptimon_decode_stats {
     uint64_t stops_layout;
     uint64_t truncated; /* buffers ending inside a record */
     uint64_t bad_times; /* decoded records with end < start */
+    uint64_t nccl;      /* cuptimon's NCCL records decoded (not in by_kind) */
+    uint64_t nccl_bad;  /* ... refused (damaged: counted undecodable, skipped) */
 };
 
 void cuptimon__decode_stats_add(struct cuptimon_decode_stats *into,

@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "cbid.h"
+#include "cuptimon-proto.h"
 #include "demangle.h"
 #include "hash.h"
 #include "strtab.h"
@@ -854,6 +855,59 @@ int cuptimon__stats_add_process(struct cuptimon_stats *st, const struct cuptimon
     return (int)st->nprocs++;
 }
 
+/* ---- NCCL (issue 46) ----------------------------------------------------------- */
+
+/* nccl-tests' bus
+ * bandwidth factor (nccl-tests src/all_reduce.cu AllReduceGetBw and its
+ * siblings). */
+static double nccl_busbw_factor(const char *func, int n)
+{
+    double nr = n > 0 ? n : 1;
+    if (strcmp(func, "AllReduce") == 0)
+        return 2 * (nr - 1) / nr;
+    if (strcmp(func, "AllGather") == 0 || strcmp(func, "ReduceScatter") == 0 ||
+        strcmp(func, "AllToAll") == 0)
+        return (nr - 1) / nr;
+    return 1;
+}
+
+static void nccl_event(struct cuptimon_stats *st, const struct cuptimon_ev *ev)
+{
+    struct cuptimon_nccl_rec r;
+    struct cuptimon_nccl_text x;
+    struct report *rp = &st->rep[CUPTIMON_STATS_NCCL];
+    if (!(st->reports & CUPTIMON_STATS_BIT(CUPTIMON_STATS_NCCL)) ||
+        cuptimon__nccl_rec_decode(ev->u.nccl.raw, CUPTIMON_NCCL_REC_SIZE, &r, &x) < 0 ||
+        r.what == CUPTIMON_NCCL_COMM_STATE)
+        return;
+    uint64_t dur;
+    if ((r.flags & CUPTIMON_NCCL_F_GPU_TIMES) && r.gpu_end >= r.gpu_start)
+        dur = r.gpu_end - r.gpu_start;
+    else if ((r.flags & CUPTIMON_NCCL_F_COMPLETED) && r.host_end >= r.host_start)
+        dur = r.host_end - r.host_start;
+    else {
+        rp->incomplete++;
+        return;
+    }
+    /* The row's key holds what its columns need (tabs never occur in
+     * what the decoder gives back: it replaces control bytes). */
+    char key[256];
+    snprintf(key, sizeof key, "%s\t%s\t%016" PRIx64 "\t%d", x.func, x.comm_name, r.comm_id,
+             r.nranks);
+    uint32_t i = report_row(st, rp, key);
+    if (i == ROW_FAIL) {
+        st->oom = 1;
+        return;
+    }
+    struct row *row = i == ROW_OTHER ? &rp->other : &rp->rows[i];
+    uint64_t n = r.nranks > 0 ? (uint64_t)r.nranks : 1;
+    uint64_t bytes = r.count * cuptimon__nccl_type_size(x.datatype);
+    if (strcmp(x.func, "AllGather") == 0 || strcmp(x.func, "ReduceScatter") == 0)
+        bytes *= n;
+    dist_add(st, &row->t, dur);
+    dist_add(st, &row->b, bytes);
+}
+
 void cuptimon__stats_event(struct cuptimon_stats *st, int proc, const struct cuptimon_ev *ev,
                            const struct cuptimon_clock *clk)
 {
@@ -876,6 +930,7 @@ void cuptimon__stats_event(struct cuptimon_stats *st, int proc, const struct cup
         }
     }
     switch (ev->type) {
+    case CUPTIMON_EV_NCCL: nccl_event(st, ev); return;
     case CUPTIMON_EV_KERNEL:
         if (sp != NULL)
             sp->kernels++;
@@ -927,7 +982,8 @@ void cuptimon__stats_dropped(struct cuptimon_stats *st, int proc, uint64_t n)
 
 const char *cuptimon__stats_report_name(enum cuptimon_stats_report r)
 {
-    static const char *const n[] = {"kernels", "memory_time", "memory_bytes", "api", "processes"};
+    static const char *const n[] = {"kernels", "memory_time", "memory_bytes",
+                                    "api",     "processes",   "nccl"};
     return (unsigned)r < CUPTIMON_STATS_REPORTS ? n[r] : "?";
 }
 
@@ -1084,6 +1140,52 @@ static json_object *process_rows(struct cuptimon_stats *st, size_t top_n)
     return a;
 }
 
+static json_object *nccl_rows(struct cuptimon_stats *st, size_t top_n)
+{
+    struct report *rp = &st->rep[CUPTIMON_STATS_NCCL];
+    json_object *a = json_object_new_array();
+    struct sorted *v = calloc(rp->n ? rp->n : 1, sizeof(*v));
+    if (a == NULL || v == NULL) {
+        free(v);
+        json_object_put(a);
+        return NULL;
+    }
+    for (size_t i = 0; i < rp->n; i++)
+        v[i] = (struct sorted){&rp->rows[i], &rp->rows[i].t};
+    qsort(v, rp->n, sizeof(*v), by_total);
+    for (size_t i = 0; i < rp->n && (top_n == 0 || i < top_n); i++) {
+        char func[64] = "", comm[128] = "", id[32] = "";
+        int nr = 0;
+        const char *k = v[i].r->name, *t1 = strchr(k, '\t');
+        const char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        const char *t3 = t2 ? strchr(t2 + 1, '\t') : NULL;
+        if (t3 == NULL)
+            continue;
+        snprintf(func, sizeof func, "%.*s", (int)(t1 - k), k);
+        snprintf(comm, sizeof comm, "%.*s", (int)(t2 - t1 - 1), t1 + 1);
+        snprintf(id, sizeof id, "0x%.*s", (int)(t3 - t2 - 1), t2 + 1);
+        nr = atoi(t3 + 1);
+        const struct dist *t = &v[i].r->t, *b = &v[i].r->b;
+        double algbw = t->total ? (double)b->total / (double)t->total : 0; /* bytes/ns = GB/s */
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "function", json_object_new_string(func));
+        json_object_object_add(o, "communicator", json_object_new_string(comm));
+        json_object_object_add(o, "comm_id", json_object_new_string(id));
+        json_object_object_add(o, "ranks", json_object_new_int(nr));
+        json_object_object_add(o, "count", json_object_new_uint64(t->n));
+        json_object_object_add(o, "total_bytes", json_object_new_uint64(b->total));
+        json_object_object_add(o, "total_ns", json_object_new_uint64(t->total));
+        json_object_object_add(o, "avg_ns",
+                               json_object_new_double(t->n ? (double)t->total / (double)t->n : 0));
+        json_object_object_add(o, "algbw_gbps", json_object_new_double(algbw));
+        json_object_object_add(o, "busbw_gbps",
+                               json_object_new_double(algbw * nccl_busbw_factor(func, nr)));
+        json_object_array_add(a, o);
+    }
+    free(v);
+    return a;
+}
+
 struct json_object *cuptimon__stats_rows(struct cuptimon_stats *st, enum cuptimon_stats_report r,
                                          size_t top_n)
 {
@@ -1091,6 +1193,8 @@ struct json_object *cuptimon__stats_rows(struct cuptimon_stats *st, enum cuptimo
         return NULL;
     if (r == CUPTIMON_STATS_PROCESSES)
         return process_rows(st, top_n);
+    if (r == CUPTIMON_STATS_NCCL)
+        return nccl_rows(st, top_n);
     if ((unsigned)r >= CUPTIMON_STATS_REPORTS)
         return NULL;
     return dist_rows(st, r, top_n);
@@ -1132,6 +1236,8 @@ struct json_object *cuptimon__stats_info_json(struct cuptimon_stats *st)
                            json_object_new_uint64(st->rep[CUPTIMON_STATS_MEMORY_TIME].incomplete));
     json_object_object_add(inc, "api",
                            json_object_new_uint64(st->rep[CUPTIMON_STATS_API].incomplete));
+    json_object_object_add(inc, "nccl",
+                           json_object_new_uint64(st->rep[CUPTIMON_STATS_NCCL].incomplete));
     json_object_object_add(o, "incomplete", inc);
     json_object_object_add(o, "dropped_records", json_object_new_uint64(st->dropped));
     json_object_object_add(oth, "kernels", json_object_new_uint64(k->other.t.n));

@@ -15,6 +15,17 @@
  *                 stddev_bytes, operation
  *   api           per runtime/driver call name: time_pct, total_ns, calls,
  *                 avg_ns, ..., name
+ *   nccl          per NCCL function and communicator (issue 46): function,
+ *                 communicator (name), comm_id, ranks, count, total_bytes
+ *                 (nccl-tests' size: the larger of the send and receive
+ *                 buffers), total_ns, avg_ns, algbw_gbps (bytes / time),
+ *                 busbw_gbps (algbw times nccl-tests' factor: 2(n-1)/n for
+ *                 all-reduce, (n-1)/n for all-gather, reduce-scatter and
+ *                 all-to-all, 1 for the others); the time of each operation
+ *                 is its kernel's (GPU globaltimer, first channel start to
+ *                 last channel stop), else from NCCL's start to its
+ *                 completion seen on the host; operations with neither
+ *                 (not completed) are counted incomplete
  *   processes     per producer session with a timed event: pid, rank, label,
  *                 hostname, gpu_busy_ns, busy_pct, kernels, first_unix_ns,
  *                 last_unix_ns (and busy_uncertain_ns, see below)
@@ -83,6 +94,7 @@ enum cuptimon_stats_report {
     CUPTIMON_STATS_MEMORY_BYTES,
     CUPTIMON_STATS_API,
     CUPTIMON_STATS_PROCESSES,
+    CUPTIMON_STATS_NCCL,
     CUPTIMON_STATS_REPORTS
 };
 #define CUPTIMON_STATS_BIT(r) (1u << (r))

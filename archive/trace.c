@@ -10,6 +10,8 @@
 
 #include "trace.h"
 
+#include "cuptimon-proto.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -2208,6 +2210,130 @@ static void marker_flush(struct cuptimon_trace *t, struct tproc *P)
     P->pend_has_data = 0;
 }
 
+/* ---- NCCL collectives (issue 46) --------------------------------------- */
+
+/* torch.profiler's name for an NCCL function ("Collective name" of its
+ * record_param_comms: c10d's), NCCL's own where it has none. */
+static const char *torch_coll_name(const char *f)
+{
+    static const char *const map[][2] = {
+        {"AllReduce", "allreduce"},
+        {"Broadcast", "broadcast"},
+        {"AllGather", "_allgather_base"},
+        {"ReduceScatter", "_reduce_scatter_base"},
+        {"Reduce", "reduce"},
+        {"Send", "send"},
+        {"Recv", "recv"},
+        {"AllToAll", "all_to_all"},
+        {"Gather", "gather"},
+        {"Scatter", "scatter"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(f, map[i][0]) == 0)
+            return map[i][1];
+    return f;
+}
+
+/* c10::toString(ScalarType) of an NCCL datatype, torch.profiler's "dtype". */
+static const char *torch_dtype(const char *d)
+{
+    static const char *const map[][2] = {
+        {"ncclInt8", "Char"},
+        {"ncclUint8", "Byte"},
+        {"ncclInt32", "Int"},
+        {"ncclUint32", "UInt32"},
+        {"ncclInt64", "Long"},
+        {"ncclUint64", "UInt64"},
+        {"ncclFloat16", "Half"},
+        {"ncclFloat32", "Float"},
+        {"ncclFloat64", "Double"},
+        {"ncclBfloat16", "BFloat16"},
+        {"ncclFloat8e4m3", "Float8_e4m3fn"},
+        {"ncclFloat8e5m2", "Float8_e5m2"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(d, map[i][0]) == 0)
+            return map[i][1];
+    return d;
+}
+
+static char *jstr_field(char *p, const char *key, const char *v)
+{
+    size_t k = strlen(key);
+    *p++ = ',';
+    *p++ = '"';
+    memcpy(p, key, k);
+    p += k;
+    *p++ = '"';
+    *p++ = ':';
+    return p + cuptimon__json_escape(p, v, strlen(v));
+}
+
+/* An NCCL collective or point-to-point operation as torch.profiler writes
+ * one: a record_param_comms CPU op on the thread that enqueued it, spanning
+ * NCCL's start and stop of the event (the enqueue, which holds the kernel
+ * launch: that launch's flow leads to the NCCL kernel), with Kineto's
+ * collective args, then cuptimon's own (communicator, sequence number,
+ * algorithm, protocol, channels, when the GPU finished it).  What torch
+ * knows and NCCL does not (the process group's global ranks) is left out
+ * rather than guessed. */
+static void w_nccl(struct cuptimon_trace *t, struct tproc *P, const struct cuptimon_ev *ev,
+                   const struct cuptimon_clock *clk, int64_t ts)
+{
+    struct cuptimon_nccl_rec r;
+    struct cuptimon_nccl_text x;
+    if (cuptimon__nccl_rec_decode(ev->u.nccl.raw, CUPTIMON_NCCL_REC_SIZE, &r, &x) < 0 ||
+        r.what == CUPTIMON_NCCL_COMM_STATE)
+        return;
+    /* NCCL's count is per rank where torch's message sizes are whole:
+     * all-gather's output and reduce-scatter's input are n times it. */
+    uint64_t n = r.nranks > 0 ? (uint64_t)r.nranks : 1;
+    uint64_t in = strcmp(x.func, "ReduceScatter") == 0 ? r.count * n : r.count;
+    uint64_t out = strcmp(x.func, "AllGather") == 0 ? r.count * n : r.count;
+    int64_t dur = r.host_stop > r.host_start ? (int64_t)(r.host_stop - r.host_start) : 0;
+    uint32_t tid = cpu_track(t, P, r.tid);
+    char *p = ev_open(t, EVENT_FIXED_MAX);
+    p = LIT(p, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"record_param_comms\"");
+    p = ptsd(p, P->pid, tid, ts, dur);
+    p = LIT(p, ",\"args\":{\"Collective name\":");
+    const char *cn = torch_coll_name(x.func);
+    p += cuptimon__json_escape(p, cn, strlen(cn));
+    p = jstr_field(p, "dtype", torch_dtype(x.datatype));
+    FIELD_U(p, "In msg nelems", in);
+    FIELD_U(p, "Out msg nelems", out);
+    FIELD_I(p, "Group size", r.nranks);
+    p = jstr_field(p, "Process Group Name", x.comm_name);
+    FIELD_I(p, "Rank", r.rank);
+    if (r.what == CUPTIMON_NCCL_P2P)
+        FIELD_I(p, "Dst Rank", r.root);
+    else if (r.root >= 0)
+        FIELD_I(p, "Root", r.root);
+    FIELD_U(p, "Seq", r.seq);
+    p = jstr_field(p, "NCCL function", x.func);
+    p = jstr_field(p, "NCCL datatype", x.datatype);
+    p = LIT(p, ",\"NCCL comm id\":\"");
+    p = hex64(p, r.comm_id);
+    *p++ = '"';
+    if (r.nnodes > 0)
+        FIELD_I(p, "Nodes", r.nnodes);
+    if (x.algo[0])
+        p = jstr_field(p, "Algorithm", x.algo);
+    if (x.proto[0])
+        p = jstr_field(p, "Protocol", x.proto);
+    FIELD_U(p, "Channels", r.nchannels);
+    if (r.flags & CUPTIMON_NCCL_F_COMPLETED)
+        p = LIT(p, ",\"GPU done\":"), p = usd(p, rel(t, clk, r.host_end));
+    if (r.flags & CUPTIMON_NCCL_F_GPU_TIMES)
+        FIELD_U(p, "GPU globaltimer ns", r.gpu_end - r.gpu_start);
+    if (r.flags & CUPTIMON_NCCL_F_UNFINISHED)
+        p = LIT(p, ",\"unfinished\":true");
+    if (r.flags & CUPTIMON_NCCL_F_CAPTURED)
+        p = LIT(p, ",\"graph captured\":true");
+    p = LIT(p, "}}");
+    commit(t, p);
+    t->st.nccl_ops++;
+}
+
 int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cuptimon_ev *ev,
                           const struct cuptimon_clock *clk)
 {
@@ -2261,6 +2387,7 @@ int cuptimon__trace_event(struct cuptimon_trace *t, int proc, const struct cupti
     case CUPTIMON_EV_OVERHEAD: w_overhead(t, P, ev, ts, dur); break;
     case CUPTIMON_EV_CUDA_EVENT: w_cuda_event(t, P, ev, ts); break;
     case CUPTIMON_EV_SYNC: w_sync(t, P, ev, ts, dur); break;
+    case CUPTIMON_EV_NCCL: w_nccl(t, P, ev, clk, ts); break;
     case CUPTIMON_EV_MARKER:
         if (P->mark_tab == NULL)
             P->mark_tab = calloc(MARK_SLOTS, sizeof(*P->mark_tab)); /* NULL: ends unnamed */

@@ -137,6 +137,7 @@ struct cuptimon_trace_stats {
     uint64_t ua_ambiguous;    /* ... left out: ranges of several other threads were open then */
     uint64_t bytes;           /* bytes handed to the sink */
     uint64_t counters;        /* GPU metric counter events (in events too) */
+    uint64_t nccl_ops;        /* NCCL collectives and p2p operations (record_param_comms) */
 };
 
 int cuptimon__trace_new(const struct cuptimon_trace_opts *o, cuptimon_trace_write_fn fn, void *ud,

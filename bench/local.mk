@@ -37,7 +37,7 @@ bench-udr: bench/bench-udr$(EXEEXT)
 
 EXTRA_DIST += bench/handoff.sh bench/node-scale.sh bench/daemon-ab.sh bench/window-scale.sh \
 	bench/plot-node.sh bench/load-zst.h bench/gzip-threads.sh bench/daemon-run.sh \
-	bench/daemon-warm.sh
+	bench/daemon-warm.sh bench/nccl.sh
 
 BENCH_ARCHIVE_ARGS = --levels 0,1,3,6
 bench-archive: bench/bench-archive$(EXEEXT) $(BENCH_ARCHIVE_DOUBLE)
@@ -77,5 +77,11 @@ BENCH_SOAK_SECONDS = 3600
 bench-soak: all $(check_PROGRAMS)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' $(SHELL) $(top_srcdir)/bench/daemon-warm.sh --soak $(BENCH_SOAK_SECONDS) $(BENCH_WARM_ARGS)
 
-bench: bench-archive bench-decode bench-udr bench-handoff bench-node bench-window bench-gzip bench-export bench-warm
+bench: bench-archive bench-decode bench-udr bench-handoff bench-node bench-window bench-gzip bench-export bench-warm bench-nccl
 .PHONY: bench bench-archive bench-udr bench-handoff bench-node bench-window bench-gzip bench-export bench-warm bench-soak
+
+# The shim as NCCL's profiler plugin (issue 46): ns per collective on NCCL's
+# threads.  BENCH_NCCL_ARGS="N ROUNDS", default "1000000 3".
+bench-nccl: all $(check_PROGRAMS) $(check_LTLIBRARIES)
+	top_builddir='$(abs_top_builddir)' $(SHELL) $(top_srcdir)/bench/nccl.sh $(BENCH_NCCL_ARGS)
+.PHONY: bench-nccl

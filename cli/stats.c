@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "root holding many; every session found is counted.\n"
             "\n"
             "      --report=LIST      reports, comma-separated: kernels, memory, api,\n"
-            "                         processes, gpu, or all (default\n"
+            "                         processes, nccl, gpu, or all (default\n"
             "                         kernels,memory,processes)\n"
             "      --format=FMT       table (default: aligned for a terminal), csv (one\n"
             "                         header row per report, the report's name first,\n"
@@ -101,6 +101,13 @@ static void usage(FILE *f)
             "over unfinished at a forced flush has no duration); they and the records\n"
             "CUPTI dropped are counted under the tables.  Names are demangled; on a\n"
             "terminal, long names are shortened in the middle to fit its width.\n"
+            "\n"
+            "The nccl report: per NCCL function and communicator, the operations the\n"
+            "shim recorded as NCCL's profiler plugin: count, bytes (nccl-tests' size: the\n"
+            "larger of the send and receive buffers), time (the kernel's, by the GPU's\n"
+            "globaltimer, else NCCL's start to its completion), algorithm bandwidth\n"
+            "(bytes / time) and bus bandwidth by nccl-tests' formulas (all-reduce\n"
+            "2(n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n, others 1).\n"
             "\n"
             "The gpu report: per GPU and metric of cuptimond's GPU metrics sessions, the\n"
             "samples with a value, the time they cover (clipped to --from/--to), and\n"
@@ -172,6 +179,17 @@ static const struct col proc_cols[] = {COL("pid", "PID", F_ID),
                                        {"first_unix_ns", "First", "First (Unix ns)", F_TIME},
                                        {"last_unix_ns", "Last", "Last (Unix ns)", F_TIME}};
 
+static const struct col nccl_cols[] = {COL("function", "Function", F_STR),
+                                       COL("communicator", "Communicator", F_STR),
+                                       COL("comm_id", "Comm Id", F_STR),
+                                       COL("ranks", "Ranks", F_NUM),
+                                       COL("count", "Count", F_NUM),
+                                       COL("total_bytes", "Total (bytes)", F_NUM),
+                                       COL("total_ns", "Total Time (ns)", F_NUM),
+                                       COL("avg_ns", "Avg (ns)", F_DEC),
+                                       COL("algbw_gbps", "AlgBW (GB/s)", F_DEC),
+                                       COL("busbw_gbps", "BusBW (GB/s)", F_DEC)};
+
 static const struct col gpu_cols[] = {
     COL("device", "Device", F_ID),    COL("name", "GPU", F_STR),
     COL("label", "Metric", F_STR),    COL("unit", "Unit", F_STR),
@@ -187,6 +205,7 @@ static const struct col *report_cols(enum cuptimon_stats_report r, size_t *n)
     case CUPTIMON_STATS_MEMORY_TIME: return N(memtime_cols);
     case CUPTIMON_STATS_MEMORY_BYTES: return N(membytes_cols);
     case CUPTIMON_STATS_API: return N(api_cols);
+    case CUPTIMON_STATS_NCCL: return N(nccl_cols);
     default: return N(proc_cols);
     }
 #undef N
@@ -709,6 +728,7 @@ static const char *const report_title[] = {
     [CUPTIMON_STATS_MEMORY_BYTES] = "Memory operations by size",
     [CUPTIMON_STATS_API] = "CUDA runtime and driver API calls by time",
     [CUPTIMON_STATS_PROCESSES] = "Processes (producer sessions)",
+    [CUPTIMON_STATS_NCCL] = "NCCL operations by function and communicator",
 };
 
 /* The lines under the tables: what they do not hold, and why. */
@@ -927,7 +947,7 @@ static unsigned parse_reports(const char *list)
         if (n == 0) {
             fprintf(stderr,
                     PROG ": --report: '%s' has an empty item (reports: kernels, memory, "
-                         "api, processes, gpu, all)\n",
+                         "api, processes, nccl, gpu, all)\n",
                     list);
             return 0;
         }
@@ -942,12 +962,14 @@ static unsigned parse_reports(const char *list)
             m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_PROCESSES);
         else if (n == 3 && strncmp(p, "gpu", n) == 0)
             m |= REPORT_GPU;
+        else if (n == 4 && strncmp(p, "nccl", n) == 0)
+            m |= CUPTIMON_STATS_BIT(CUPTIMON_STATS_NCCL);
         else if (n == 3 && strncmp(p, "all", n) == 0)
             m |= CUPTIMON_STATS_ALL | REPORT_GPU;
         else {
             fprintf(stderr,
                     PROG ": --report: '%.*s' is not a report (kernels, memory, api, processes, "
-                         "gpu, all)\n",
+                         "nccl, gpu, all)\n",
                     (int)n, p);
             return 0;
         }

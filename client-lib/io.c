@@ -198,6 +198,16 @@ static char *hello_json(struct shim *s, uint64_t gen)
     json_object_object_add(o, "counters", cnt);
     /* It answers FLUSH mode FENCE (cuptimon-proto.h). */
     json_object_object_add(o, "fence", json_object_new_boolean(1));
+    /* Whose NCCL profiler plugin the job runs (nccl.c): "shim", "user"
+     * (the job named its own: NCCL loads one, so cuptimon sees no
+     * collectives), "off" (CUPTIMON_NCCL=0) or "unset". */
+    const char *user = NULL;
+    json_object *nc = json_object_new_object();
+    json_object_object_add(nc, "plugin",
+                           json_object_new_string(cuptimon__nccl_plugin_state(&user)));
+    if (user && *user)
+        json_object_object_add(nc, "user_plugin", json_object_new_string(user));
+    json_object_object_add(o, "nccl", nc);
 
     char *txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
@@ -402,7 +412,9 @@ static int collect(struct io *io, uint32_t max)
             return 0;
         }
         struct cuptimon_buffer_ready m = s->ring[s->ring_head].msg;
-        uint64_t gen = s->v2 ? cuptimon__v2_slot_gen_locked(m.slot) : 0;
+        /* cuptimon's own records (NCCL's operations) have no CUPTI layout. */
+        int own = m.stream_id == CUPTIMON_OWN_RECORDS_STREAM && m.context == 0;
+        uint64_t gen = own ? io->sent_gen : s->v2 ? cuptimon__v2_slot_gen_locked(m.slot) : 0;
         if (s->v2 && gen != io->sent_gen && !io->layouts) {
             /* Whether the daemon takes LAYOUTS is in its HELLO_ACK: wait
              * for it.  One older than LAYOUTS: a new hello must describe
@@ -426,7 +438,7 @@ static int collect(struct io *io, uint32_t max)
             io->sent_gen = gen;
         }
         /* v2: counted (and its names interned) in the completion callback. */
-        if (!s->v2)
+        if (!s->v2 && !own)
             m.records = cuptimon__walk_slot(s, m.slot, m.valid_size);
         /* CUDA work was done, so cuInit has returned: the driver answers. */
         if (m.records > 0 && !io->devices_reported)
@@ -670,6 +682,9 @@ static void on_flush(struct io *io, const uint8_t *body, size_t len)
      * callback before it returns, so everything it produced is queued
      * when FLUSH_DONE is framed after it.  Only the daemon of an older
      * protocol asks for a forced one. */
+    /* NCCL's finished operations so far go with this flush (a window's
+     * end holds them). */
+    cuptimon__nccl_collect(s, 1, mono_ms());
     uint32_t marked = do_flush && !forced ? cuptimon__mark_complete_held(s, gen) : 0;
     if (do_flush) {
         s->cupti.FlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
@@ -935,6 +950,11 @@ static void *io_main(void *arg)
         if (io->fd >= 0 && now - io->held_ms >= 1000)
             report_held(io);
         int more = 0;
+        /* NCCL's operations: only for a daemon (or at exit), so that they
+         * never take the pool from CUPTI while none is there; the queue
+         * meanwhile holds 8192 and counts what it cannot. */
+        if (io->fd >= 0 || atomic_load(&s->exiting))
+            cuptimon__nccl_collect(s, atomic_load(&s->exiting), now);
         if (io->fd >= 0) {
             more = collect(io, COLLECT_BATCH);
             if (flush_out(io) < 0)
@@ -1018,7 +1038,8 @@ int cuptimon__io_drain(struct shim *s, int timeout_ms)
      * no daemon at all, go at once: a node without cuptimond costs a job
      * nothing at exit. */
     for (;;) {
-        int pending = s->ring_len > 0 || atomic_load(&s->in_flight) > 0;
+        int pending =
+            s->ring_len > 0 || atomic_load(&s->in_flight) > 0 || cuptimon__nccl_pending() > 0;
         int connected = atomic_load(&s->connected);
         if (!pending ||
             (!connected && !atomic_load(&s->daemon_busy) && atomic_load(&s->connect_tried)))
@@ -1131,9 +1152,14 @@ void cuptimon__io_exit_loss(struct shim *s, struct shim_loss *l)
     for (uint32_t k = 0; k < s->ring_len; k++) {
         const struct cuptimon_buffer_ready *m = &s->ring[(s->ring_head + k) % s->nslots].msg;
         l->buffers++;
-        l->records += count_records(s, m->slot, m->valid_size);
+        /* cuptimon's own records (NCCL) carry their count; CUPTI's are walked. */
+        l->records += m->stream_id == CUPTIMON_OWN_RECORDS_STREAM && m->context == 0
+                          ? m->records
+                          : count_records(s, m->slot, m->valid_size);
         l->dropped += m->dropped;
     }
+    /* NCCL's records still queued (no daemon took a buffer of them). */
+    l->records += cuptimon__nccl_pending();
     /* Framed, but its frame did not reach the socket of a live
      * connection.  One that did is the daemon's: it reads its socket to
      * the end and archives what was announced, after the job is gone. */

@@ -804,6 +804,46 @@ void CUPTIAPI cuptimon__buffer_requested(uint8_t **buffer, size_t *size, size_t 
     *size = s->slot_size;
 }
 
+/* Queues a completed slot for the IO thread (its BUFFER_READY, in order). */
+static void queue_slot(struct shim *s, uint32_t idx, uint64_t valid, uint32_t stream_id,
+                       uint64_t context, uint64_t dropped, uint64_t ts, uint64_t realtime,
+                       uint64_t records)
+{
+    pthread_mutex_lock(&s->qlock);
+    s->slot_used[idx] = valid;
+    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
+    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
+    m->slot = idx;
+    m->stream_id = stream_id;
+    m->valid_size = valid;
+    m->context = context;
+    m->dropped = dropped;
+    m->cupti_ts = ts;
+    m->realtime_ns = realtime;
+    m->seq = s->next_seq++;
+    m->records = records;
+    s->ring_len++;
+    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&s->qlock);
+}
+
+int cuptimon__slot_take(struct shim *s)
+{
+    if (s->pool == NULL)
+        return -1;
+    return slot_pop(s);
+}
+
+/* A slot of cuptimon's own records (nccl.c): their times are
+ * CLOCK_REALTIME, so the buffer's clock pair is (now, now). */
+void cuptimon__slot_queue_own(struct shim *s, uint32_t idx, uint64_t valid, uint64_t records,
+                              uint64_t dropped, uint64_t now_ns)
+{
+    queue_slot(s, idx, valid, CUPTIMON_OWN_RECORDS_STREAM, 0, dropped, now_ns, now_ns, records);
+    cuptimon__io_wake(s);
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
                                       size_t size, size_t valid)
 {
@@ -841,25 +881,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
      * before it hands the buffer on: this callback runs on CUPTI's thread
      * under CUPTI's lock, and a walk of a 4 MiB buffer takes about a
      * millisecond.  Here: a few stores and a wake-up. */
-    uint64_t n = 0;
     CUpti_Activity *rec = NULL, *prev = NULL;
-    pthread_mutex_lock(&s->qlock);
-    s->slot_used[idx] = valid;
-    uint32_t pos = (s->ring_head + s->ring_len) % s->nslots;
-    struct cuptimon_buffer_ready *m = &s->ring[pos].msg;
-    m->slot = (uint32_t)idx;
-    m->stream_id = stream_id;
-    m->valid_size = valid;
-    m->context = (uint64_t)(uintptr_t)ctx;
-    m->dropped = dropped;
-    m->cupti_ts = ts;
-    m->realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-    m->seq = s->next_seq++;
-    m->records = n;
-    s->ring_len++;
-    atomic_store_explicit(&s->slot_state[idx], SLOT_READY, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&s->qlock);
+    queue_slot(s, (uint32_t)idx, valid, stream_id, (uint64_t)(uintptr_t)ctx, dropped, ts,
+               (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec, 0);
 
     /* Another tool shares CUPTI through us (preloaded): it gets copies of
      * the records of its kinds, outside our lock, before the slot can be
@@ -1195,6 +1219,12 @@ static int start(void)
         return rc;
     }
     cuptimon__ranges_init();
+    /* NCCL's profiler plugin is this library, unless the job named one
+     * (nccl.c); NCCL reads the variable at its first communicator's init,
+     * after CUDA's (which started the shim). */
+    Dl_info self;
+    if (dladdr((void *)start, &self) && self.dli_fname)
+        cuptimon__nccl_setup(self.dli_fname);
     /* CUPTI 13.3+: its own subscriber beside any other (v2.c); else, or
      * when that is not possible, the global activity API. */
     if (cuptimon__v2_start(s) == 0) {
@@ -1317,8 +1347,10 @@ CUPTIMON_API void cuptimon_shutdown(int timeout_ms)
     if (!running || atomic_exchange(&s->stopping, 1))
         return;
     /* Hand off everything CUPTI holds, then give the IO thread a bounded
-     * time to pass it to the daemon and see it written. */
+     * time to pass it to the daemon and see it written; NCCL's operations
+     * still in flight go with it, flagged unfinished. */
     drain_cupti(s, timeout_ms / 2);
+    cuptimon__nccl_exit();
     cuptimon__io_drain(s, timeout_ms);
     cuptimon__io_stop(s);
     /* What did not reach a daemon within the bound is still counted: on

@@ -259,6 +259,27 @@ uint32_t cuptimon__ranges_pending(void);
 uint64_t cuptimon__ranges_dropped(void);
 int cuptimon__ranges_frame(struct shim *s, struct cuptimon_buf *out, int send);
 
+/* nccl.c: the shim as NCCL's profiler plugin (issue 46).  setup: names
+ * the shim in NCCL_PROFILER_PLUGIN unless the job named a plugin; collect:
+ * the IO thread puts the finished operations (and the communicators'
+ * states) into a pool slot and queues it (force: now, else at most once a
+ * second unless the queue fills); 1 queued, 0 nothing to do, -1 no slot;
+ * exit: records what is still in flight, flagged unfinished. */
+void cuptimon__nccl_setup(const char *self_path);
+int cuptimon__nccl_collect(struct shim *s, int force, long long now_ms);
+uint32_t cuptimon__nccl_pending(void);
+void cuptimon__nccl_exit(void);
+int cuptimon__nccl_active(void);
+uint64_t cuptimon__nccl_recorded(void);
+uint64_t cuptimon__nccl_lost(void);
+uint32_t cuptimon__nccl_version(void);
+const char *cuptimon__nccl_plugin_state(const char **user);
+/* shim.c: a free pool slot for the IO thread's own records (-1: none), and
+ * its hand-over as a BUFFER_READY of CUPTIMON_OWN_RECORDS_STREAM. */
+int cuptimon__slot_take(struct shim *s);
+void cuptimon__slot_queue_own(struct shim *s, uint32_t idx, uint64_t valid, uint64_t records,
+                              uint64_t dropped, uint64_t now_ns);
+
 /* mux.c: sharing CUPTI with another tool (when preloaded) */
 int cuptimon__mux_tool_wants(uint32_t kind);
 int cuptimon__mux_needed(uint32_t kind);

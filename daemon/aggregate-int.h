@@ -123,6 +123,38 @@ struct asess {
     uint64_t kernels, kernel_ns;
     uint64_t memcpys, memcpy_bytes, memcpy_ns, memsets, memset_bytes, memset_ns;
     struct hist handoff;
+    struct anccl *nccl; /* NCCL_COMMS_SHOWN, allocated at the first NCCL record */
+    unsigned nnccl;
+    uint64_t nccl_ops, nccl_comms_over, nccl_bad;
+};
+
+/* aggregate.c: the NCCL view of session s as JSON (s->mu held). */
+struct json_object *cuptimon__agg_nccl_comms_json(const struct asess *s, int64_t now);
+
+/* ---- NCCL (issue 46) -------------------------------------------------------- */
+
+/* A process's communicators as its NCCL records and states tell them: at
+ * most NCCL_COMMS_SHOWN per session (more are counted), each with its
+ * operations by function (at most NCCL_FUNCS_SHOWN names; more go to the
+ * last, "other"). */
+#define NCCL_COMMS_SHOWN 32u
+#define NCCL_FUNCS_SHOWN 8u
+struct anccl_fn {
+    char name[17];
+    uint64_t ops, bytes, ns;
+};
+struct anccl {
+    uint64_t id;
+    char name[65];
+    int32_t rank, nranks, nnodes;
+    uint64_t state_ns; /* when the shim made the newest state (0: none yet) */
+    uint64_t started, completed, bytes;
+    uint64_t last_seq1; /* the last finished collective's seq + 1 */
+    char last_func[17];
+    uint64_t fly_seq, fly_since; /* the collective in flight (fly_since 0: none) */
+    char fly_func[17];
+    uint64_t warned_since; /* cuptimon__agg_nccl_late said this one */
+    struct anccl_fn fn[NCCL_FUNCS_SHOWN];
 };
 
 /* ---- devices -------------------------------------------------------------- */

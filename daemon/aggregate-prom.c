@@ -319,8 +319,82 @@ char *cuptimon__agg_prometheus_of(struct cuptimon_agg *a, int64_t uid)
         sb_ident(&b, a->sess[i]);
         sb_printf(&b, "} %" PRIu64 "\n", a->sess[i]->lost);
     }
-    /* What CUPTI holds behind running work (issue 33), read now. */
+    /* NCCL (issue 46): per communicator of each process, labelled with the
+     * communicator's id, name and the process's rank in it, so that one
+     * query across the nodes' files compares the ranks of a communicator
+     * (cuptimond(8) says which). */
     int64_t now = cuptimon__agg_now_ns();
+    {
+        static const char *const fam[][3] = {
+            {"cuptimon_nccl_started_total", "counter",
+             "Collectives the rank started on the communicator (its ranks start the same ones "
+             "in the same order: the rank with the fewest is behind)."},
+            {"cuptimon_nccl_completed_total", "counter",
+             "Collectives of the communicator the rank's GPU has finished."},
+            {"cuptimon_nccl_last_completed_seq", "gauge",
+             "NCCL's sequence number of the rank's last finished collective on the "
+             "communicator (per function: see the function label)."},
+            {"cuptimon_nccl_inflight_seconds", "gauge",
+             "How long the rank's oldest unfinished collective on the communicator has been in "
+             "flight (0: none); its function and sequence number are labels."},
+            {"cuptimon_nccl_ops_total", "counter",
+             "NCCL operations of the rank on the communicator, by function."},
+            {"cuptimon_nccl_bytes_total", "counter",
+             "Bytes of those operations (nccl-tests' size), by function."},
+            {"cuptimon_nccl_seconds_total", "counter",
+             "Time of those operations (their kernels' by the GPU's timer), by function."},
+        };
+        for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+            sb_family(&b, fam[f][0], fam[f][1], fam[f][2]);
+            for (size_t i = 0; i < a->nsess; i++) {
+                struct asess *s = a->sess[i];
+                if (!shown_to(s, uid) || s->ended_ns)
+                    continue;
+                pthread_mutex_lock(&s->mu);
+                for (unsigned c = 0; c < s->nnccl; c++) {
+                    const struct anccl *x = &s->nccl[c];
+                    for (unsigned k = 0; k < (f >= 4 ? NCCL_FUNCS_SHOWN : 1u); k++) {
+                        if (f >= 4 && !x->fn[k].name[0])
+                            break;
+                        if (f == 2 && !x->last_seq1)
+                            break;
+                        sb_printf(&b, "%s{", fam[f][0]);
+                        sb_ident(&b, s);
+                        sb_printf(&b, ",comm_id=\"0x%016" PRIx64 "\",comm=\"", x->id);
+                        sb_label(&b, x->name, sizeof(x->name));
+                        sb_printf(&b, "\",comm_rank=\"%d\",comm_ranks=\"%d\"", x->rank, x->nranks);
+                        if (f == 2) {
+                            sb_printf(&b, ",function=\"");
+                            sb_label(&b, x->last_func, sizeof(x->last_func));
+                            sb_printf(&b, "\"} %" PRIu64 "\n", x->last_seq1 - 1);
+                        } else if (f == 3) {
+                            uint64_t age = x->fly_since && (int64_t)x->fly_since < now
+                                               ? (uint64_t)(now - (int64_t)x->fly_since)
+                                               : 0;
+                            sb_printf(&b, ",function=\"");
+                            sb_label(&b, x->fly_since ? x->fly_func : "", sizeof(x->fly_func));
+                            sb_printf(&b, "\",seq=\"%" PRIu64 "\"} %" PRIu64 ".%03" PRIu64 "\n",
+                                      x->fly_since ? x->fly_seq : 0, age / NS_PER_S,
+                                      age % NS_PER_S / 1000000);
+                        } else if (f >= 4) {
+                            sb_printf(&b, ",function=\"");
+                            sb_label(&b, x->fn[k].name, sizeof(x->fn[k].name));
+                            if (f == 6)
+                                sb_printf(&b, "\"} %" PRIu64 ".%09" PRIu64 "\n",
+                                          x->fn[k].ns / NS_PER_S, x->fn[k].ns % NS_PER_S);
+                            else
+                                sb_printf(&b, "\"} %" PRIu64 "\n",
+                                          f == 4 ? x->fn[k].ops : x->fn[k].bytes);
+                        } else {
+                            sb_printf(&b, "} %" PRIu64 "\n", f == 0 ? x->started : x->completed);
+                        }
+                    }
+                }
+                pthread_mutex_unlock(&s->mu);
+            }
+        }
+    }
+    /* What CUPTI holds behind running work (issue 33), read now. */
     sb_family(&b, "cuptimon_inflight_oldest_seconds", "gauge",
               "How long the process's oldest GPU work whose record CUPTI has not completed has "
               "held every record launched after it (0: nothing held).");

@@ -456,6 +456,8 @@ static json_object *process_json(const struct asess *s, const struct hist *h)
         json_object_object_add(x, "inflight_what", json_object_new_string(s->held_what));
         json_object_object_add(x, "inflight_held_bytes", u64j(s->held_bytes));
     }
+    if (s->nnccl > 0)
+        json_object_object_add(x, "nccl", cuptimon__agg_nccl_comms_json(s, cuptimon__agg_now_ns()));
     json_object_object_add(x, "pool_grown_bytes", u64j(s->ended_ns ? 0 : s->grown_bytes));
     json_object_object_add(x, "handoff_p50_ns", u64j(cuptimon__agg_hist_pct(&s->handoff, 500)));
     json_object_object_add(x, "handoff_p99_ns", u64j(cuptimon__agg_hist_pct(&s->handoff, 990)));

@@ -8,6 +8,7 @@
 #include "aggregate-int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,7 @@ static void sess_free(struct cuptimon_agg *a, struct asess *s)
     free(s->k);
     free(s->idx);
     free(s->wait_ev);
+    free(s->nccl);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -446,6 +448,177 @@ void cuptimon__agg_session_path(struct cuptimon_agg *a, uint64_t session, const 
         s->record_bytes_per_kernel = record_bytes_per_kernel;
     }
     pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- NCCL (issue 46) -------------------------------------------------------- */
+
+/* The communicator of a record (by id and rank: one process may hold
+ * several ranks of one communicator), made at its first record; NULL past
+ * NCCL_COMMS_SHOWN (counted). */
+static struct anccl *nccl_comm(struct asess *s, const struct cuptimon_nccl_rec *r,
+                               const struct cuptimon_nccl_text *t)
+{
+    for (unsigned i = 0; i < s->nnccl; i++)
+        if (s->nccl[i].id == r->comm_id && s->nccl[i].rank == r->rank)
+            return &s->nccl[i];
+    if (s->nccl == NULL && (s->nccl = calloc(NCCL_COMMS_SHOWN, sizeof(*s->nccl))) == NULL)
+        return NULL;
+    if (s->nnccl >= NCCL_COMMS_SHOWN) {
+        s->nccl_comms_over++;
+        return NULL;
+    }
+    struct anccl *c = &s->nccl[s->nnccl++];
+    memset(c, 0, sizeof(*c));
+    c->id = r->comm_id;
+    c->rank = r->rank;
+    cuptimon__agg_copy_str(c->name, sizeof(c->name), t->comm_name);
+    return c;
+}
+
+static void nccl_add(struct asess *s, const struct cuptimon_ev *ev)
+{
+    struct cuptimon_nccl_rec r;
+    struct cuptimon_nccl_text t;
+    if (cuptimon__nccl_rec_decode(ev->u.nccl.raw, CUPTIMON_NCCL_REC_SIZE, &r, &t) < 0) {
+        s->nccl_bad++;
+        return;
+    }
+    struct anccl *c = nccl_comm(s, &r, &t);
+    if (c == NULL)
+        return;
+    c->nranks = r.nranks;
+    c->nnodes = r.nnodes;
+    if (r.what == CUPTIMON_NCCL_COMM_STATE) {
+        /* States may come out of order across buffers: the newest wins. */
+        if (r.host_start < c->state_ns)
+            return;
+        c->state_ns = r.host_start;
+        c->started = r.started;
+        c->completed = r.completed;
+        c->bytes = r.bytes;
+        c->last_seq1 = r.count;
+        cuptimon__agg_copy_str(c->last_func, sizeof(c->last_func), t.algo);
+        c->fly_since = r.host_stop;
+        c->fly_seq = r.seq;
+        cuptimon__agg_copy_str(c->fly_func, sizeof(c->fly_func), r.host_stop ? t.func : "");
+        return;
+    }
+    s->nccl_ops++;
+    unsigned k = 0;
+    while (k < NCCL_FUNCS_SHOWN - 1 && c->fn[k].name[0] && strcmp(c->fn[k].name, t.func) != 0)
+        k++;
+    if (!c->fn[k].name[0])
+        cuptimon__agg_copy_str(c->fn[k].name, sizeof(c->fn[k].name), t.func);
+    else if (strcmp(c->fn[k].name, t.func) != 0)
+        cuptimon__agg_copy_str(c->fn[k].name, sizeof(c->fn[k].name), "other");
+    uint64_t bytes = r.count * cuptimon__nccl_type_size(t.datatype);
+    if (strcmp(t.func, "AllGather") == 0 || strcmp(t.func, "ReduceScatter") == 0)
+        bytes *= r.nranks > 0 ? (uint64_t)r.nranks : 1;
+    uint64_t ns = (r.flags & CUPTIMON_NCCL_F_GPU_TIMES) && r.gpu_end >= r.gpu_start
+                      ? r.gpu_end - r.gpu_start
+                  : (r.flags & CUPTIMON_NCCL_F_COMPLETED) && r.host_end >= r.host_start
+                      ? r.host_end - r.host_start
+                      : 0;
+    c->fn[k].ops++;
+    c->fn[k].bytes += bytes;
+    c->fn[k].ns += ns;
+}
+
+static json_object *nccl_u64(uint64_t v)
+{
+    return json_object_new_int64(v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+json_object *cuptimon__agg_nccl_comms_json(const struct asess *s, int64_t now)
+{
+    json_object *a = json_object_new_array();
+    for (unsigned i = 0; a != NULL && i < s->nnccl; i++) {
+        const struct anccl *c = &s->nccl[i];
+        json_object *o = json_object_new_object(), *fns = json_object_new_array();
+        char id[24];
+        snprintf(id, sizeof id, "0x%016" PRIx64, c->id);
+        json_object_object_add(o, "comm_id", json_object_new_string(id));
+        json_object_object_add(o, "name", json_object_new_string(c->name));
+        json_object_object_add(o, "rank", json_object_new_int(c->rank));
+        json_object_object_add(o, "ranks", json_object_new_int(c->nranks));
+        json_object_object_add(o, "nodes", json_object_new_int(c->nnodes));
+        json_object_object_add(o, "started", nccl_u64(c->started));
+        json_object_object_add(o, "completed", nccl_u64(c->completed));
+        if (c->last_seq1) {
+            json_object *l = json_object_new_object();
+            json_object_object_add(l, "function", json_object_new_string(c->last_func));
+            json_object_object_add(l, "seq", nccl_u64(c->last_seq1 - 1));
+            json_object_object_add(o, "last_completed", l);
+        }
+        if (c->fly_since) {
+            json_object *f = json_object_new_object();
+            json_object_object_add(f, "function", json_object_new_string(c->fly_func));
+            json_object_object_add(f, "seq", nccl_u64(c->fly_seq));
+            json_object_object_add(f, "since_unix_ns", nccl_u64(c->fly_since));
+            json_object_object_add(
+                f, "age_s",
+                json_object_new_double(
+                    (int64_t)c->fly_since < now ? (double)(now - (int64_t)c->fly_since) / 1e9 : 0));
+            json_object_object_add(o, "in_flight", f);
+        }
+        for (unsigned k = 0; k < NCCL_FUNCS_SHOWN && c->fn[k].name[0]; k++) {
+            json_object *x = json_object_new_object();
+            json_object_object_add(x, "function", json_object_new_string(c->fn[k].name));
+            json_object_object_add(x, "ops", nccl_u64(c->fn[k].ops));
+            json_object_object_add(x, "bytes", nccl_u64(c->fn[k].bytes));
+            json_object_object_add(x, "ns", nccl_u64(c->fn[k].ns));
+            json_object_array_add(fns, x);
+        }
+        json_object_object_add(o, "functions", fns);
+        json_object_array_add(a, o);
+    }
+    return a;
+}
+
+json_object *cuptimon__agg_nccl_json(struct cuptimon_agg *a, uint64_t session)
+{
+    json_object *o = NULL;
+    pthread_mutex_lock(&a->mu);
+    struct asess *s = sess_find(a, session);
+    if (s != NULL) {
+        pthread_mutex_lock(&s->mu);
+        if (s->nnccl > 0)
+            o = cuptimon__agg_nccl_comms_json(s, cuptimon__agg_now_ns());
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return o;
+}
+
+int cuptimon__agg_nccl_late(struct cuptimon_agg *a, uint64_t session, double warn_s, char *out,
+                            size_t n)
+{
+    int said = 0;
+    int64_t now = cuptimon__agg_now_ns();
+    pthread_mutex_lock(&a->mu);
+    struct asess *s = sess_find(a, session);
+    if (s != NULL) {
+        pthread_mutex_lock(&s->mu);
+        for (unsigned i = 0; i < s->nnccl && !said; i++) {
+            struct anccl *c = &s->nccl[i];
+            double age = c->fly_since && (int64_t)c->fly_since < now
+                             ? (double)(now - (int64_t)c->fly_since) / 1e9
+                             : 0;
+            if (warn_s <= 0 || age < warn_s || c->warned_since == c->fly_since)
+                continue;
+            c->warned_since = c->fly_since;
+            snprintf(out, n,
+                     "NCCL %s #%" PRIu64 " of communicator %s (id 0x%016" PRIx64
+                     ") has been in flight on rank %d of %d for %.0f s (%" PRIu64
+                     " collectives started, %" PRIu64 " completed)",
+                     c->fly_func, c->fly_seq, c->name[0] ? c->name : "(unnamed)", c->id, c->rank,
+                     c->nranks, age, c->started, c->completed);
+            said = 1;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return said;
 }
 
 void cuptimon__agg_session_held(struct cuptimon_agg *a, uint64_t session,
@@ -1221,6 +1394,11 @@ int cuptimon__agg_add_buffer(struct cuptimon_agg *a, uint64_t session,
         struct kent *e;
         struct dev_ev *x;
 
+        if (ev.type == CUPTIMON_EV_NCCL) {
+            nccl_add(s, &ev);
+            aggregated++;
+            continue;
+        }
         if (ev.type != CUPTIMON_EV_KERNEL && ev.type != CUPTIMON_EV_MEMCPY &&
             ev.type != CUPTIMON_EV_MEMCPY_P2P && ev.type != CUPTIMON_EV_MEMSET)
             continue;

@@ -218,6 +218,12 @@ void cuptimon__agg_end(struct cuptimon_agg *a, uint64_t session);
  * (the devices keep the busy time and bytes it contributed).  Call it, or
  * cuptimon__agg_end, once the session's last buffer was added.  Unknown
  * ids are ignored. */
+/* NCCL (issue 46): session's communicators (status), NULL when it has
+ * none; and, once per collective, whether one has been in flight for at
+ * least warn_s (1, with a line naming it in out), else 0. */
+struct json_object *cuptimon__agg_nccl_json(struct cuptimon_agg *a, uint64_t session);
+int cuptimon__agg_nccl_late(struct cuptimon_agg *a, uint64_t session, double warn_s, char *out,
+                            size_t n);
 void cuptimon__agg_forget(struct cuptimon_agg *a, uint64_t session);
 
 enum cuptimon_agg_by {

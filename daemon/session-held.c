@@ -138,6 +138,11 @@ void session_held_check(struct session *s)
     const struct cuptimon_held *h = &s->held;
     double warn = s->d->conf.inflight_warn_s, age = age_s(h->since_ns, unix_ns_now());
     char what[700];
+    /* A collective in flight that long (issue 46): one line per collective. */
+    if (warn > 0 && s->d->agg && s->conn &&
+        cuptimon__agg_nccl_late(s->d->agg, s->id, warn, what, sizeof what))
+        log_warn("inflight", "session %" PRIu64 " (pid %d%s%s): %s", s->id, (int)s->peer.pid,
+                 s->label[0] ? ", " : "", s->label, what);
     if (s->held_unix_ns == 0 || !s->conn)
         return;
     if (h->kind && warn > 0 && age >= warn && s->held_warned_since != h->since_ns) {

@@ -1616,5 +1616,22 @@ json_object *session_status(const struct session *s)
     json_object_object_add(o, "archive", json_object_new_string(s->archive_dir));
     session_layout_status(s, o);
     session_held_status(s, o);
+    /* NCCL (issue 46): whose profiler plugin the job runs (its hello), and
+     * the communicators the aggregates know from its records. */
+    json_object *nc = json_object_new_object(), *hn = NULL;
+    if (s->hello && json_object_object_get_ex(s->hello, "nccl", &hn) &&
+        json_object_is_type(hn, json_type_object)) {
+        json_object *v;
+        if (json_object_object_get_ex(hn, "plugin", &v) && json_object_is_type(v, json_type_string))
+            json_object_object_add(nc, "plugin", json_object_new_string(json_object_get_string(v)));
+        if (json_object_object_get_ex(hn, "user_plugin", &v) &&
+            json_object_is_type(v, json_type_string))
+            json_object_object_add(nc, "user_plugin",
+                                   json_object_new_string(json_object_get_string(v)));
+    }
+    json_object *comms = s->d->agg ? cuptimon__agg_nccl_json(s->d->agg, s->id) : NULL;
+    if (comms)
+        json_object_object_add(nc, "communicators", comms);
+    json_object_object_add(o, "nccl", nc);
     return o;
 }

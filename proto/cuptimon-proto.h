@@ -328,6 +328,90 @@ struct cuptimon_ranges_hdr {
     uint64_t realtime_ns;
 };
 
+/*
+ * NCCL's collectives (issue 46): cuptimon's own record kind.  The shim is
+ * NCCL's profiler plugin (client-lib/nccl.c); each collective or
+ * point-to-point operation NCCL reports becomes one record of this layout,
+ * and the IO thread puts a batch of them into a pool slot and hands it over
+ * with BUFFER_READY like a CUPTI buffer, with stream_id
+ * CUPTIMON_OWN_RECORDS_STREAM, context 0 and cupti_ts == realtime_ns (the
+ * records' times are CLOCK_REALTIME already, so the chunk's pair maps them
+ * to themselves); `dropped` counts the operations the shim could not record
+ * since the previous such buffer.  The daemon archives the buffer as any
+ * other chunk; the decoder (archive/decode.c) knows the kind by its number,
+ * which no CUPTI kind comes near (CUPTI's are below 64; bit 31 stays
+ * clear, it marks CUPTI's incomplete records).  Every record is
+ * self-contained (its communicator's name and size ride in each), so a
+ * chunk that retention kept alone still reads whole.
+ *
+ * Layout, little-endian, CUPTIMON_NCCL_REC_SIZE bytes:
+ *   0  u32 kind       CUPTIMON_KIND_NCCL
+ *   4  u8  what       CUPTIMON_NCCL_COLL / _P2P / _CE_COLL / _COMM_STATE
+ *   5  u8  flags      CUPTIMON_NCCL_F_*
+ *   6  u8  nchannels  NCCL's channels for it (v1-v3: nMaxChannels)
+ *   7  u8  version    the plugin ABI version NCCL called (1-6)
+ *   8  u64 comm_id    the communicator's id (v4: its hash)
+ *  16  u64 seq        coll: NCCL's sequence number (NCCL counts each
+ *                     function's collectives apart in a communicator);
+ *                     p2p: the shim's count of p2p operations in it, from 1
+ *  24  u64 count      elements
+ *  32  u64 host_start CLOCK_REALTIME ns when NCCL started the event
+ *  40  u64 host_stop  when NCCL stopped it (enqueued)
+ *  48  u64 host_end   when its last kernel channel stopped (0: not seen)
+ *  56  u64 gpu_start  the GPU's globaltimer when its first channel started
+ *  64  u64 gpu_end    ... when its last channel stopped (0: not seen)
+ *  72  u32 tid        system thread id of the thread that started it
+ *  76  i32 rank, 80 i32 nranks, 84 i32 nnodes (0: not known, v1-v3)
+ *  88  i32 root       root rank (coll), peer (p2p), -1 where none
+ *  92  u8  nwarps, 93 u8 channels seen, 94 u16 reserved (0)
+ *  96  char func[16], 112 datatype[16], 128 algo[16], 144 proto[16],
+ * 160  char comm_name[64]  each NUL-padded; a string that fills its field
+ *                     has no NUL; one that did not fit is cut (flag TRUNC)
+ * 224  u64 completed  comm state: collectives completed; else 0
+ * 232  u64 bytes      comm state: bytes of them; else 0
+ * 240  u64 started    comm state: collectives started (ranks of one
+ *                     communicator start the same ones in the same order, so
+ *                     the rank that started fewest is the one behind); else 0
+ * 248  u64 reserved (0)
+ * A COMM_STATE record is a communicator's state when the shim framed the
+ * buffer (sent when it changed; once more with nothing in flight when the
+ * communicator ends): host_start = then; seq, func = the collective in
+ * flight (the oldest started and not finished) and host_stop = when it
+ * started (0: none in flight); count = the last finished collective's
+ * seq + 1 (0: none) and algo = its function; completed, bytes.
+ */
+#define CUPTIMON_KIND_NCCL          0x4e43u
+#define CUPTIMON_NCCL_REC_SIZE      256u
+#define CUPTIMON_OWN_RECORDS_STREAM 0xffffffffu
+#define CUPTIMON_NCCL_STR           16u
+#define CUPTIMON_NCCL_NAME          64u
+enum {
+    CUPTIMON_NCCL_COLL = 1,
+    CUPTIMON_NCCL_P2P = 2,
+    CUPTIMON_NCCL_CE_COLL = 3,
+    CUPTIMON_NCCL_COMM_STATE = 4,
+};
+#define CUPTIMON_NCCL_F_GPU_TIMES  0x01u /* gpu_start and gpu_end are the kernel's */
+#define CUPTIMON_NCCL_F_COMPLETED  0x02u /* every kernel channel stopped (host_end) */
+#define CUPTIMON_NCCL_F_TRUNCATED  0x04u /* a string was cut to its field */
+#define CUPTIMON_NCCL_F_UNFINISHED 0x08u /* its communicator ended (or the process) first */
+#define CUPTIMON_NCCL_F_NO_KERNEL  0x10u /* NCCL reports no kernel channels for it */
+/* Recorded into a CUDA graph (plugin v5+: its API event said so): the
+ * record is the capture; its kernel runs at each replay (CUPTI's records). */
+#define CUPTIMON_NCCL_F_CAPTURED 0x20u
+struct cuptimon_nccl_rec {
+    uint8_t what, flags, nchannels, version;
+    uint64_t comm_id, seq, count;
+    uint64_t host_start, host_stop, host_end, gpu_start, gpu_end;
+    uint32_t tid;
+    int32_t rank, nranks, nnodes, root;
+    uint8_t nwarps, channels_seen;
+    char func[CUPTIMON_NCCL_STR], datatype[CUPTIMON_NCCL_STR];
+    char algo[CUPTIMON_NCCL_STR], proto[CUPTIMON_NCCL_STR];
+    char comm_name[CUPTIMON_NCCL_NAME];
+    uint64_t completed, bytes, started;
+};
+
 /* Default socket names inside the runtime directory. */
 #define CUPTIMON_PRODUCER_SOCKET_NAME "producer.sock"
 #define CUPTIMON_CONTROL_SOCKET_NAME  "control.sock"
@@ -440,6 +524,22 @@ void cuptimon__range_encode(uint8_t out[CUPTIMON_RANGE_ENTRY_SIZE],
                             const struct cuptimon_range_ev *r);
 int cuptimon__ranges_parse(const uint8_t *body, size_t len, struct cuptimon_ranges_hdr *h);
 void cuptimon__range_get(const uint8_t *body, uint32_t i, struct cuptimon_range_ev *r);
+
+/* NCCL records: encode writes CUPTIMON_NCCL_REC_SIZE bytes; decode reads
+ * them back (-EBADMSG: another kind, an unknown `what`, a reserved byte
+ * set).  Strings come back NUL-terminated (fields + 1 bytes). */
+void cuptimon__nccl_rec_encode(uint8_t out[CUPTIMON_NCCL_REC_SIZE],
+                               const struct cuptimon_nccl_rec *r);
+struct cuptimon_nccl_text {
+    char func[CUPTIMON_NCCL_STR + 1], datatype[CUPTIMON_NCCL_STR + 1];
+    char algo[CUPTIMON_NCCL_STR + 1], proto[CUPTIMON_NCCL_STR + 1];
+    char comm_name[CUPTIMON_NCCL_NAME + 1];
+};
+int cuptimon__nccl_rec_decode(const uint8_t *in, size_t len, struct cuptimon_nccl_rec *r,
+                              struct cuptimon_nccl_text *t);
+/* The bytes of one element of an NCCL datatype by its name ("ncclFloat32",
+ * "float32", ...), 0 when unknown. */
+unsigned cuptimon__nccl_type_size(const char *datatype);
 
 /* The archived form (CUPTIMON_RANGE_BEGIN_KEY / _END_KEY entries).
  * Formatting returns the length written into out[CUPTIMON_RANGE_TEXT_MAX];

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cuptimon-proto.h"
 
@@ -490,4 +491,115 @@ int cuptimon__strings_next(struct cuptimon_strings_iter *it, uint64_t *ptr, cons
     it->off += CUPTIMON_STRING_ENTRY_HDR + n + 1;
     it->left--;
     return 1;
+}
+
+/* ---- NCCL records (issue 46) ------------------------------------------- */
+
+void cuptimon__nccl_rec_encode(uint8_t out[CUPTIMON_NCCL_REC_SIZE],
+                               const struct cuptimon_nccl_rec *r)
+{
+    memset(out, 0, CUPTIMON_NCCL_REC_SIZE);
+    cuptimon__put_u32(out, CUPTIMON_KIND_NCCL);
+    out[4] = r->what;
+    out[5] = r->flags;
+    out[6] = r->nchannels;
+    out[7] = r->version;
+    cuptimon__put_u64(out + 8, r->comm_id);
+    cuptimon__put_u64(out + 16, r->seq);
+    cuptimon__put_u64(out + 24, r->count);
+    cuptimon__put_u64(out + 32, r->host_start);
+    cuptimon__put_u64(out + 40, r->host_stop);
+    cuptimon__put_u64(out + 48, r->host_end);
+    cuptimon__put_u64(out + 56, r->gpu_start);
+    cuptimon__put_u64(out + 64, r->gpu_end);
+    cuptimon__put_u32(out + 72, r->tid);
+    cuptimon__put_u32(out + 76, (uint32_t)r->rank);
+    cuptimon__put_u32(out + 80, (uint32_t)r->nranks);
+    cuptimon__put_u32(out + 84, (uint32_t)r->nnodes);
+    cuptimon__put_u32(out + 88, (uint32_t)r->root);
+    out[92] = r->nwarps;
+    out[93] = r->channels_seen;
+    memcpy(out + 96, r->func, CUPTIMON_NCCL_STR);
+    memcpy(out + 112, r->datatype, CUPTIMON_NCCL_STR);
+    memcpy(out + 128, r->algo, CUPTIMON_NCCL_STR);
+    memcpy(out + 144, r->proto, CUPTIMON_NCCL_STR);
+    memcpy(out + 160, r->comm_name, CUPTIMON_NCCL_NAME);
+    cuptimon__put_u64(out + 224, r->completed);
+    cuptimon__put_u64(out + 232, r->bytes);
+    cuptimon__put_u64(out + 240, r->started);
+}
+
+/* A field's text up to its first NUL (or the whole field), NUL-terminated;
+ * control bytes become '?' so that no reader has to guard against them. */
+static void nccl_text(char *dst, const uint8_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i < n && src[i]; i++)
+        dst[i] = src[i] < 0x20 || src[i] == 0x7f ? '?' : (char)src[i];
+    dst[i] = 0;
+}
+
+int cuptimon__nccl_rec_decode(const uint8_t *in, size_t len, struct cuptimon_nccl_rec *r,
+                              struct cuptimon_nccl_text *t)
+{
+    if (len < CUPTIMON_NCCL_REC_SIZE || cuptimon__get_u32(in) != CUPTIMON_KIND_NCCL)
+        return -EBADMSG;
+    if (in[4] < CUPTIMON_NCCL_COLL || in[4] > CUPTIMON_NCCL_COMM_STATE || in[94] || in[95])
+        return -EBADMSG;
+    for (int i = 248; i < 256; i++)
+        if (in[i])
+            return -EBADMSG;
+    memset(r, 0, sizeof *r);
+    r->what = in[4];
+    r->flags = in[5];
+    r->nchannels = in[6];
+    r->version = in[7];
+    r->comm_id = cuptimon__get_u64(in + 8);
+    r->seq = cuptimon__get_u64(in + 16);
+    r->count = cuptimon__get_u64(in + 24);
+    r->host_start = cuptimon__get_u64(in + 32);
+    r->host_stop = cuptimon__get_u64(in + 40);
+    r->host_end = cuptimon__get_u64(in + 48);
+    r->gpu_start = cuptimon__get_u64(in + 56);
+    r->gpu_end = cuptimon__get_u64(in + 64);
+    r->tid = cuptimon__get_u32(in + 72);
+    r->rank = (int32_t)cuptimon__get_u32(in + 76);
+    r->nranks = (int32_t)cuptimon__get_u32(in + 80);
+    r->nnodes = (int32_t)cuptimon__get_u32(in + 84);
+    r->root = (int32_t)cuptimon__get_u32(in + 88);
+    r->nwarps = in[92];
+    r->channels_seen = in[93];
+    r->completed = cuptimon__get_u64(in + 224);
+    r->bytes = cuptimon__get_u64(in + 232);
+    r->started = cuptimon__get_u64(in + 240);
+    if (t) {
+        nccl_text(t->func, in + 96, CUPTIMON_NCCL_STR);
+        nccl_text(t->datatype, in + 112, CUPTIMON_NCCL_STR);
+        nccl_text(t->algo, in + 128, CUPTIMON_NCCL_STR);
+        nccl_text(t->proto, in + 144, CUPTIMON_NCCL_STR);
+        nccl_text(t->comm_name, in + 160, CUPTIMON_NCCL_NAME);
+    }
+    return 0;
+}
+
+unsigned cuptimon__nccl_type_size(const char *dt)
+{
+    static const struct {
+        const char *name;
+        unsigned size;
+    } types[] = {{"Int8", 1},      {"Uint8", 1},  {"Char", 1},     {"Int32", 4},
+                 {"Int", 4},       {"Uint32", 4}, {"Int64", 8},    {"Uint64", 8},
+                 {"Float16", 2},   {"Half", 2},   {"Float32", 4},  {"Float", 4},
+                 {"Float64", 8},   {"Double", 8}, {"Bfloat16", 2}, {"Float8e4m3", 1},
+                 {"Float8e5m2", 1}};
+    if (dt == NULL)
+        return 0;
+    /* NCCL's strings are "ncclFloat32"; PyTorch's and nccl-tests' spell
+     * the same types in lower case without the prefix. */
+    if (strncmp(dt, "nccl", 4) == 0)
+        dt += 4;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strcasecmp(dt, types[i].name) == 0)
+            return types[i].size;
+    return 0;
 }

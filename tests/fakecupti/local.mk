@@ -94,3 +94,13 @@ tests_fakecupti_libpm_fake_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/fa
 tests_fakecupti_libpm_fake_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared -rpath /nowhere
 tests_fakecupti_libpm_fake_la_LIBADD = $(PTHREAD_LIBS)
 endif
+
+# A double of NCCL's side of the profiler plugin contract (issue 46): loads the plugin
+# NCCL_PROFILER_PLUGIN names (the shim, once injected) and drives its events.
+if HAVE_CUPTI_HEADERS
+check_PROGRAMS += tests/fakecupti/cuptimon-fakenccl
+tests_fakecupti_cuptimon_fakenccl_SOURCES = tests/fakecupti/fakenccl.c tests/fakecupti/fakecupti.h
+tests_fakecupti_cuptimon_fakenccl_CPPFLAGS = $(AM_CPPFLAGS) $(CUPTI_TEST_CFLAGS) -I$(top_srcdir)/tests/fakecupti
+tests_fakecupti_cuptimon_fakenccl_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_fakecupti_cuptimon_fakenccl_LDADD = tests/fakecupti/libcupti-fake.la $(PTHREAD_LIBS) -ldl
+endif

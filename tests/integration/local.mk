@@ -29,3 +29,6 @@ INTEGRATION_TESTS += tests/integration/pool-limits.sh
 
 # The GPU metrics' own cost and the operator's commands (issue 48).
 INTEGRATION_TESTS += tests/integration/gpu-metrics-cost.sh
+
+# NCCL's collectives through the shim as NCCL's profiler plugin (issue 46).
+INTEGRATION_TESTS += tests/integration/nccl.sh

@@ -25,9 +25,9 @@ fi
 exports=$(readelf -W --dyn-syms "$SO" | awk '$1 ~ /^[0-9]+:$/ && $5 != "LOCAL" && $7 != "UND" && $8 != "" {print $8}' \
     | sed 's/@.*//' | sort -u)
 echo "exports: $(echo "$exports" | tr '\n' ' ')"
-bad=$(echo "$exports" | grep -vE '^(cuptimon_[a-z_]+|InitializeInjection|cuptiActivityRegisterCallbacks|cuptiActivityEnable|cuptiActivityDisable|cuptiActivityFlushAll|cuptiActivityRegisterTimestampCallback|cuptiFinalize)$' || true)
+bad=$(echo "$exports" | grep -vE '^(cuptimon_[a-z_]+|InitializeInjection|cuptiActivityRegisterCallbacks|cuptiActivityEnable|cuptiActivityDisable|cuptiActivityFlushAll|cuptiActivityRegisterTimestampCallback|cuptiFinalize|ncclProfiler_v[1-6])$' || true)
 [ -z "$bad" ] || fail "the shim exports symbols beyond its API: $(echo "$bad" | tr '\n' ' ')"
-for s in cuptimon_init InitializeInjection cuptiActivityRegisterCallbacks cuptiFinalize; do
+for s in cuptimon_init InitializeInjection cuptiActivityRegisterCallbacks cuptiFinalize ncclProfiler_v6 ncclProfiler_v1; do
     echo "$exports" | grep -qx "$s" || fail "the shim does not export $s"
 done
 echo "ok"

@@ -1549,6 +1549,49 @@ START_TEST(walk_device_matches_full)
 }
 END_TEST
 
+/* cuptimon's own NCCL records walk whatever the producer's CUPTI is, between
+ * CUPTI's records; a damaged one is counted and stepped over, not decoded. */
+START_TEST(walk_nccl_records)
+{
+    struct cuptimon_layout l;
+    layout_13(&l);
+    uint8_t buf[3 * CUPTIMON_NCCL_REC_SIZE];
+    struct cuptimon_nccl_rec r = {.what = CUPTIMON_NCCL_COLL,
+                                  .seq = 7,
+                                  .host_start = 100,
+                                  .host_stop = 150,
+                                  .host_end = 300,
+                                  .tid = 9,
+                                  .root = -1};
+    memcpy(r.func, "AllReduce", 9);
+    cuptimon__nccl_rec_encode(buf, &r);
+    cuptimon__nccl_rec_encode(buf + CUPTIMON_NCCL_REC_SIZE, &r);
+    buf[CUPTIMON_NCCL_REC_SIZE + 4] = 99; /* damaged */
+    r.what = CUPTIMON_NCCL_P2P;
+    r.host_end = 0; /* not completed: ends when enqueued */
+    cuptimon__nccl_rec_encode(buf + 2 * CUPTIMON_NCCL_REC_SIZE, &r);
+    struct cuptimon_decode_stats st;
+    memset(&st, 0, sizeof st);
+    struct cuptimon_walk w;
+    struct cuptimon_ev ev;
+    cuptimon__walk_begin(&w, &l, buf, sizeof buf, &st);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert_int_eq(ev.type, CUPTIMON_EV_NCCL);
+    ck_assert(ev.start == 100 && ev.end == 300 && ev.u.nccl.tid == 9 &&
+              ev.u.nccl.what == CUPTIMON_NCCL_COLL && ev.u.nccl.raw == buf);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 1);
+    ck_assert(ev.u.nccl.what == CUPTIMON_NCCL_P2P && ev.end == 150);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 0);
+    ck_assert(st.nccl == 2 && st.nccl_bad == 1 && st.records == 2);
+    ck_assert_uint_eq(st.decoded_bytes + st.undecodable_bytes, sizeof buf);
+    /* A buffer cut inside a record. */
+    memset(&st, 0, sizeof st);
+    cuptimon__walk_begin(&w, &l, buf, CUPTIMON_NCCL_REC_SIZE - 8, &st);
+    ck_assert_int_eq(cuptimon__walk_next(&w, &ev), 0);
+    ck_assert_uint_eq(st.truncated, 1);
+}
+END_TEST
+
 START_TEST(walk_brief_matches_full)
 {
     static const char *files[] = {"phase0-buf0.bin.zst", "phase0-buf3.bin.zst"};
@@ -1753,6 +1796,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, real_phase0);
     tcase_add_test(t, walk_brief_matches_full);
     tcase_add_test(t, walk_device_matches_full);
+    tcase_add_test(t, walk_nccl_records);
     tcase_add_test(t, real_phase1);
     tcase_add_test(t, real_phase1_correlation);
     suite_add_tcase(s, t);

@@ -455,6 +455,85 @@ END_TEST
 
 /* ---- data-path bodies ------------------------------------------------- */
 
+/* NCCL records (issue 46): every field at its documented offset, strings
+ * that fill their field without a NUL, control bytes neutralised, and the
+ * damage the decoder refuses. */
+START_TEST(test_nccl_record)
+{
+    uint8_t b[CUPTIMON_NCCL_REC_SIZE];
+    struct cuptimon_nccl_rec r = {.what = CUPTIMON_NCCL_COLL,
+                                  .flags = CUPTIMON_NCCL_F_GPU_TIMES,
+                                  .nchannels = 3,
+                                  .version = 6,
+                                  .comm_id = 0x1122334455667788ull,
+                                  .seq = 48213,
+                                  .count = 1u << 20,
+                                  .host_start = 1,
+                                  .host_stop = 2,
+                                  .host_end = 3,
+                                  .gpu_start = 4,
+                                  .gpu_end = 5,
+                                  .tid = 4242,
+                                  .rank = 117,
+                                  .nranks = 1024,
+                                  .nnodes = 128,
+                                  .root = -1,
+                                  .nwarps = 16,
+                                  .channels_seen = 3,
+                                  .completed = 9,
+                                  .bytes = 10,
+                                  .started = 11},
+                             g;
+    struct cuptimon_nccl_text t;
+    memcpy(r.func, "AllReduce", 9);
+    memcpy(r.datatype, "ncclFloat8e4m3xx", 16); /* fills the field: no NUL */
+    memcpy(r.algo, "RING", 4);
+    memcpy(r.proto, "L\nL", 3);
+    memcpy(r.comm_name, "pg0", 3);
+    cuptimon__nccl_rec_encode(b, &r);
+    ck_assert_uint_eq(cuptimon__get_u32(b), CUPTIMON_KIND_NCCL);
+    ck_assert_uint_eq(cuptimon__get_u64(b + 16), 48213);
+    ck_assert_uint_eq(cuptimon__get_u32(b + 76), 117);
+    ck_assert_uint_eq(cuptimon__get_u32(b + 88), 0xffffffffu);
+    ck_assert_int_eq(memcmp(b + 96, "AllReduce", 9), 0);
+    ck_assert_int_eq(memcmp(b + 160, "pg0", 3), 0);
+    ck_assert_uint_eq(cuptimon__get_u64(b + 232), 10);
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b, &g, &t), 0);
+    ck_assert(g.what == r.what && g.flags == r.flags && g.nchannels == 3 && g.version == 6);
+    ck_assert(g.comm_id == r.comm_id && g.seq == r.seq && g.count == r.count);
+    ck_assert(g.host_start == 1 && g.host_stop == 2 && g.host_end == 3 && g.gpu_start == 4 &&
+              g.gpu_end == 5);
+    ck_assert(g.tid == 4242 && g.rank == 117 && g.nranks == 1024 && g.nnodes == 128 &&
+              g.root == -1 && g.nwarps == 16 && g.channels_seen == 3);
+    ck_assert(g.completed == 9 && g.bytes == 10 && g.started == 11);
+    ck_assert_str_eq(t.func, "AllReduce");
+    ck_assert_str_eq(t.datatype, "ncclFloat8e4m3xx");
+    ck_assert_str_eq(t.proto, "L?L");
+    ck_assert_str_eq(t.comm_name, "pg0");
+    /* Short, another kind, an unknown what, reserved bytes set. */
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b - 1, &g, &t), -EBADMSG);
+    b[4] = 0;
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b, &g, &t), -EBADMSG);
+    b[4] = CUPTIMON_NCCL_COMM_STATE + 1;
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b, &g, &t), -EBADMSG);
+    b[4] = CUPTIMON_NCCL_P2P;
+    b[250] = 1;
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b, &g, &t), -EBADMSG);
+    b[250] = 0;
+    b[95] = 1;
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b, &g, &t), -EBADMSG);
+    b[95] = 0;
+    cuptimon__put_u32(b, 7);
+    ck_assert_int_eq(cuptimon__nccl_rec_decode(b, sizeof b, &g, &t), -EBADMSG);
+    /* Element sizes for the byte counts, by NCCL's and PyTorch's names. */
+    ck_assert_uint_eq(cuptimon__nccl_type_size("ncclFloat32"), 4);
+    ck_assert_uint_eq(cuptimon__nccl_type_size("ncclBfloat16"), 2);
+    ck_assert_uint_eq(cuptimon__nccl_type_size("float64"), 8);
+    ck_assert_uint_eq(cuptimon__nccl_type_size("Unknown"), 0);
+    ck_assert_uint_eq(cuptimon__nccl_type_size(NULL), 0);
+}
+END_TEST
+
 START_TEST(test_ranges_body)
 {
     uint8_t b[CUPTIMON_RANGES_HDR_SIZE + 2 * CUPTIMON_RANGE_ENTRY_SIZE];
@@ -1800,6 +1879,7 @@ Suite *cuptimon__test_suite(void)
 
     TCase *t = tcase_create("framing");
     tcase_add_test(t, test_ranges_body);
+    tcase_add_test(t, test_nccl_record);
     tcase_add_test(t, test_hdr_encode_bytes);
     tcase_add_test(t, test_frame_parse_roundtrip);
     tcase_add_test(t, test_frame_parse_short_header);

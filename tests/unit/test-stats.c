@@ -832,6 +832,8 @@ START_TEST(csv_headers)
                                "Min (ns),Max (ns),StdDev (ns),Name\n",
         [CUPTIMON_STATS_PROCESSES] = "Report,PID,Rank,Label,Host,GPU Busy (ns),Busy (%),Kernels,"
                                      "First (Unix ns),Last (Unix ns)\n",
+        [CUPTIMON_STATS_NCCL] = "Report,Function,Communicator,Comm Id,Ranks,Count,Total (bytes),"
+                                "Total Time (ns),Avg (ns),AlgBW (GB/s),BusBW (GB/s)\n",
     };
 
     for (unsigned r = 0; r < CUPTIMON_STATS_REPORTS; r++) {
