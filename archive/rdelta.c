@@ -34,6 +34,43 @@ static inline void st64(uint8_t *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
+/* The extent the transform walks (count: records of each kind, nrec: all
+ * of them): the prefix stops where the decoder's walk would, at a kind
+ * whose size is not known here or a record cut short.  (Chunks are 256 MiB
+ * at most, so the prefix and its record count fit 32 bits.) */
+static size_t extent(const uint16_t sz[CUPTIMON_RDELTA_KINDS], const uint8_t *src, size_t len,
+                     size_t count[CUPTIMON_RDELTA_KINDS], size_t *nrec)
+{
+    size_t off = 0;
+    *nrec = 0;
+    while (len - off >= 8 && off < UINT32_MAX - CUPTIMON_RDELTA_RECORD_MAX) {
+        uint32_t kind;
+        memcpy(&kind, src + off, 4);
+        if (kind >= CUPTIMON_RDELTA_KINDS || sz[kind] == 0 || sz[kind] > len - off)
+            break;
+        count[kind]++;
+        (*nrec)++;
+        off += sz[kind];
+    }
+    return off;
+}
+
+static void known_sizes(const uint16_t sizes[CUPTIMON_RDELTA_KINDS],
+                        uint16_t sz[CUPTIMON_RDELTA_KINDS])
+{
+    for (unsigned k = 0; k < CUPTIMON_RDELTA_KINDS; k++)
+        sz[k] = sizes && size_ok(sizes[k]) ? sizes[k] : 0;
+}
+
+size_t cuptimon__rdelta_extent(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
+                               size_t len)
+{
+    uint16_t sz[CUPTIMON_RDELTA_KINDS];
+    size_t count[CUPTIMON_RDELTA_KINDS] = {0}, nrec;
+    known_sizes(sizes, sz);
+    return extent(sz, src, len, count, &nrec);
+}
+
 size_t cuptimon__rdelta_encode(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
                                size_t len, uint8_t *out, size_t *walked)
 {
@@ -41,24 +78,12 @@ size_t cuptimon__rdelta_encode(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], cons
     size_t count[CUPTIMON_RDELTA_KINDS] = {0}, base[CUPTIMON_RDELTA_KINDS],
            idx[CUPTIMON_RDELTA_KINDS];
     const uint8_t *prev[CUPTIMON_RDELTA_KINDS] = {0};
-    size_t off = 0, nrec = 0;
+    size_t nrec;
 
-    for (unsigned k = 0; k < CUPTIMON_RDELTA_KINDS; k++)
-        sz[k] = sizes && size_ok(sizes[k]) ? sizes[k] : 0;
-    /* First the extent: the prefix P stops where the decoder's walk would,
-     * at a kind whose size is not known here or a record cut short; what
-     * follows is kept as it is, so every buffer encodes, whatever it
-     * holds.  (Chunks are 256 MiB at most, so P and R fit 32 bits.) */
-    while (len - off >= 8 && off < UINT32_MAX - CUPTIMON_RDELTA_RECORD_MAX) {
-        uint32_t kind;
-        memcpy(&kind, src + off, 4);
-        if (kind >= CUPTIMON_RDELTA_KINDS || sz[kind] == 0 || sz[kind] > len - off)
-            break;
-        count[kind]++;
-        nrec++;
-        off += sz[kind];
-    }
-    size_t p_len = off;
+    known_sizes(sizes, sz);
+    /* First the extent; what follows it is kept as it is, so every buffer
+     * encodes, whatever it holds. */
+    size_t p_len = extent(sz, src, len, count, &nrec);
     for (size_t k = 0, at = 0; k < CUPTIMON_RDELTA_KINDS; k++) {
         base[k] = at;
         idx[k] = 0;

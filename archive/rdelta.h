@@ -49,6 +49,12 @@
  * (records are 8 bytes or more) and the trailer. */
 #define CUPTIMON_RDELTA_BOUND(len) ((len) + (len) / 8 + CUPTIMON_RDELTA_TRAILER_MAX)
 
+/* The bytes at the start of src that cuptimon__rdelta_encode would walk
+ * as records (the rest it copies as they are): the writer transforms a
+ * chunk only when they are most of it. */
+size_t cuptimon__rdelta_extent(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
+                               size_t len);
+
 /* Encodes len bytes of records at src into out (room for
  * CUPTIMON_RDELTA_BOUND(len) bytes; out must not overlap src), walking
  * them by sizes[kind] (0, or a size that is not 8..RECORD_MAX in steps of

@@ -381,13 +381,14 @@ static int db_step(struct db *d, int s)
 
     if (d->failed)
         return -1;
-    rc = sqlite3_step(d->st[s]);
-    sqlite3_reset(d->st[s]);
+    sqlite3_stmt *q = d->st[s];
+    rc = sqlite3_step(q);
+    sqlite3_reset(q);
     /* The event inserts bind every parameter each time (NULL where a
      * value is absent), so only the others are cleared: clearing cost
      * 2% of an export. */
     if (s >= S_NVTX)
-        sqlite3_clear_bindings(d->st[s]);
+        sqlite3_clear_bindings(q);
     if (rc != SQLITE_DONE) {
         db_error(d, "inserting a row");
         return -1;

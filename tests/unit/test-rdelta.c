@@ -463,6 +463,52 @@ START_TEST(damaged_rdelta_chunks_cost_only_themselves)
 }
 END_TEST
 
+static int extent_hook_calls;
+
+static void count_transform(uint8_t *buf, size_t n)
+{
+    (void)buf;
+    (void)n;
+    extent_hook_calls++;
+}
+
+START_TEST(a_chunk_mostly_holes_is_not_transformed)
+{
+    /* A real buffer followed by holes (zeros: kind 0, which the walk
+     * stops at), as a sparse producer announces them: with the records
+     * less than half of the chunk it goes out as plain zstd and is never
+     * transformed (the copy into fresh pages and the verify pass cost a
+     * worker more than the holes save); with a short tail it still is. */
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/holes", tmpdir);
+    struct cuptimon_archive_writer *w;
+    ck_assert_int_eq(cuptimon__aw_open(dir, "{}", 1ull << 30, 1, &w, NULL), 0);
+    uint16_t sizes[CUPTIMON_RDELTA_KINDS];
+    sizes_13_0(sizes);
+    cuptimon__aw_set_record_sizes(w, sizes);
+    size_t len;
+    uint8_t *buf = cuptimon__test_load_real(files[0], &len);
+    uint8_t *big = calloc(1, 3 * len);
+    ck_assert_ptr_nonnull(big);
+    memcpy(big, buf, len);
+    ck_assert_uint_eq(cuptimon__rdelta_extent(sizes, big, 3 * len), len);
+    cuptimon__aw_rdelta_test_hook = count_transform;
+    extent_hook_calls = 0;
+    struct cuptimon_chunk_hdr h = {.index = 0, .raw_size = 3 * len};
+    ck_assert_int_eq(cuptimon__aw_chunk(w, &h, big), 0);
+    ck_assert_uint_eq(h.codec, CUPTIMON_CODEC_ZSTD);
+    ck_assert_int_eq(extent_hook_calls, 0);
+    struct cuptimon_chunk_hdr h2 = {.index = 1, .raw_size = len + len / 4};
+    ck_assert_int_eq(cuptimon__aw_chunk(w, &h2, big), 0);
+    ck_assert_uint_eq(h2.codec, CUPTIMON_CODEC_ZSTD_RDELTA);
+    ck_assert_int_eq(extent_hook_calls, 1);
+    cuptimon__aw_rdelta_test_hook = NULL;
+    cuptimon__aw_close(w);
+    free(big);
+    free(buf);
+}
+END_TEST
+
 Suite *cuptimon__test_suite(void)
 {
     Suite *s = suite_create("rdelta");
@@ -477,6 +523,7 @@ Suite *cuptimon__test_suite(void)
     tcase_add_test(t, chunk_header_version_goes_with_the_codec);
     tcase_add_test(t, a_transform_that_does_not_undo_is_never_written);
     tcase_add_test(t, damaged_rdelta_chunks_cost_only_themselves);
+    tcase_add_test(t, a_chunk_mostly_holes_is_not_transformed);
     suite_add_tcase(s, t);
     return s;
 }
