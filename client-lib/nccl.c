@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "nccl-abi.h"
+#include "mpq.h"
 #include "shim.h"
 
 #define NCCL_EVENTS 8192u /* operations in flight at once, per process */
@@ -84,16 +85,17 @@ struct nev {
     struct cuptimon_nccl_rec rec;
 };
 
-struct qslot {
-    _Atomic uint64_t seq;
-    struct cuptimon_nccl_rec rec;
-};
+typedef CUPTIMON_MPQ_SLOT(struct cuptimon_nccl_rec) qslot;
 
 static struct nev evs[NCCL_EVENTS];
 static _Atomic uint32_t ev_next;
 static struct ncomm comms[NCCL_COMMS];
-static struct qslot queue[NCCL_QUEUE];
-static _Atomic uint64_t q_head, q_tail;
+static qslot queue[NCCL_QUEUE];
+static struct cuptimon_mpq q = {.slots = (unsigned char *)queue,
+                                .n = NCCL_QUEUE,
+                                .stride = sizeof(qslot),
+                                .off = offsetof(qslot, v),
+                                .size = sizeof(struct cuptimon_nccl_rec)};
 static _Atomic int q_ready;
 
 /* What was lost or refused, for the IO thread to count and say. */
@@ -176,8 +178,7 @@ static void queue_init(void)
     int z = 0;
     if (!atomic_compare_exchange_strong(&q_ready, &z, 2))
         return;
-    for (uint32_t i = 0; i < NCCL_QUEUE; i++)
-        atomic_store_explicit(&queue[i].seq, i, memory_order_relaxed);
+    cuptimon__mpq_init(&q);
     atomic_store(&q_ready, 1);
 }
 
@@ -189,56 +190,28 @@ static void lost(_Atomic uint64_t *why)
 
 static void put(const struct cuptimon_nccl_rec *r)
 {
-    if (atomic_load_explicit(&q_ready, memory_order_acquire) != 1) {
-        lost(&lost_queue);
+    uint64_t pos;
+    if (atomic_load_explicit(&q_ready, memory_order_acquire) != 1 ||
+        cuptimon__mpq_put(&q, r, &pos) < 0) {
+        lost(&lost_queue); /* full: the IO thread is behind */
         return;
     }
-    uint64_t pos = atomic_load_explicit(&q_head, memory_order_relaxed);
-    for (;;) {
-        struct qslot *sl = &queue[pos & (NCCL_QUEUE - 1)];
-        uint64_t seq = atomic_load_explicit(&sl->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - pos);
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&q_head, &pos, pos + 1, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                sl->rec = *r;
-                atomic_store_explicit(&sl->seq, pos + 1, memory_order_release);
-                atomic_fetch_add_explicit(&recorded, 1, memory_order_relaxed);
-                /* Every quarter of the queue, the IO thread is woken (one
-                 * non-blocking eventfd write per 2048 records): at tens of
-                 * thousands of collectives a second its once-a-second pass
-                 * would come too late. */
-                if (((pos + 1) & (NCCL_QUEUE / 4 - 1)) == 0)
-                    cuptimon__io_wake(&cuptimon__shim);
-                return;
-            }
-        } else if (dif < 0) {
-            lost(&lost_queue); /* full: the IO thread is behind */
-            return;
-        } else {
-            pos = atomic_load_explicit(&q_head, memory_order_relaxed);
-        }
-    }
+    atomic_fetch_add_explicit(&recorded, 1, memory_order_relaxed);
+    /* Every quarter of the queue, the IO thread is woken (one non-blocking
+     * eventfd write per 2048 records): at tens of thousands of collectives
+     * a second its once-a-second pass would come too late. */
+    if (((pos + 1) & (NCCL_QUEUE / 4 - 1)) == 0)
+        cuptimon__io_wake(&cuptimon__shim);
 }
 
 static int take(struct cuptimon_nccl_rec *r)
 {
-    uint64_t pos = atomic_load_explicit(&q_tail, memory_order_relaxed);
-    struct qslot *sl = &queue[pos & (NCCL_QUEUE - 1)];
-    uint64_t seq = atomic_load_explicit(&sl->seq, memory_order_acquire);
-    if ((int64_t)(seq - (pos + 1)) < 0)
-        return 0;
-    *r = sl->rec;
-    atomic_store_explicit(&sl->seq, pos + NCCL_QUEUE, memory_order_release);
-    atomic_store_explicit(&q_tail, pos + 1, memory_order_relaxed);
-    return 1;
+    return cuptimon__mpq_take(&q, r);
 }
 
 uint32_t cuptimon__nccl_pending(void)
 {
-    uint64_t h = atomic_load_explicit(&q_head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&q_tail, memory_order_relaxed);
-    return h > t ? (uint32_t)(h - t) : 0;
+    return cuptimon__mpq_pending(&q);
 }
 
 /* ---- events ------------------------------------------------------------- */

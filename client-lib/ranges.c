@@ -18,17 +18,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "mpq.h"
 #include "shim.h"
 
 #define RANGE_SLOTS 16384u /* power of two: 512 KiB of entries, touched as used */
 
-struct rslot {
-    _Atomic uint64_t seq;
-    struct cuptimon_range_ev ev;
-};
-
-static struct rslot ring[RANGE_SLOTS];
-static _Atomic uint64_t head, tail; /* head: next to write; tail: next to read */
+typedef CUPTIMON_MPQ_SLOT(struct cuptimon_range_ev) rslot;
+static rslot ring[RANGE_SLOTS];
+static struct cuptimon_mpq q = {.slots = (unsigned char *)ring,
+                                .n = RANGE_SLOTS,
+                                .stride = sizeof(rslot),
+                                .off = offsetof(rslot, v),
+                                .size = sizeof(struct cuptimon_range_ev)};
 static _Atomic int ring_ready;
 static _Atomic uint64_t dropped, dropped_total;
 
@@ -38,8 +39,7 @@ void cuptimon__ranges_init(void)
 {
     if (atomic_load(&ring_ready))
         return;
-    for (uint32_t i = 0; i < RANGE_SLOTS; i++)
-        atomic_store_explicit(&ring[i].seq, i, memory_order_relaxed);
+    cuptimon__mpq_init(&q);
     atomic_store(&ring_ready, 1);
 }
 
@@ -47,48 +47,23 @@ int cuptimon__range_note(const struct cuptimon_range_ev *ev)
 {
     if (!atomic_load_explicit(&ring_ready, memory_order_acquire))
         return -EAGAIN;
-    uint64_t pos = atomic_load_explicit(&head, memory_order_relaxed);
-    for (;;) {
-        struct rslot *sl = &ring[pos & (RANGE_SLOTS - 1)];
-        uint64_t seq = atomic_load_explicit(&sl->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - pos);
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&head, &pos, pos + 1, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                sl->ev = *ev;
-                atomic_store_explicit(&sl->seq, pos + 1, memory_order_release);
-                return 0;
-            }
-        } else if (dif < 0) {
-            /* Full: the IO thread is behind (or no daemon takes ranges). */
-            atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&dropped_total, 1, memory_order_relaxed);
-            return -ENOBUFS;
-        } else {
-            pos = atomic_load_explicit(&head, memory_order_relaxed);
-        }
-    }
+    if (cuptimon__mpq_put(&q, ev, NULL) == 0)
+        return 0;
+    /* Full: the IO thread is behind (or no daemon takes ranges). */
+    atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dropped_total, 1, memory_order_relaxed);
+    return -ENOBUFS;
 }
 
 /* One consumer: the IO thread. */
 static int take(struct cuptimon_range_ev *ev)
 {
-    uint64_t pos = atomic_load_explicit(&tail, memory_order_relaxed);
-    struct rslot *sl = &ring[pos & (RANGE_SLOTS - 1)];
-    uint64_t seq = atomic_load_explicit(&sl->seq, memory_order_acquire);
-    if ((int64_t)(seq - (pos + 1)) < 0)
-        return 0; /* empty, or the producer of this slot is mid-write */
-    *ev = sl->ev;
-    atomic_store_explicit(&sl->seq, pos + RANGE_SLOTS, memory_order_release);
-    atomic_store_explicit(&tail, pos + 1, memory_order_relaxed);
-    return 1;
+    return cuptimon__mpq_take(&q, ev);
 }
 
 uint32_t cuptimon__ranges_pending(void)
 {
-    uint64_t h = atomic_load_explicit(&head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&tail, memory_order_relaxed);
-    return h > t ? (uint32_t)(h - t) : 0;
+    return cuptimon__mpq_pending(&q);
 }
 
 uint64_t cuptimon__ranges_dropped(void)
