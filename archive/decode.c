@@ -658,10 +658,9 @@ static void udr_object(const struct cuptimon_rec_layout *L, const uint8_t *r, un
     o->c = 0;
 }
 
-/* The brief decode of a kernel (cuptimon__walk_begin_brief); the full one
- * goes on from it. */
-static void dec_kernel_brief(const struct cuptimon_rec_layout *L, const uint8_t *r,
-                             struct cuptimon_ev *ev)
+/* A kernel's common fields and name; dec_kernel goes on from them. */
+static void dec_kernel_common(const struct cuptimon_rec_layout *L, const uint8_t *r,
+                              struct cuptimon_ev *ev)
 {
     ev->type = CUPTIMON_EV_KERNEL;
     ev->correlation_id = (uint32_t)G(FK, correlationId);
@@ -678,7 +677,7 @@ static void dec_kernel_brief(const struct cuptimon_rec_layout *L, const uint8_t 
 static void dec_kernel(const struct cuptimon_rec_layout *L, const uint8_t *r,
                        struct cuptimon_ev *ev)
 {
-    dec_kernel_brief(L, r, ev);
+    dec_kernel_common(L, r, ev);
     ev->u.kernel.grid_id = (int64_t)G(FK, gridId);
     ev->u.kernel.completed = G(FK, completed);
     ev->u.kernel.queued = G(FK, queued);
@@ -927,24 +926,17 @@ void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout 
     w->l = l;
     w->st = st;
     w->done = 0;
-    w->brief = 0;
+    w->device = 0;
     w->prev_kind = 0;
     st->buffers++;
     st->bytes += w->len;
-}
-
-void cuptimon__walk_begin_brief(struct cuptimon_walk *w, const struct cuptimon_layout *l,
-                                const void *buf, size_t len, struct cuptimon_decode_stats *st)
-{
-    cuptimon__walk_begin(w, l, buf, len, st);
-    w->brief = 1;
 }
 
 void cuptimon__walk_begin_device(struct cuptimon_walk *w, const struct cuptimon_layout *l,
                                  const void *buf, size_t len, struct cuptimon_decode_stats *st)
 {
     cuptimon__walk_begin(w, l, buf, len, st);
-    w->brief = 2;
+    w->device = 1;
 }
 
 /* The device walk's read of a record of GPU work (cuptimon__walk_begin_device):
@@ -1089,7 +1081,7 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
             w->off += size;
             continue;
         }
-        if (w->brief == 2) {
+        if (w->device) {
             int dev = dec_device(l->rec[kind], w->p + w->off, ev);
             st->by_kind[kind]++;
             st->records++;
@@ -1101,14 +1093,7 @@ int cuptimon__walk_next(struct cuptimon_walk *w, struct cuptimon_ev *ev)
             st->bad_times += ev->end < ev->start;
             return 1;
         }
-        if (w->brief && l->rec[kind]->type == CUPTIMON_REC_KERNEL) {
-            memset(ev, 0, sizeof(*ev));
-            ev->cupti_kind = (uint16_t)kind;
-            dec_kernel_brief(l->rec[kind], w->p + w->off, ev);
-            st->bad_times += ev->end < ev->start;
-        } else {
-            st->bad_times += (uint64_t)decode_one(l->rec[kind], kind, w->p + w->off, ev);
-        }
+        st->bad_times += (uint64_t)decode_one(l->rec[kind], kind, w->p + w->off, ev);
         st->by_kind[kind]++;
         st->records++;
         st->decoded_bytes += size;

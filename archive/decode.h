@@ -390,19 +390,12 @@ struct cuptimon_walk {
     const struct cuptimon_layout *l;
     struct cuptimon_decode_stats *st;
     int done;
-    int brief;          /* 1: cuptimon__walk_begin_brief, 2: _device */
+    int device;         /* cuptimon__walk_begin_device */
     uint32_t prev_kind; /* the record before the current one (0: none yet) */
 };
 
 void cuptimon__walk_begin(struct cuptimon_walk *w, const struct cuptimon_layout *l, const void *buf,
                           size_t len, struct cuptimon_decode_stats *st);
-/* As cuptimon__walk_begin, for readers that need only the common fields
- * (type, kind, correlation, start, end, device, context, stream, graph
- * ids) and, of a kernel, name_ptr: a kernel's other fields are left zero.
- * The live aggregates read every kernel of the node this way; decoding
- * the other forty fields of each cost them a third of their time. */
-void cuptimon__walk_begin_brief(struct cuptimon_walk *w, const struct cuptimon_layout *l,
-                                const void *buf, size_t len, struct cuptimon_decode_stats *st);
 /* As cuptimon__walk_begin, for the live aggregates, which read every
  * record of GPU work on the node (issue 49): cuptimon__walk_next returns
  * only kernels, copies (MEMCPY and MEMCPY_P2P) and memsets, with type,

@@ -22,7 +22,7 @@
  * bytes per record (a chunk as the daemon writes it: zstd at level L,
  * default 1, the daemon's), and the daemon's CPU per record for what it
  * does with every buffer: the copy out of the pool, the archive write
- * (compress, CRC, write) and the live aggregates' brief walk; and, apart,
+ * (compress, CRC, write) and the live aggregates' device walk; and, apart,
  * a full decode (what windows and cuptimonctl decode pay).  Single
  * thread, CPU time (CLOCK_THREAD_CPUTIME_ID), at least S seconds each
  * (default 2).  One JSON object per line on stdout, then one with the
@@ -207,7 +207,7 @@ static int measure(const struct set *s, const char *mix, int level, double secon
     if (!mkdtemp(dir) || !copy)
         return -1;
     /* What the daemon does with every buffer: the copy out of the pool,
-     * the archive write, the aggregates' brief walk. */
+     * the archive write, the aggregates' device walk. */
     c0 = now(CLOCK_THREAD_CPUTIME_ID);
     do {
         if (w == NULL && cuptimon__aw_open(dir, "{}", 64u << 20, level, &w, NULL) < 0)
@@ -221,9 +221,10 @@ static int measure(const struct set *s, const char *mix, int level, double secon
                 return -1;
             stored += h.stored_size + CUPTIMON_CHUNK_HDR_SIZE;
             memset(&ds, 0, sizeof(ds));
-            cuptimon__walk_begin_brief(&wk, &s->layout, copy, s->bufs[i].len, &ds);
+            cuptimon__walk_begin_device(&wk, &s->layout, copy, s->bufs[i].len, &ds);
             while (cuptimon__walk_next(&wk, &ev))
-                recs++;
+                ;
+            recs += ds.records; /* the device walk returns GPU work, counts all */
         }
         rounds++;
         if (rounds % 16 == 0) { /* keep the disk out of it */
