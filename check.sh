@@ -28,6 +28,12 @@ count_suite() {
     failed=$((failed + ${f:-0} + ${e:-0} + ${x:-0}))
     [ $(( ${f:-0} + ${e:-0} + ${x:-0} )) -eq 0 ] && return
     failures+=("$2: see $log")
+    name_failures "$1" "$2"
+}
+
+# name_failures BUILD-DIR LABEL: each failed test of BUILD-DIR's last run,
+# with why, into failures and check-failures.log.
+name_failures() {
     # Name each failed test with the lines of its log that say why, so that
     # a CI run that keeps only the end of the output still tells.
     local trs t why
@@ -131,6 +137,11 @@ distcheck() {
         && { grep -A3 '^=====' build-ci/distcheck.log | tail -n 4; return 0; }
     tail -n 30 build-ci/distcheck.log
     grep -E '^(FAIL|ERROR|XPASS):' build-ci/distcheck.log | head -n 10
+    # distcheck leaves its build behind when a test fails: say why.
+    local sub
+    for sub in build-ci/cuptimon-*/_build/sub; do
+        [ -f "$sub/config.status" ] && name_failures "$sub" "distcheck"
+    done
     return 1
 }
 stage "distcheck" distcheck

@@ -373,6 +373,7 @@ static int bring_up_api(struct cuptimon_gpm *g)
                 cuptimon__uuid_text(g->node_uuid[i], u);
             g->nnode = i + 1;
         }
+        g->node_listed = 1; /* the driver's list: a UUID it lacks is not on this node */
         pthread_mutex_unlock(&g->mu);
     }
     n = 0;

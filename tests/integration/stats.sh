@@ -28,13 +28,25 @@ pids=
 i=0
 for lab in alpha 训练 alpha; do
     CUPTIMON_LABEL=$lab RANK=$i workload --kernels $((6000 + 1000 * i)) --rate 15000 --names "$NAMES" \
-        --report "$T/report-$i.json" -q &
+        --wait-file "$T/go" --report "$T/report-$i.json" -q &
     pids="$pids $!"
     i=$((i + 1))
 done
-sleep 0.25
+# The window begins once all four are sessions and before any launches; it
+# ends once each workload has delivered a buffer of launches made inside
+# it (or has ended).  (Slept intervals instead left a window with no kernel in it when a
+# loaded machine started the workloads late.)
+n_sessions() { [ "$(ctl status --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = 4 ]; }
+wait_for 300 n_sessions || fail "the four workloads did not all connect"
 ctl begin-window --all --json >"$T/begin.json" || fail "begin-window failed"
-sleep 0.2
+touch "$T/go"
+all_delivered() {
+    ctl status --json | python3 -c 'import json,sys
+pids = [int(p) for p in sys.argv[1:]]
+s = {x["pid"]: x["buffers_received"] for x in json.load(sys.stdin)["sessions"]}
+sys.exit(0 if all(s.get(p, 1) > 0 for p in pids) else 1)' $pids  # (one gone has ended)
+}
+wait_for 300 all_delivered || fail "the workloads delivered no buffer"
 ctl end-window >"$T/end.txt" || fail "end-window failed"
 for p in $pids; do wait "$p" || fail "a workload exited with status $?"; done
 ctl windows --json >"$T/windows.json" || fail "windows failed"
