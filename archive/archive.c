@@ -391,7 +391,22 @@ fail:
 static size_t compress_to_zbuf(const struct cuptimon_archive_writer *w,
                                struct cuptimon_aw_scratch *sc, const uint8_t *src, size_t n)
 {
-    size_t z = ZSTD_compressCCtx(sc->cctx, sc->zbuf, sc->zcap, src, n, w->level);
+    /* The level's parameters, with a window over the whole chunk (up to
+     * 8 MiB): the record delta's columns of one field lie a column apart,
+     * past level 1's 512 KiB window.  On the H200 buffers' transformed
+     * chunks 79x instead of 71x, and zstd no slower (bench-archive,
+     * docs/BENCHMARKS.md).  A one-shot frame costs the reader no window
+     * buffer; a streaming reader's is at most 8 MiB. */
+    unsigned wlog = 10; /* zstd's least window */
+    while (wlog < 23 && ((size_t)1 << wlog) < n)
+        wlog++;
+    size_t z = ZSTD_CCtx_reset(sc->cctx, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(z))
+        z = ZSTD_CCtx_setParameter(sc->cctx, ZSTD_c_compressionLevel, w->level);
+    if (!ZSTD_isError(z))
+        z = ZSTD_CCtx_setParameter(sc->cctx, ZSTD_c_windowLog, (int)wlog);
+    if (!ZSTD_isError(z))
+        z = ZSTD_compress2(sc->cctx, sc->zbuf, sc->zcap, src, n);
     return ZSTD_isError(z) ? 0 : z;
 }
 
@@ -457,15 +472,15 @@ static size_t compress_rdelta(struct cuptimon_archive_writer *w, struct cuptimon
      * layout the walk does not know would pay a copy of the whole chunk
      * into fresh pages and a verify pass for nothing (tests/fault/fair-users
      * saw the honest producer beside sixteen of them drop 40 % of its
-     * records).  The extent is one read of each record's kind. */
-    if (cuptimon__rdelta_extent(w->sizes, data, raw) < raw / 2)
-        return 0;
+     * records).  The encoder measures the extent first (one read of each
+     * record's kind) and writes nothing when it is short: the scratch is
+     * then mapped but never touched. */
     uint8_t *t = tscratch_get(CUPTIMON_RDELTA_BOUND(raw));
     if (t == NULL)
         return 0;
-    size_t walked, n = cuptimon__rdelta_encode(w->sizes, data, raw, t, &walked);
+    size_t walked, n = cuptimon__rdelta_encode(w->sizes, data, raw, raw / 2, t, &walked);
     size_t z = 0;
-    if (walked > 0) {
+    if (n > 0 && walked > 0) {
         if (cuptimon__aw_rdelta_test_hook)
             cuptimon__aw_rdelta_test_hook(t, n);
         z = compress_to_zbuf(w, sc, t, n);

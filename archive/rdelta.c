@@ -62,31 +62,30 @@ static void known_sizes(const uint16_t sizes[CUPTIMON_RDELTA_KINDS],
         sz[k] = sizes && size_ok(sizes[k]) ? sizes[k] : 0;
 }
 
-size_t cuptimon__rdelta_extent(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
-                               size_t len)
-{
-    uint16_t sz[CUPTIMON_RDELTA_KINDS];
-    size_t count[CUPTIMON_RDELTA_KINDS] = {0}, nrec;
-    known_sizes(sizes, sz);
-    return extent(sz, src, len, count, &nrec);
-}
+/* A kind's first record is the difference from zeros. */
+static const uint8_t zeros[CUPTIMON_RDELTA_RECORD_MAX];
 
 size_t cuptimon__rdelta_encode(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
-                               size_t len, uint8_t *out, size_t *walked)
+                               size_t len, size_t min_walk, uint8_t *out, size_t *walked)
 {
     uint16_t sz[CUPTIMON_RDELTA_KINDS];
     size_t count[CUPTIMON_RDELTA_KINDS] = {0}, base[CUPTIMON_RDELTA_KINDS],
            idx[CUPTIMON_RDELTA_KINDS];
-    const uint8_t *prev[CUPTIMON_RDELTA_KINDS] = {0};
+    const uint8_t *prev[CUPTIMON_RDELTA_KINDS];
     size_t nrec;
 
     known_sizes(sizes, sz);
     /* First the extent; what follows it is kept as it is, so every buffer
      * encodes, whatever it holds. */
     size_t p_len = extent(sz, src, len, count, &nrec);
+    if (walked)
+        *walked = p_len;
+    if (p_len < min_walk)
+        return 0;
     for (size_t k = 0, at = 0; k < CUPTIMON_RDELTA_KINDS; k++) {
         base[k] = at;
         idx[k] = 0;
+        prev[k] = zeros;
         at += count[k] * sz[k];
     }
     /* Then the columns: record i of kind k puts its word w's difference at
@@ -99,12 +98,8 @@ size_t cuptimon__rdelta_encode(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], cons
         size_t words = sz[kind] / 8, stride = count[kind] * 8;
         uint8_t *col = out + base[kind] + idx[kind] * 8;
         seq[j] = (uint8_t)kind;
-        if (p == NULL)
-            for (size_t w = 0; w < words; w++)
-                st64(col + w * stride, ld64(r + 8 * w));
-        else
-            for (size_t w = 0; w < words; w++)
-                st64(col + w * stride, ld64(r + 8 * w) - ld64(p + 8 * w));
+        for (size_t w = 0; w < words; w++)
+            st64(col + w * stride, ld64(r + 8 * w) - ld64(p + 8 * w));
         prev[kind] = r;
         idx[kind]++;
         at += sz[kind];
@@ -123,8 +118,6 @@ size_t cuptimon__rdelta_encode(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], cons
     cuptimon__put_u32(t, nk);
     cuptimon__put_u32(t + 4, (uint32_t)p_len);
     cuptimon__put_u32(t + 8, (uint32_t)nrec);
-    if (walked)
-        *walked = p_len;
     return len + nrec + 12 + 8 * (size_t)nk;
 }
 
@@ -191,32 +184,36 @@ int64_t cuptimon__rdelta_length(const uint8_t *in, size_t n)
     return rc < 0 ? rc : (int64_t)f.len;
 }
 
-/* Restores the records: into out (ref NULL), or record by record into a
- * scratch record compared with ref's (out NULL). */
-static int restore(const struct form *f, const uint8_t *in, uint8_t *out, const uint8_t *ref)
+/* Restores the records into out, or (out NULL) compares each restored
+ * word with ref's as it is computed, keeping nothing: the writer's check
+ * of its own output costs no store and no buffer.  Inlined into each
+ * caller, so that each loop is the one it needs. */
+static inline __attribute__((always_inline)) int restore(const struct form *f, const uint8_t *in,
+                                                         uint8_t *out, const uint8_t *ref)
 {
-    size_t idx[CUPTIMON_RDELTA_KINDS] = {0}, prev[CUPTIMON_RDELTA_KINDS];
-    uint8_t scratch[CUPTIMON_RDELTA_RECORD_MAX];
-    const uint8_t *done = out ? out : ref; /* where earlier records are, restored */
+    size_t idx[CUPTIMON_RDELTA_KINDS] = {0};
+    const uint8_t *prev[CUPTIMON_RDELTA_KINDS];
+    /* Where the records restored so far are: out, or ref, whose records
+     * they equal as long as the comparison holds. */
+    const uint8_t *done = out ? out : ref;
 
     for (unsigned k = 0; k < CUPTIMON_RDELTA_KINDS; k++)
-        prev[k] = SIZE_MAX;
+        prev[k] = zeros;
     for (size_t j = 0, at = 0; j < f->nrec; j++) {
         uint8_t k = f->seq[j];
         size_t words = f->sz[k] / 8, stride = f->count[k] * 8;
-        const uint8_t *col = in + f->base[k] + idx[k] * 8;
-        uint8_t *r = out ? out + at : scratch;
-        if (prev[k] == SIZE_MAX) {
+        const uint8_t *col = in + f->base[k] + idx[k] * 8, *p = prev[k];
+        if (out) {
             for (size_t w = 0; w < words; w++)
-                st64(r + 8 * w, ld64(col + w * stride));
+                st64(out + at + 8 * w, ld64(col + w * stride) + ld64(p + 8 * w));
         } else {
-            const uint8_t *p = done + prev[k];
+            uint64_t diff = 0;
             for (size_t w = 0; w < words; w++)
-                st64(r + 8 * w, ld64(col + w * stride) + ld64(p + 8 * w));
+                diff |= (ld64(col + w * stride) + ld64(p + 8 * w)) ^ ld64(ref + at + 8 * w);
+            if (diff)
+                return -EBADMSG;
         }
-        if (ref && memcmp(r, ref + at, f->sz[k]) != 0)
-            return -EBADMSG;
-        prev[k] = at;
+        prev[k] = done + at;
         idx[k]++;
         at += f->sz[k];
     }

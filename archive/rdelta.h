@@ -49,20 +49,15 @@
  * (records are 8 bytes or more) and the trailer. */
 #define CUPTIMON_RDELTA_BOUND(len) ((len) + (len) / 8 + CUPTIMON_RDELTA_TRAILER_MAX)
 
-/* The bytes at the start of src that cuptimon__rdelta_encode would walk
- * as records (the rest it copies as they are): the writer transforms a
- * chunk only when they are most of it. */
-size_t cuptimon__rdelta_extent(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
-                               size_t len);
-
 /* Encodes len bytes of records at src into out (room for
  * CUPTIMON_RDELTA_BOUND(len) bytes; out must not overlap src), walking
  * them by sizes[kind] (0, or a size that is not 8..RECORD_MAX in steps of
- * 8: the kind is not walked).  Returns the encoded length; *walked (may be
- * NULL) gets P, the bytes of records transformed. */
+ * 8: the kind is not walked).  Returns the encoded length, or 0 with out
+ * untouched when the records walked are fewer than min_walk bytes (the
+ * writer transforms a chunk only when they are most of it); *walked (may
+ * be NULL) gets P, the bytes of records walked, either way. */
 size_t cuptimon__rdelta_encode(const uint16_t sizes[CUPTIMON_RDELTA_KINDS], const uint8_t *src,
-                               size_t len, uint8_t *out, size_t *walked);
-
+                               size_t len, size_t min_walk, uint8_t *out, size_t *walked);
 /* The length of the records an encoded form of n bytes holds, or -EBADMSG
  * when its trailer is not one (the rest is checked by decoding). */
 int64_t cuptimon__rdelta_length(const uint8_t *in, size_t n);

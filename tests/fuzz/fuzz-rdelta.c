@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *enc = malloc(CUPTIMON_RDELTA_BOUND(n)), *dec = malloc(n ? n : 1);
     CHECK(enc != NULL && dec != NULL);
     size_t walked, len = 0;
-    size_t en = cuptimon__rdelta_encode(sz, body, n, enc, &walked);
+    size_t en = cuptimon__rdelta_encode(sz, body, n, 0, enc, &walked);
     CHECK(walked <= n && walked % 8 == 0);
     CHECK(en >= n + 12 && en <= CUPTIMON_RDELTA_BOUND(n));
     CHECK(cuptimon__rdelta_verify(enc, en, body, n) == 0);

@@ -53,7 +53,7 @@ static size_t round_trip(const uint16_t *sizes, const uint8_t *src, size_t len)
 {
     uint8_t *enc = malloc(CUPTIMON_RDELTA_BOUND(len)), *dec = malloc(len + 1);
     size_t walked, back = 0;
-    size_t n = cuptimon__rdelta_encode(sizes, src, len, enc, &walked);
+    size_t n = cuptimon__rdelta_encode(sizes, src, len, 0, enc, &walked);
     ck_assert_uint_ge(n, len + 12);
     ck_assert_uint_le(n, CUPTIMON_RDELTA_BOUND(len));
     ck_assert_int_eq(cuptimon__rdelta_length(enc, n), (int64_t)len);
@@ -150,7 +150,7 @@ static size_t small_form(uint8_t *enc, uint8_t *raw, size_t *rawlen)
     memcpy(raw + off, "TAILTAIL", 8);
     *rawlen = off + 8;
     size_t walked;
-    size_t n = cuptimon__rdelta_encode(sizes, raw, *rawlen, enc, &walked);
+    size_t n = cuptimon__rdelta_encode(sizes, raw, *rawlen, 0, enc, &walked);
     ck_assert_uint_eq(walked, off);
     ck_assert_uint_eq(n, *rawlen + 5 + 12 + 16); /* 5 records, 2 kinds */
     return n;
@@ -491,7 +491,17 @@ START_TEST(a_chunk_mostly_holes_is_not_transformed)
     uint8_t *big = calloc(1, 3 * len);
     ck_assert_ptr_nonnull(big);
     memcpy(big, buf, len);
-    ck_assert_uint_eq(cuptimon__rdelta_extent(sizes, big, 3 * len), len);
+    /* The walk stops at the holes: asked for more, the encoder says how
+     * far it walked and writes nothing. */
+    size_t walked = 0, bound = CUPTIMON_RDELTA_BOUND(3 * len);
+    uint8_t *enc = malloc(bound);
+    ck_assert_ptr_nonnull(enc);
+    memset(enc, 0xa5, bound);
+    ck_assert_uint_eq(cuptimon__rdelta_encode(sizes, big, 3 * len, len + 1, enc, &walked), 0);
+    ck_assert_uint_eq(walked, len);
+    for (size_t i = 0; i < bound; i++)
+        ck_assert_uint_eq(enc[i], 0xa5);
+    free(enc);
     cuptimon__aw_rdelta_test_hook = count_transform;
     extent_hook_calls = 0;
     struct cuptimon_chunk_hdr h = {.index = 0, .raw_size = 3 * len};
