@@ -30,14 +30,17 @@ dr_start() {
 dr_cpu() { awk '{print $14 + $15}' "/proc/$dr_pid/stat"; }
 
 # dr_load N RECORDS: N producers at once, each RECORDS records of buffers
-# that vary in length (--vary); waits for them, and for the daemon to
-# finish their last buffers.  Prints "records dropped".
+# that vary in length (--vary), each on a GPU of its own (--device: a
+# node's jobs, one per GPU; all on one GPU, the per-GPU busy union merges
+# eight jobs' overlapping kernels, which no one-job-per-GPU node does);
+# waits for them, and for the daemon to finish their last buffers.
+# Prints "records dropped".
 dr_load() {
     local pids='' i
     rm -f "$dr_T"/r*.json
     for i in $(seq "$1"); do
         "$top_builddir/bench/replay-producer" --socket "$dr_T/p.sock" --buffer "$dr_buf" \
-            --records "$2" --rate 0 --vary --report "$dr_T/r$i.json" &
+            --records "$2" --rate 0 --vary --device $((i - 1)) --report "$dr_T/r$i.json" &
         pids="$pids $!"
     done
     # shellcheck disable=SC2086

@@ -17,12 +17,16 @@
  * replayed instead of --buffer while the daemon has extra kinds enabled
  * (a trace window's ENABLE .. DISABLE), as a shim's CUPTI would then hand
  * over.  With it every replay is made fresh: correlation ids are shifted
- * past the previous replay's, and the buffer's clock maps its first record
- * to the moment it is announced, so a window over replayed buffers keeps
+ * past the previous replay's (the buffer's clock maps its first record to
+ * the moment it is announced, as in every replay), so a window over replayed buffers keeps
  * what it would keep of a real job's (launch -> kernel pairs inside the
  * window, a set of distinct API calls that grows with the window).
  * --kernel-rate: announce buffers at K kernel records/s (instead of --rate
  * records of every kind).
+ * --device N: every kernel, copy and memset on device N of the process
+ * (the capture's are all on 0): producers given different devices are
+ * jobs on different GPUs of a node, as the daemon's per-GPU views then see
+ * them, rather than all on one.
  * --vary: each buffer announced is a prefix of the replayed one, cut at a
  * record boundary between half and all of its records (a pseudo-random
  * draw per buffer, the same sequence every run), as a shim's buffers vary
@@ -134,6 +138,7 @@ struct replay {
     size_t len;
     uint64_t records, kernels;
     uint64_t first_ts;  /* the earliest start of a record in it */
+    uint64_t span_ns;   /* from first_ts to the latest end */
     uint32_t max_corr;  /* the highest correlation id in it */
     uint32_t *corr_off; /* byte offsets of the correlation id fields */
     uint32_t *corr_val; /* their values in the file */
@@ -159,11 +164,44 @@ static int corr_field(const struct cuptimon_layout *l, uint32_t k)
     return r->f[f].width == 4 ? r->f[f].off : -1;
 }
 
+/* The device id field of a record of kind k (kernel, copy, memset), or -1. */
+static int device_field(const struct cuptimon_layout *l, uint32_t k)
+{
+    const struct cuptimon_rec_layout *r = k < CUPTIMON_KIND_SLOTS ? l->rec[k] : NULL;
+    int f = -1;
+    if (!r)
+        return -1;
+    switch (r->type) {
+    case CUPTIMON_REC_KERNEL: f = CUPTIMON_FK_deviceId; break;
+    case CUPTIMON_REC_MEMCPY: f = CUPTIMON_FMC_deviceId; break;
+    case CUPTIMON_REC_MEMSET: f = CUPTIMON_FMS_deviceId; break;
+    default: return -1;
+    }
+    return r->f[f].width == 4 ? r->f[f].off : -1;
+}
+
+/* Puts every kernel, copy and memset of rp on device dev. */
+static void replay_device(struct replay *rp, const struct cuptimon_layout *l, uint32_t dev)
+{
+    for (size_t off = 0; off + 4 <= rp->len;) {
+        uint32_t k;
+        memcpy(&k, rp->buf + off, 4);
+        uint16_t sz = k < CUPTIMON_KIND_SLOTS ? l->size[k] : 0;
+        if (sz == 0 || off + sz > rp->len)
+            break;
+        int f = device_field(l, k);
+        if (f >= 0)
+            memcpy(rp->buf + off + f, &dev, 4);
+        off += sz;
+    }
+}
+
 static int replay_load(struct replay *rp, const char *path, const struct cuptimon_layout *l)
 {
     struct cuptimon_decode_stats ds = {0};
     struct cuptimon_walk w;
     struct cuptimon_ev ev;
+    uint64_t last_end = 0;
     memset(rp, 0, sizeof *rp);
     rp->buf = bench_load_zst("replay-producer", path, &rp->len);
     if (!rp->buf)
@@ -174,10 +212,13 @@ static int replay_load(struct replay *rp, const char *path, const struct cuptimo
             rp->kernels++;
         if (ev.start && (!rp->first_ts || ev.start < rp->first_ts))
             rp->first_ts = ev.start;
+        if (ev.end > last_end)
+            last_end = ev.end;
         if (ev.correlation_id > rp->max_corr)
             rp->max_corr = ev.correlation_id;
     }
     rp->records = ds.records ? ds.records : 1;
+    rp->span_ns = last_end > rp->first_ts ? last_end - rp->first_ts : 0;
     /* The fields, found by walking the records by their sizes as the
      * walker does (every record starts with its kind). */
     rp->corr_off = calloc(rp->records, sizeof *rp->corr_off);
@@ -246,6 +287,7 @@ int main(int argc, char **argv)
         {"window-buffer", required_argument, NULL, 'W'},
         {"kernel-rate", required_argument, NULL, 'K'},
         {"vary", no_argument, NULL, 'V'},
+        {"device", required_argument, NULL, 'D'},
         {NULL, 0, NULL, 0},
     };
     const char *sock_path = NULL, *buf_path = NULL, *report = NULL, *wbuf_path = NULL;
@@ -254,8 +296,9 @@ int main(int argc, char **argv)
     unsigned slots = 16;
     uint64_t want_slot = 0;
     int sparse = 0, vary = 0, c;
+    long device = -1;
     uint64_t draw = 88172645463325252ull; /* xorshift64 state for --vary */
-    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:PW:K:V", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:b:n:r:S:o:Z:PW:K:VD:", opts, NULL)) != -1) {
         switch (c) {
         case 's': sock_path = optarg; break;
         case 'b': buf_path = optarg; break;
@@ -268,10 +311,12 @@ int main(int argc, char **argv)
         case 'W': wbuf_path = optarg; break;
         case 'K': kernel_rate = atof(optarg); break;
         case 'V': vary = 1; break;
+        case 'D': device = atol(optarg); break;
         default:
             fprintf(stderr, "usage: replay-producer --socket PATH --buffer FILE.bin.zst "
                             "--records N [--rate R] [--slots S] [--report FILE] "
-                            "[--window-buffer FILE.bin.zst] [--kernel-rate K] [--vary]\n");
+                            "[--window-buffer FILE.bin.zst] [--kernel-rate K] [--vary] "
+                            "[--device N]\n");
             return 2;
         }
     }
@@ -286,6 +331,8 @@ int main(int argc, char **argv)
     if (replay_load(&rp[0], buf_path, &l) < 0 ||
         (wbuf_path && replay_load(&rp[1], wbuf_path, &l) < 0))
         return 2;
+    for (int i = 0; device >= 0 && i < (wbuf_path ? 2 : 1); i++)
+        replay_device(&rp[i], &l, (uint32_t)device);
     uint8_t *buf = rp[0].buf;
     size_t len = rp[0].len;
     uint64_t per_buf = rp[0].records;
@@ -338,6 +385,7 @@ int main(int argc, char **argv)
     uint8_t *holds = calloc(slots, 1); /* which buffer a slot holds (fresh replays) */
     int cur = 0;                       /* the buffer replayed now: 1 inside a window */
     uint32_t corr_base = 0;
+    uint64_t next_start = 0; /* where the next replay's first record goes (--vary too) */
     uint64_t window_buffers = 0;
     struct cuptimon_buf in = {0};
     uint64_t sent = 0, dropped = 0, seq = 0, buffers = 0;
@@ -359,7 +407,17 @@ int main(int argc, char **argv)
                     break;          /* as fast as possible: wait for a release */
                 dropped += per_buf; /* CUPTI would drop: no buffer to give */
             } else {
-                uint64_t now_ns = realtime_ns(), cupti_ts = now_ns;
+                /* The buffer's clock puts its first record at now, or
+                 * after the last replay's end where that is later (this
+                 * producer can outrun the H200 that made the buffer), so
+                 * that time moves on from replay to replay as one GPU's
+                 * does.  (The same timestamps every time made each
+                 * buffer's kernels overlap every busy interval the daemon
+                 * keeps: a merge no real job causes.) */
+                uint64_t now_ns = realtime_ns();
+                uint64_t at = next_start > now_ns ? next_start : now_ns;
+                uint64_t cupti_ts = rp[cur].first_ts - (at - now_ns);
+                next_start = at + rp[cur].span_ns + 1000;
                 if (wbuf_path) {
                     /* A fresh replay: new correlation ids, and a clock that
                      * puts the buffer's first record at now. */
@@ -368,7 +426,6 @@ int main(int argc, char **argv)
                         replay_fill(r, pool + s * slot_size, corr_base);
                     holds[s] = (uint8_t)cur;
                     corr_base += r->max_corr + 1;
-                    cupti_ts = r->first_ts;
                     len = r->len;
                     per_buf = r->records;
                     window_buffers += cur;
