@@ -165,6 +165,33 @@ static void print_in_flight(json_object *inf)
 }
 
 static void pool_line(json_object *pool, json_object *s, int64_t now);
+
+/* A session's NCCL (issue 46): a line per communicator (which collective
+ * it completed last, which is in flight and for how long), or why there
+ * are none to see: the job runs a profiler plugin of its own, or the
+ * shim's is off. */
+static void nccl_lines(json_object *nc)
+{
+    const char *plugin = cuptimon__json_str(nc, "plugin", "");
+    json_object *comms = cuptimon__json_get(nc, "communicators");
+    if (strcmp(plugin, "user") == 0) {
+        /* The path is the job's: made safe as a communicator's name is. */
+        char *path = cuptimon__cli_cut(cuptimon__json_str(nc, "user_plugin", ""), 200);
+        printf("        NCCL runs the job's own profiler plugin (%s): its collectives are not "
+               "recorded\n",
+               path ? path : "?");
+        free(path);
+    } else if (strcmp(plugin, "off") == 0) {
+        printf("        NCCL: the shim's profiler plugin is off (CUPTIMON_NCCL=0)\n");
+    }
+    for (size_t i = 0; comms && json_object_is_type(comms, json_type_array) &&
+                       i < json_object_array_length(comms);
+         i++) {
+        char line[512];
+        cuptimon__cli_nccl_line(json_object_array_get_idx(comms, i), line, sizeof line);
+        printf("        %s\n", line);
+    }
+}
 static void refused_lines(json_object *dm);
 
 static int cmd_status(int argc, char **argv)
@@ -285,6 +312,7 @@ static int cmd_status(int argc, char **argv)
                    "buffer's records only when it completes it)\n");
         if (pool)
             pool_line(pool, s, now);
+        nccl_lines(cuptimon__json_get(s, "nccl"));
         /* What the per-session check of the layout table found: the
          * release a shared version number turned out not to be, each kind
          * whose measured record size is not the table's, and the table

@@ -559,6 +559,37 @@ static void held_note(struct out *o, const struct view *v, json_object *r, doubl
     out_line(o, line, v->width);
 }
 
+char *cuptimon__cli_cut(const char *text, size_t width)
+{
+    return cut(text, width);
+}
+
+void cuptimon__cli_nccl_line(json_object *c, char *out, size_t len)
+{
+    json_object *l = cuptimon__json_get(c, "last_completed"),
+                *f = cuptimon__json_get(c, "in_flight");
+    char last[160] = "none completed", fly[192] = "none in flight", age[32];
+    /* Names come from the job (NCCL's plugin calls): shown safe. */
+    char *name = cut(cuptimon__json_str(c, "name", ""), 48);
+    char *lf = l ? cut(cuptimon__json_str(l, "function", "?"), 32) : NULL;
+    char *ff = f ? cut(cuptimon__json_str(f, "function", "?"), 32) : NULL;
+    if (l)
+        snprintf(last, sizeof last, "last completed %s #%" PRIu64, lf ? lf : "?",
+                 cuptimon__json_uint(l, "seq", 0));
+    if (f) {
+        fmt_ns(age, sizeof age, (uint64_t)(cuptimon__json_double(f, "age_s", 0) * 1e9));
+        snprintf(fly, sizeof fly, "in flight %s #%" PRIu64 " for %s", ff ? ff : "?",
+                 cuptimon__json_uint(f, "seq", 0), age);
+    }
+    snprintf(out, len, "NCCL %s%s(%s) rank %" PRId64 " of %" PRId64 ": %s; %s",
+             name && *name ? name : "", name && *name ? " " : "",
+             cuptimon__json_str(c, "comm_id", "?"), cuptimon__json_int(c, "rank", 0),
+             cuptimon__json_int(c, "ranks", 0), last, fly);
+    free(name);
+    free(lf);
+    free(ff);
+}
+
 static void draw_table(struct out *o, const struct view *v, json_object *t, size_t max)
 {
     json_object *rows = cuptimon__json_get(t, "rows");
@@ -667,6 +698,19 @@ static void draw_table(struct out *o, const struct view *v, json_object *t, size
             json_object *age = cuptimon__json_get(r, "inflight_s");
             if (age && json_object_get_double(age) >= 1 && (!v->tty || lines < max)) {
                 held_note(o, v, r, json_object_get_double(age));
+                out_printf(o, "%s", eol);
+                lines += v->tty;
+            }
+            /* Its NCCL communicators: the last collective completed and
+             * the one in flight, which rank waits in what (issue 46). */
+            json_object *comms = cuptimon__json_get(r, "nccl");
+            for (size_t c = 0; comms && json_object_is_type(comms, json_type_array) &&
+                               c < json_object_array_length(comms) && (!v->tty || lines < max);
+                 c++) {
+                char note[512];
+                cuptimon__cli_nccl_line(json_object_array_get_idx(comms, c), note, sizeof note);
+                snprintf(line, sizeof line, "%9s%s", "", note);
+                out_line(o, line, v->width);
                 out_printf(o, "%s", eol);
                 lines += v->tty;
             }
@@ -954,7 +998,9 @@ static void top_usage(FILE *f)
                "A process whose records running work has held for a second or more gets\n"
                "a line under its row: \"held 3.02s by kernel NAME, 11.2MiB behind it\".  A\n"
                "kernel still running counts as busy on its GPU until now (CUPTI hands its\n"
-               "record over only when it ends).\n"
+               "record over only when it ends).  A process that uses NCCL gets a line per\n"
+               "communicator: \"NCCL pg0 (0x...) rank 0 of 2: last completed AllReduce #2;\n"
+               "in flight Broadcast #2 for 212s\" (NCCL's sequence numbers, per function).\n"
                "\n"
                "  -i, --interval=S      refresh period in seconds (default 2)\n"
                "  -b, --by=WHAT         process (default), kernel or device\n"

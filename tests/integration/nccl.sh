@@ -64,6 +64,9 @@ s = [s for s in json.load(sys.stdin)["sessions"] if s.get("label") == "own" and 
 sys.exit(0 if s and s[0]["nccl"] == {"plugin": "user", "user_plugin": "/opt/own/libnccl-profiler-own.so"} else 1)'
 }
 wait_for 100 own_seen || fail "status does not say the job runs its own NCCL profiler plugin"
+ctl status >"$T/status-own.txt" || fail "status failed"
+grep -q "NCCL runs the job's own profiler plugin (/opt/own/libnccl-profiler-own.so): its collectives are not recorded" \
+    "$T/status-own.txt" || { cat "$T/status-own.txt"; fail "status (text) does not say whose plugin NCCL runs"; }
 wait "$wo" || fail "the workload with its own plugin failed"
 # A hang: rank 0's last collective of communicator 0 stays in flight 4 s
 # (its kernel does not end), rank 1 sleeps 4 s before its last one (it
@@ -78,6 +81,8 @@ CUPTIMON_LABEL=hang CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" --rank 1 --ranks 2 -
 h1=$!
 sleep 2.5
 ctl status --json >"$T/status-hang.json" || fail "status failed"
+ctl status >"$T/status-hang.txt" || fail "status (text) failed"
+COLUMNS=200 ctl top --once >"$T/top-hang.txt" || fail "top failed"
 sleep 0.5
 cp "$T/metrics.prom" "$T/metrics-hang.prom" || fail "no metrics file"
 wait "$h0" || fail "hang rank 0 failed: $(cat "$T/err-h0")"
@@ -118,6 +123,21 @@ fl = [l for l in open(sys.argv[2]) if l.startswith("cuptimon_nccl_inflight_secon
       and 'comm_id="0x0000000000001000"' in l and 'function="Broadcast"' in l and 'seq="2"' in l]
 assert fl and float(fl[0].split()[-1]) >= 1.5, fl
 print("ok: the hang is named")
+PY
+# The same in the text an operator reads first: status and top name the
+# collective in flight on rank 0 and what rank 1 completed last.
+python3 - "$T/status-hang.txt" "$T/top-hang.txt" <<'PY' || fail "status or top (text) do not show the hang"
+import re, sys
+for path in sys.argv[1:]:
+    text = open(path).read()
+    m = re.search(r"NCCL pg0 \(0x0000000000001000\) rank 0 of 2: last completed AllReduce #2; "
+                  r"in flight Broadcast #2 for ([0-9.]+)(ms|s)\b", text)
+    assert m, (path, text)
+    age = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+    assert age >= 1.5, (path, m.group(0))
+    assert re.search(r"NCCL pg0 \(0x0000000000001000\) rank 1 of 2: last completed AllReduce #2; "
+                     r"none in flight", text), (path, text)
+print("ok: status and top name the hang")
 PY
 grep -q 'NCCL Broadcast #2 of communicator pg0 (id 0x0000000000001000) has been in flight on rank 0 of 2' \
     "$T/daemon.log" || fail "the daemon did not log the collective in flight"
