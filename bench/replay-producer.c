@@ -147,56 +147,41 @@ struct replay {
     size_t nends;
 };
 
-/* The correlation id field of a record of kind k, or -1. */
+/* The offset of a 4-byte field of a record of kind k: field f_kernel of a
+ * kernel, f_copy of a copy, f_set of a memset, f_api of an API record (-1:
+ * none), or -1. */
+static int field_of(const struct cuptimon_layout *l, uint32_t k, int f_kernel, int f_copy,
+                    int f_set, int f_api)
+{
+    const struct cuptimon_rec_layout *r = k < CUPTIMON_KIND_SLOTS ? l->rec[k] : NULL;
+    int f = -1;
+    if (!r)
+        return -1;
+    switch (r->type) {
+    case CUPTIMON_REC_KERNEL: f = f_kernel; break;
+    case CUPTIMON_REC_MEMCPY: f = f_copy; break;
+    case CUPTIMON_REC_MEMSET: f = f_set; break;
+    case CUPTIMON_REC_API: f = f_api; break;
+    default: return -1;
+    }
+    return f >= 0 && r->f[f].width == 4 ? r->f[f].off : -1;
+}
+
 static int corr_field(const struct cuptimon_layout *l, uint32_t k)
 {
-    const struct cuptimon_rec_layout *r = k < CUPTIMON_KIND_SLOTS ? l->rec[k] : NULL;
-    int f = -1;
-    if (!r)
-        return -1;
-    switch (r->type) {
-    case CUPTIMON_REC_KERNEL: f = CUPTIMON_FK_correlationId; break;
-    case CUPTIMON_REC_MEMCPY: f = CUPTIMON_FMC_correlationId; break;
-    case CUPTIMON_REC_MEMSET: f = CUPTIMON_FMS_correlationId; break;
-    case CUPTIMON_REC_API: f = CUPTIMON_FAPI_correlationId; break;
-    default: return -1;
-    }
-    return r->f[f].width == 4 ? r->f[f].off : -1;
+    return field_of(l, k, CUPTIMON_FK_correlationId, CUPTIMON_FMC_correlationId,
+                    CUPTIMON_FMS_correlationId, CUPTIMON_FAPI_correlationId);
 }
 
-/* The device id field of a record of kind k (kernel, copy, memset), or -1. */
 static int device_field(const struct cuptimon_layout *l, uint32_t k)
 {
-    const struct cuptimon_rec_layout *r = k < CUPTIMON_KIND_SLOTS ? l->rec[k] : NULL;
-    int f = -1;
-    if (!r)
-        return -1;
-    switch (r->type) {
-    case CUPTIMON_REC_KERNEL: f = CUPTIMON_FK_deviceId; break;
-    case CUPTIMON_REC_MEMCPY: f = CUPTIMON_FMC_deviceId; break;
-    case CUPTIMON_REC_MEMSET: f = CUPTIMON_FMS_deviceId; break;
-    default: return -1;
-    }
-    return r->f[f].width == 4 ? r->f[f].off : -1;
+    return field_of(l, k, CUPTIMON_FK_deviceId, CUPTIMON_FMC_deviceId, CUPTIMON_FMS_deviceId, -1);
 }
 
-/* Puts every kernel, copy and memset of rp on device dev. */
-static void replay_device(struct replay *rp, const struct cuptimon_layout *l, uint32_t dev)
-{
-    for (size_t off = 0; off + 4 <= rp->len;) {
-        uint32_t k;
-        memcpy(&k, rp->buf + off, 4);
-        uint16_t sz = k < CUPTIMON_KIND_SLOTS ? l->size[k] : 0;
-        if (sz == 0 || off + sz > rp->len)
-            break;
-        int f = device_field(l, k);
-        if (f >= 0)
-            memcpy(rp->buf + off + f, &dev, 4);
-        off += sz;
-    }
-}
-
-static int replay_load(struct replay *rp, const char *path, const struct cuptimon_layout *l)
+/* Loads a buffer to replay; device >= 0 puts its kernels, copies and
+ * memsets on that device (--device). */
+static int replay_load(struct replay *rp, const char *path, const struct cuptimon_layout *l,
+                       long device)
 {
     struct cuptimon_decode_stats ds = {0};
     struct cuptimon_walk w;
@@ -232,6 +217,11 @@ static int replay_load(struct replay *rp, const char *path, const struct cuptimo
         uint16_t sz = k < CUPTIMON_KIND_SLOTS ? l->size[k] : 0;
         if (sz == 0 || off + sz > rp->len)
             break;
+        int df = device >= 0 ? device_field(l, k) : -1;
+        if (df >= 0) {
+            uint32_t dev = (uint32_t)device;
+            memcpy(rp->buf + off + df, &dev, 4);
+        }
         int f = corr_field(l, k);
         if (f >= 0 && rp->ncorr < rp->records) {
             rp->corr_off[rp->ncorr] = (uint32_t)(off + (size_t)f);
@@ -328,11 +318,9 @@ int main(int argc, char **argv)
     struct cuptimon_layout l;
     struct replay rp[2];
     cuptimon__layout_init(&l, 130001, NULL);
-    if (replay_load(&rp[0], buf_path, &l) < 0 ||
-        (wbuf_path && replay_load(&rp[1], wbuf_path, &l) < 0))
+    if (replay_load(&rp[0], buf_path, &l, device) < 0 ||
+        (wbuf_path && replay_load(&rp[1], wbuf_path, &l, device) < 0))
         return 2;
-    for (int i = 0; device >= 0 && i < (wbuf_path ? 2 : 1); i++)
-        replay_device(&rp[i], &l, (uint32_t)device);
     uint8_t *buf = rp[0].buf;
     size_t len = rp[0].len;
     uint64_t per_buf = rp[0].records;
