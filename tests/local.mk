@@ -9,6 +9,18 @@ AM_TESTS_ENVIRONMENT = \
 	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT; \
 	SHIM_STATIC_JSONC=$(SHIM_STATIC_JSONC); export SHIM_STATIC_JSONC; \
 	CUPTIMON_SANITIZERS=$(CUPTIMON_SANITIZERS); export CUPTIMON_SANITIZERS;
+# python3 found first in PATH may be a shim that picks the interpreter
+# (pyenv's: a shell script that runs pyenv, some 0.25 s of CPU a call; the
+# tests call python3 hundreds of times, in polling loops too).  Then the
+# interpreter it picks goes first in PATH, as pyenv exec itself puts it:
+# the same python with the same modules, without the shim each call.  A
+# python3 that is the interpreter (Debian's, a venv's) leaves PATH alone.
+AM_TESTS_ENVIRONMENT += \
+	cuptimon_py=$$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || cuptimon_py=; \
+	if [ -n "$$cuptimon_py" ] && \
+	  [ "$$(readlink -f "$$(command -v python3)")" != "$$(readlink -f "$$cuptimon_py")" ]; then \
+	  PATH=$${cuptimon_py%/*}:$$PATH; export PATH; \
+	fi;
 # yes in an ASan+UBSan build (--enable-sanitizers): the tests whose verdict
 # is a throughput, or that do not depend on the build, skip there.
 if SANITIZERS
