@@ -108,3 +108,15 @@ check-plain:
 .PHONY: check-plain
 # Issue 48: the candidates' table.
 EXTRA_DIST += tests/gpu/pm-candidates.py
+
+# check.sh's build without a CUDA toolkit runs these (make check-nocuda):
+# every test but those whose verdict cannot differ from their run in the
+# gcc build's check-plain: cppcheck.sh reads the sources, not the build
+# (28 s), and fair-users.sh and fair-workers.sh, which run alone, measure
+# the daemon, the same program in both builds (the same config.h and
+# flags; check.sh's no_cuda_headers shows that no product object reads a
+# CUDA header).
+NOCUDA_SAME_TESTS = tests/fault/cppcheck.sh tests/fault/fair-users.sh tests/fault/fair-workers.sh
+check-nocuda:
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS='$(filter-out $(NOCUDA_SAME_TESTS),$(TESTS))'
+.PHONY: check-nocuda
