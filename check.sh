@@ -107,8 +107,10 @@ fi
 # test double and everything run through it) are skipped, the rest pass.
 echo "=== build (no CUDA toolkit) (at ${SECONDS} s)"
 if build "$top/build-nocuda" --enable-werror --without-cuda; then
-    (cd build-nocuda && make -s -j"$jobs" check >/dev/null 2>&1)
-    count_suite build-nocuda "make check (no CUDA toolkit)"
+    # All but the tests whose verdict is the gcc build's (tests/local.mk,
+    # check-nocuda): the same sources, the same daemon.
+    (cd build-nocuda && make -s -j"$jobs" check-nocuda >/dev/null 2>&1)
+    count_suite build-nocuda "make check-nocuda (no CUDA toolkit)"
 else
     failed=$((failed + 1)); failures+=("build without CUDA")
 fi

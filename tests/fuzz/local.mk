@@ -87,20 +87,28 @@ tests_fuzz_fuzz_ranges_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # inputs it finds land there, not in the source tree).  A crash leaves its
 # reproducer as tests/fuzz/crash-* in the build tree and fails the target;
 # replay it with tests/fuzz/fuzz-TARGET FILE, and commit it under
-# tests/fuzz/corpus/TARGET/ once fixed.
+# tests/fuzz/corpus/TARGET/ once fixed.  The targets run side by side, one
+# per CPU (FUZZ_JOBS=N to choose; each libFuzzer process is single-threaded,
+# so each still gets FUZZ_SECONDS of a CPU); each one's output is in a log
+# of its own, shown whole when it fails, its "Done N runs" line when not.
+FUZZ_SMOKE_TARGETS = frame strings decode archive ranges layouts gpm rdelta
 fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
 	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT) \
 	tests/fuzz/fuzz-layouts$(EXEEXT) tests/fuzz/fuzz-gpm$(EXEEXT) tests/fuzz/fuzz-rdelta$(EXEEXT)
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
-	for t in frame strings decode archive ranges layouts gpm rdelta; do \
+	jobs=$${FUZZ_JOBS:-$$(nproc)}; \
+	echo "fuzz-smoke: each target for $(FUZZ_SECONDS)s, $$jobs at a time"; \
+	for t in $(FUZZ_SMOKE_TARGETS); do \
 	  mkdir "$$work/$$t"; \
 	  cp $(srcdir)/tests/fuzz/corpus/$$t/* "$$work/$$t/"; \
-	  echo "fuzz-smoke: fuzz-$$t for $(FUZZ_SECONDS)s"; \
-	  ./tests/fuzz/fuzz-$$t$(EXEEXT) -max_total_time=$(FUZZ_SECONDS) \
-	    -print_final_stats=1 -artifact_prefix=tests/fuzz/ "$$work/$$t"; \
-	done
+	done; \
+	printf '%s\n' $(FUZZ_SMOKE_TARGETS) | xargs -n 1 -P "$$jobs" sh -c '\
+	  if ./tests/fuzz/fuzz-$$1$(EXEEXT) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	      -artifact_prefix=tests/fuzz/ "$$0/$$1" >"$$0/$$1.log" 2>&1; then \
+	    echo "fuzz-smoke: fuzz-$$1: $$(grep -m 1 "^Done " "$$0/$$1.log")"; \
+	  else cat "$$0/$$1.log"; echo "fuzz-smoke: fuzz-$$1 FAILED"; exit 1; fi' "$$work"
 else
 fuzz-smoke:
 	@echo "fuzz-smoke: the libFuzzer targets are not built;" \

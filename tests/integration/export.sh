@@ -44,13 +44,13 @@ if [ -e "$FAKEPM" ]; then
 else
     start_daemon --flush-period 0.2
 fi
-CUPTIMON_LABEL=exp RANK=0 workload --kernels 6000 --rate 4000 --threads 2 --annotate 100 --nest \
+CUPTIMON_LABEL=exp RANK=0 spawn_workload --kernels 6000 --rate 4000 --threads 2 --annotate 100 --nest \
     --names "$NAMES" --memcpy-every 7 --memset-every 11 --range-log "$T/ranges.log" \
-    --report "$T/r0.json" --linger-ms 1500 --wait-file "$T/go" --quiet &
-w0=$!
-CUPTIMON_LABEL=other RANK=1 workload --kernels 3000 --rate 3000 --names "$NAMES" --memcpy-every 5 \
-    --report "$T/r1.json" --linger-ms 1500 --wait-file "$T/go" --quiet &
-w1=$!
+    --report "$T/r0.json" --linger-ms 1500 --wait-file "$T/go" --quiet
+w0=$SPAWNED
+CUPTIMON_LABEL=other RANK=1 spawn_workload --kernels 3000 --rate 3000 --names "$NAMES" --memcpy-every 5 \
+    --report "$T/r1.json" --linger-ms 1500 --wait-file "$T/go" --quiet
+w1=$SPAWNED
 two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
 wait_for 100 two || fail "the workloads did not connect"
 touch "$T/go"
@@ -59,6 +59,9 @@ ctl begin-window --all --activities kernel,memcpy,memset,runtime,external_correl
     --json >/dev/null || fail "begin-window failed"
 sleep 0.8
 ctl end-window --json >/dev/null || fail "end-window failed"
+# The window has ended: SIGUSR1 ends their linger (a normal exit, after
+# all their launches).
+kill -USR1 "$w0" "$w1" 2>/dev/null || true
 wait "$w0" || fail "the annotating workload failed"
 wait "$w1" || fail "the second workload failed"
 # --window: the ended window's range and processes, as --from/--to/--pid

@@ -29,9 +29,9 @@ pids=
 for r in $RELEASES; do
     # The API kinds always on too, so that their records are measured.
     CUPTIMON_ACTIVITIES=kernel,memcpy,memset,runtime,driver \
-        CUPTIMON_CUPTI_API=v1 FAKECUPTI_CUDA=$r CUPTIMON_LABEL=cuda$r workload --kernels 6000 --rate 4000 --streams 2 \
-        --memcpy-every 7 --memset-every 11 --report "$T/r-$r.json" --linger-ms 4000 &
-    pids="$pids $!"
+        CUPTIMON_CUPTI_API=v1 FAKECUPTI_CUDA=$r CUPTIMON_LABEL=cuda$r spawn_workload --kernels 6000 --rate 4000 --streams 2 \
+        --memcpy-every 7 --memset-every 11 --report "$T/r-$r.json" --linger-ms 4000
+    pids="$pids $SPAWNED"
 done
 # Connected, and each one's kernel, copy, memset, driver and runtime
 # records measured (kinds 10, 1, 2, 4, 5): they come with its first buffers.
@@ -44,6 +44,8 @@ sys.exit(0 if len(ss) == 5 and all(
 wait_for 200 measured || { ctl status --json; fail "the 5 workloads were not all connected and measured"; }
 ctl status --json > "$T/status.json"
 ctl status > "$T/status.txt"
+# Seen: SIGUSR1 ends their linger (each still launches all it was to).
+for p in $pids; do kill -USR1 "$p" 2>/dev/null || true; done
 for p in $pids; do wait "$p" || fail "a workload exited with status $?"; done
 stop_daemon
 
@@ -97,14 +99,15 @@ mv "$T/out" "$T/out-releases"
 # wrong entry there would only cost that kind's names: the shim reads a
 # name only from a record of its table's size, and counts the others).
 CUPTIMON_TEST_LAYOUT_SIZE=130100:10:216 start_daemon --flush-period 0.2
-CUPTIMON_CUPTI_API=v1 FAKECUPTI_CUDA=13.1 CUPTIMON_LABEL=wrong workload --kernels 6000 --rate 4000 --streams 2 \
-    --memcpy-every 7 --memset-every 11 --report "$T/r-wrong.json" --linger-ms 4000 &
-wp=$!
+CUPTIMON_CUPTI_API=v1 FAKECUPTI_CUDA=13.1 CUPTIMON_LABEL=wrong spawn_workload --kernels 6000 --rate 4000 --streams 2 \
+    --memcpy-every 7 --memset-every 11 --report "$T/r-wrong.json" --linger-ms 4000
+wp=$SPAWNED
 shows_mismatch() {
     ctl status > "$T/status-wrong.txt"
     grep -q "layout mismatch: kind 10, table 216 bytes, CUPTI 224" "$T/status-wrong.txt"
 }
 wait_for 100 shows_mismatch || { cat "$T/status-wrong.txt"; fail "status does not show the mismatch"; }
+kill -USR1 "$wp" 2>/dev/null || true
 wait "$wp" || fail "the 13.1 workload failed"
 stop_daemon
 grep -q "session 1 (pid [0-9]*): layout mismatch: kind 10, table 216 bytes, CUPTI 224" "$T/daemon.log" ||
@@ -145,14 +148,15 @@ python3 "$top_srcdir/tests/integration/check-archive.py" "$CTL" "$T/out" "$T/r-w
 mv "$T/out" "$T/out-wrong"
 : > "$T/daemon.log"
 start_daemon --flush-period 0.2
-FAKECUPTI_CUDA=11.8 CUPTIMON_LABEL=cuda11.8 workload --kernels 3000 --rate 4000 \
-    --memcpy-every 7 --report "$T/r-118.json" --linger-ms 4000 &
-op=$!
+FAKECUPTI_CUDA=11.8 CUPTIMON_LABEL=cuda11.8 spawn_workload --kernels 3000 --rate 4000 \
+    --memcpy-every 7 --report "$T/r-118.json" --linger-ms 4000
+op=$SPAWNED
 refuted() {
     ctl status > "$T/status-118.txt"
     grep -q "CUPTI API version 18 is 12.0-12.1's and 11.8's; the measured record sizes are not 12.0-12.1's: CUDA 11.8, not decoded" "$T/status-118.txt"
 }
 wait_for 100 refuted || { cat "$T/status-118.txt"; fail "status does not tell 11.8 apart"; }
+kill -USR1 "$op" 2>/dev/null || true
 wait "$op" || fail "the 11.8 workload failed"
 stop_daemon
 grep -q "CUPTI API version 18 is reported by CUDA 12.0-12.1 and by 11.8, and its measured record sizes are not 12.0-12.1's" "$T/daemon.log" ||

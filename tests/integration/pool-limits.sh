@@ -97,7 +97,9 @@ wait_for 100 has_session $w || { kill $w; fail "a2: a pool of 40 resident slots 
 touch "$T/go-a2"
 ctl status >"$T/a2-status.txt"
 status_of $w >"$T/a2-status.json"
+# It stops launching and ends: SIGUSR1 ends its linger (else 30 s more).
 touch "$T/stop-a2"
+kill -USR1 $w 2>/dev/null || true
 wait $w || fail "a2: the workload failed"
 
 mkdir -p "$T/cg/memory"

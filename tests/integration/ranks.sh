@@ -27,9 +27,15 @@ echo '{"window_gzip_level": 6}' >"$T/gz.conf"
 
 start_daemon --config "$T/gz.conf" --flush-period 0.3
 for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=ranks workload --kernels 2000000 --rate 5000 --threads 2 \
-        --annotate 200 --report "$T/r$r.json" --quiet &
-    eval "p$r=\$!"
+    # spawn_workload: $SPAWNED is the workload's own pid, which the kill
+    # below must reach (a backgrounded function's $! is a subshell's: killed,
+    # it left the workload running its 400 s beside the tests that follow).
+    # 1000 launches a second (an annotation every 40: 25 a second, as
+    # before at 5000 and 200) fill each window with hundreds of kernels;
+    # the decodes below read all they sent, five times as much at 5000.
+    RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=ranks spawn_workload --kernels 2000000 --rate 1000 --threads 2 \
+        --annotate 40 --report "$T/r$r.json" --quiet
+    eval "p$r=\$SPAWNED"
 done
 two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
 wait_for 100 two || fail "the two ranks did not connect"

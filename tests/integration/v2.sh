@@ -45,7 +45,8 @@ sleep 1.5
 ctl end-window --json > "$T/end.json" || fail "end-window failed"
 ctl status --json > "$T/status-after.json"
 # The launches take 8 s; the jobs linger until told (SIGUSR1: a normal exit).
-sleep 8
+# Told now, each still launches all it was to and then exits: wait below
+# waits for that (a fixed 8 s here waited out the launches and then some).
 # shellcheck disable=SC2086
 kill -USR1 $pids
 for p in $pids; do wait "$p" || fail "a workload exited with status $?"; done

@@ -116,15 +116,17 @@ mv "$T/out" "$T/out-known"
 start_daemon --flush-period 0.2
 # (On the global activity API: a 14.0 on CUPTI's v2 path describes its
 # records itself and decodes, which tests/integration/v2.sh shows.)
-CUPTIMON_CUPTI_API=v1 FAKECUPTI_VERSION=140000 CUPTIMON_LABEL=future workload --kernels 3000 --rate 20000 \
-    --report "$T/r-future.json" --linger-ms 4000 2>"$T/future.err" &
-fp=$!
+CUPTIMON_CUPTI_API=v1 FAKECUPTI_VERSION=140000 CUPTIMON_LABEL=future spawn_workload --kernels 3000 --rate 20000 \
+    --report "$T/r-future.json" --linger-ms 4000 2>"$T/future.err"
+fp=$SPAWNED
 one() { ctl status --json | python3 -c 'import json,sys; sys.exit(0 if any(s["connected"] for s in json.load(sys.stdin)["sessions"]) else 1)'; }
 wait_for 100 one || fail "the 14.0 workload did not connect"
 # The job lingers 4 s: status is read while it is still connected, even on
 # a loaded machine.
 ctl status > "$T/status-future.txt"
 grep -q "CUPTI version unknown to this build" "$T/status-future.txt" || { cat "$T/status-future.txt"; fail "status does not say the version is unknown"; }
+# Read: SIGUSR1 ends the linger (a normal exit, after all its launches).
+kill -USR1 "$fp" 2>/dev/null || true
 wait "$fp" || fail "the 14.0 workload failed"
 stop_daemon
 grep -q "CUPTI API version 140000 (.*) is not one this build knows" "$T/future.err" ||
