@@ -20,15 +20,15 @@ export SLACK=2000
 
 start_daemon --flush-period 0.3
 # The workloads launch only once both are connected (--wait-file), just
-# before the window opens: on a loaded machine the window once opened after
-# their 1.5 s of launches.
-CUPTIMON_LABEL=annot workload --kernels 6000 --rate 4000 --threads 2 --annotate 100 --steps --nest \
+# before the window opens, and until it has ended (--stop-file): on a
+# loaded machine the window once opened after a fixed 1.5 s of launches.
+CUPTIMON_LABEL=annot workload --kernels 600000 --rate 4000 --threads 2 --annotate 100 --steps --nest \
     --memcpy-every 7 --memset-every 11 --range-log "$T/ranges.log" --report "$T/r.json" --linger-ms 2000 \
-    --wait-file "$T/go" --quiet &
+    --wait-file "$T/go" --stop-file "$T/stop" --quiet &
 wp=$!
-CUPTIMON_LABEL=annot workload --kernels 4000 --rate 3000 --threads 2 --bare-threads 1 --annotate 100 --steps \
+CUPTIMON_LABEL=annot workload --kernels 400000 --rate 3000 --threads 2 --bare-threads 1 --annotate 100 --steps \
     --memcpy-every 7 --range-log "$T/ranges2.log" --report "$T/r2.json" --linger-ms 2000 \
-    --wait-file "$T/go" --quiet &
+    --wait-file "$T/go" --stop-file "$T/stop" --quiet &
 wp2=$!
 two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
 wait_for 100 two || fail "the workloads did not connect"
@@ -39,6 +39,7 @@ ctl begin-window --label annot --activities kernel,memcpy,memset,runtime,externa
 sleep 0.8
 ctl end-window --json >"$T/end.json" || fail "end-window failed"
 ctl status --json >"$T/status.json" || fail "status failed"
+touch "$T/stop"
 wait "$wp" || fail "the workload failed"
 wait "$wp2" || fail "the workload with a helper thread failed"
 cat "$T/ranges2.log" >>"$T/ranges.log"
