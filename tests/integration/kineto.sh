@@ -36,12 +36,13 @@ grep -q 'process_labels of pid 620 is .CUPTI 130001., not Kineto' "$T/meta.out" 
 start_daemon --flush-period 0.3
 # The workloads must outlive the window: the shim names threads at forced
 # flushes, and a process that ends inside the window (before the end's
-# forced flush) has its threads unnamed; at 20000 kernels/s (2 s) a busy
-# machine made that happen.  Rank 1's process sees two devices (the test double's driver queries), rank
+# forced flush) has its threads unnamed; at 20000 kernels/s (2 s), and at
+# 8000/s (5 s) under a load of 7-10, a busy machine made that happen: they
+# launch until the window has ended (--stop-file).  Rank 1's process sees two devices (the test double's driver queries), rank
 # 0's one: the trace's deviceProperties has both, device 0 once.
 for r in 0 1; do
-    FAKECUPTI_DEVICES=$((r + 1)) RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 40000 --rate 8000 --threads 2 \
-        --annotate 500 --report "$T/r$r.json" --quiet &
+    FAKECUPTI_DEVICES=$((r + 1)) RANK=$r WORLD_SIZE=2 CUPTIMON_LABEL=kineto workload --kernels 4000000 --rate 8000 --threads 2 \
+        --annotate 500 --report "$T/r$r.json" --stop-file "$T/stop" --quiet &
     eval "p$r=\$!"
 done
 two() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 2 ]; }
@@ -51,6 +52,7 @@ ctl begin-window --label kineto --activities kernel,memcpy,memset,runtime,driver
     --json >"$T/begin.json" || fail "begin-window failed"
 sleep 0.6
 ctl end-window --json >"$T/end.json" || fail "end-window failed"
+touch "$T/stop" # (they launch until the window has ended: none ends inside it)
 trace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"])' "$T/end.json")
 python3 "$CHECK" "$REF" "$trace" --ranks 2 --devices 2 --annotations || fail "the window trace is not in Kineto's dialect"
 # The test double records the cuLaunchKernel inside each cudaLaunchKernel
