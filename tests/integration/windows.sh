@@ -41,12 +41,15 @@ done
 pids=
 for i in 0 1 2 3; do
     lab=$([ $i -lt 2 ] && echo traced || echo other)
-    CUPTIMON_LABEL=$lab RANK=$i workload --kernels 90000 --rate 20000 --report "$T/r$i.json" \
-        --log "$T/log$i.txt" --annotate 1000 &
+    CUPTIMON_LABEL=$lab RANK=$i workload --kernels 9000000 --rate 20000 --report "$T/r$i.json" \
+        --log "$T/log$i.txt" --annotate 1000 --wait-file "$T/go" --stop-file "$T/stop" &
     pids="$pids $!"
 done
 four() { [ "$(ctl status --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s["connected"]))')" = 4 ]; }
 wait_for 100 four || fail "the 4 workloads did not all connect"
+# They launch from here until the window has ended (fixed counts let a
+# loaded machine end a traced session before the window began).
+touch "$T/go"
 sleep 0.5
 
 # A selector that matches nothing says what exists.
@@ -63,11 +66,22 @@ out=$(ctl begin-window --label traced 2>&1); rc=$?
 set -e
 [ $rc -eq 1 ] && echo "$out" | grep -q "already in open window" || fail "overlap: $rc $out"
 # A process that joins during the window and matches is included.
-CUPTIMON_LABEL=traced workload --kernels 8000 --rate 20000 --report "$T/r4.json" --log "$T/log4.txt" &
-joiner=$!
-sleep 1.2
+CUPTIMON_LABEL=traced spawn_workload --kernels 8000000 --rate 20000 --report "$T/r4.json" \
+    --log "$T/log4.txt" --stop-file "$T/stop"
+joiner=$SPAWNED
+# The window ends 1.2 s on, and at least 0.6 s after the joiner's first
+# buffer (its launches well inside the window).
+joined() {
+    ctl status --json | python3 -c 'import json,sys
+sys.exit(0 if any(s["pid"] == int(sys.argv[1]) and s["buffers_received"] > 0
+                  for s in json.load(sys.stdin)["sessions"]) else 1)' "$joiner"
+}
+sleep 0.6
+wait_for 300 joined || fail "the joiner delivered nothing"
+sleep 0.6
 end_req_ns=$(date +%s%N)
 ctl end-window --json > "$T/end.json" || fail "end-window failed"
+touch "$T/stop"
 wait $joiner || fail "the joiner failed"
 for p in $pids; do wait "$p" || fail "a workload failed"; done
 
