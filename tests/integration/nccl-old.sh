@@ -18,45 +18,59 @@
 FAKENCCL=$top_builddir/tests/fakecupti/cuptimon-fakenccl
 
 start_daemon --flush-period 0.3
-# Each rank sleeps 5 s before its collective 30 of communicator 0: status
-# is read meanwhile (JSON and text together), while all three are connected.
+# Each rank sleeps 4 s before its collective 30 of communicator 0; status
+# (JSON and text) is read until each rank has been seen with both its
+# communicators named, every reading kept.
 for r in 0 1 2; do
     CUPTIMON_LABEL=ncclold CUDA_INJECTION64_PATH=$SHIM "$FAKENCCL" --rank "$r" --ranks 3 --colls 40 \
-        --max-version $((r + 1)) --lag-at 30 --lag-ms 5000 --log "$T/ops$r.log" 2>"$T/err$r" &
+        --max-version $((r + 1)) --lag-at 30 --lag-ms 4000 --log "$T/ops$r.log" 2>"$T/err$r" &
     eval "p$r=\$!"
 done
+mkdir "$T/st"
+n=0
 named() {
-    ctl status --json >"$T/status.json" 2>/dev/null || return 1
-    ctl status >"$T/status.txt" 2>/dev/null || return 1
-    python3 - "$T/status.json" "$T/status.txt" <<'PY'
-import json, sys
-st = json.load(open(sys.argv[1]))
-comms = [c for s in st["sessions"] if s.get("label") == "ncclold" and s.get("connected")
-         for c in s.get("nccl", {}).get("communicators", [])]
-# Both communicators of each of the three ranks, with collectives done,
-# and the three sessions still there when the text was read.
-seen = {(c["comm_id"], c["rank"]) for c in comms if c.get("completed", 0) >= 20}
-sys.exit(0 if len(seen) == 6 and "3 session(s) connected" in open(sys.argv[2]).read() else 1)
+    n=$((n + 1))
+    ctl status --json >"$T/st/$n.json" 2>/dev/null || return 1
+    ctl status >"$T/st/$n.txt" 2>/dev/null || return 1
+    python3 - "$T/st" <<'PY'
+import glob, json, re, sys
+seen = set()
+for path in glob.glob(sys.argv[1] + "/*.json"):
+    try:
+        st = json.load(open(path))
+    except ValueError:
+        continue
+    text = open(path[:-5] + ".txt").read()
+    for s in st["sessions"]:
+        if s.get("label") != "ncclold" or not s.get("connected"):
+            continue
+        for c in s.get("nccl", {}).get("communicators", []):
+            line = r"NCCL %s \(%s\) rank %d: last completed " % (c["name"], c["comm_id"], c["rank"])
+            if c.get("completed", 0) >= 20 and re.search(line, text):
+                seen.add((c["comm_id"], c["rank"]))
+# Both communicators of each of the three ranks, in JSON and text.
+sys.exit(0 if len(seen) == 6 else 1)
 PY
 }
-wait_for 250 named || { cat "$T/status.json"; fail "status did not show the six communicators of the v1-v3 ranks"; }
-python3 - "$T/status.json" "$T/status.txt" <<'PY' || fail "status names the v1-v3 communicators wrongly"
-import json, re, sys
-st = json.load(open(sys.argv[1]))
-comms = [c for s in st["sessions"] if s.get("label") == "ncclold"
-         for c in s.get("nccl", {}).get("communicators", [])]
+wait_for 300 named || fail "status did not show the six communicators of the v1-v3 ranks (readings in $T/st)"
+python3 - "$T/st" <<'PY' || fail "status names the v1-v3 communicators wrongly"
+import glob, json, sys
+comms = set()
+for path in glob.glob(sys.argv[1] + "/*.json"):
+    try:
+        st = json.load(open(path))
+    except ValueError:
+        continue
+    for s in st["sessions"]:
+        if s.get("label") == "ncclold":
+            for c in s.get("nccl", {}).get("communicators", []):
+                comms.add((c["comm_id"], c["rank"], c["name"]))
+    # No size is known: none is printed ("rank 2 of 0" would be a lie).
+    text = open(path[:-5] + ".txt").read()
+    assert " of 0:" not in text, text
 # Only the communicators the operations named: no communicator 0, rank -1.
-got = sorted((c["comm_id"], c["rank"]) for c in comms)
-want = sorted(("0x%016x" % (0x1000 + k), r) for k in (0, 1) for r in (0, 1, 2))
-assert got == want, got
-for c in comms:
-    assert c["name"] == "pg%d" % (int(c["comm_id"], 16) - 0x1000), c
-text = open(sys.argv[2]).read()
-# No size is known: none is printed ("rank 2 of 0" would be a lie).
-for k in (0, 1):
-    for r in (0, 1, 2):
-        assert re.search(r"NCCL pg%d \(0x%016x\) rank %d: last completed " % (k, 0x1000 + k, r), text), text
-assert " of 0:" not in text, text
+want = {("0x%016x" % (0x1000 + k), r, "pg%d" % k) for k in (0, 1) for r in (0, 1, 2)}
+assert comms == want, sorted(comms)
 print("ok: status names the v1-v3 communicators")
 PY
 for r in 0 1 2; do
