@@ -2299,9 +2299,17 @@ static void w_nccl(struct cuptimon_trace *t, struct tproc *P, const struct cupti
     const char *cn = torch_coll_name(x.func);
     p += cuptimon__json_escape(p, cn, strlen(cn));
     p = jstr_field(p, "dtype", torch_dtype(x.datatype));
-    FIELD_U(p, "In msg nelems", in);
-    FIELD_U(p, "Out msg nelems", out);
-    FIELD_I(p, "Group size", r.nranks);
+    /* NCCL's plugin v1-v3 never says a communicator's size (nranks 0):
+     * no group size then, and no message size that needs it, rather than
+     * a guess. */
+    int whole_in = r.nranks > 0 || strcmp(x.func, "ReduceScatter") != 0;
+    int whole_out = r.nranks > 0 || strcmp(x.func, "AllGather") != 0;
+    if (whole_in)
+        FIELD_U(p, "In msg nelems", in);
+    if (whole_out)
+        FIELD_U(p, "Out msg nelems", out);
+    if (r.nranks > 0)
+        FIELD_I(p, "Group size", r.nranks);
     p = jstr_field(p, "Process Group Name", x.comm_name);
     FIELD_I(p, "Rank", r.rank);
     if (r.what == CUPTIMON_NCCL_P2P)

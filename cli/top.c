@@ -581,10 +581,14 @@ void cuptimon__cli_nccl_line(json_object *c, char *out, size_t len)
         snprintf(fly, sizeof fly, "in flight %s #%" PRIu64 " for %s", ff ? ff : "?",
                  cuptimon__json_uint(f, "seq", 0), age);
     }
-    snprintf(out, len, "NCCL %s%s(%s) rank %" PRId64 " of %" PRId64 ": %s; %s",
-             name && *name ? name : "", name && *name ? " " : "",
-             cuptimon__json_str(c, "comm_id", "?"), cuptimon__json_int(c, "rank", 0),
-             cuptimon__json_int(c, "ranks", 0), last, fly);
+    /* NCCL's plugin v1-v3 never says a communicator's size (ranks 0). */
+    int64_t ranks = cuptimon__json_int(c, "ranks", 0);
+    char of[32] = "";
+    if (ranks > 0)
+        snprintf(of, sizeof of, " of %" PRId64, ranks);
+    snprintf(out, len, "NCCL %s%s(%s) rank %" PRId64 "%s: %s; %s", name && *name ? name : "",
+             name && *name ? " " : "", cuptimon__json_str(c, "comm_id", "?"),
+             cuptimon__json_int(c, "rank", 0), of, last, fly);
     free(name);
     free(lf);
     free(ff);

@@ -20,7 +20,8 @@
  * "enqueued", README "Profiling of collective and p2p operations") and
  * every kernel channel it announced has stopped (the GPU is done with it),
  * the reference counting NCCL's README and its Inspector use.  With no
- * kernel channels (v1/v2, which have none, or nChannels 0) the stop ends it.
+ * kernel channels (v1/v2, which have none; v1-v3 p2p, which say no channel
+ * count; or nChannels 0) the stop ends it.
  *
  * Every entry point returns ncclSuccess whatever it is given (NCCL's rule:
  * profiler errors must not change NCCL's behaviour; only init may fail, and
@@ -235,7 +236,7 @@ static struct nev *ev_of(void *h, int *channel)
 {
     uintptr_t p = (uintptr_t)h, base = (uintptr_t)evs;
     *channel = (int)(p & 1);
-    p &= ~(uintptr_t)1;
+    p &= ~(uintptr_t)3; /* the channel bit, NO_WAIT_BIT */
     if (h == NULL)
         return NULL;
     if (p < base || p >= base + sizeof evs || (p - base) % sizeof(struct nev) != 0) {
@@ -378,8 +379,10 @@ static ncclResult_t finalize_common(void *context)
     /* Its last state (nothing in flight any more) goes out with the next
      * buffer. */
     struct cuptimon_nccl_rec r;
-    state_record(c, &r, now_ns());
-    put(&r);
+    if (c->version > 3 || c->id != 0) {
+        state_record(c, &r, now_ns());
+        put(&r);
+    }
     atomic_store(&c->used, 0);
     return ncclSuccess;
 }
@@ -404,10 +407,26 @@ struct op {
  * as the parent of the collective it starts for that call. */
 static const char api_plain, api_captured;
 
+/* The handle of a Group event: no object either.  NCCL up to 2.27 (v1-v4)
+ * starts a Group event for each kernel plan whether or not the mask asks
+ * for one, and starts the plan's Coll and P2p events only under a non-NULL
+ * group handle (src/plugin/profiler.cc, ncclProfilerStartTaskEvents: `if
+ * (plan->groupEventHandle && enable)`): a NULL one would cost every
+ * operation of the job. */
+static const char group_marker;
+
 static int api_marker(const void *h)
 {
-    return h == &api_plain || h == &api_captured;
+    return h == &api_plain || h == &api_captured || h == &group_marker;
 }
+
+/* An operation that waits for no kernel channel (v1-v3 p2p, which say no
+ * channel count; nChannels 0; graph-captured) is finished at NCCL's stop,
+ * and its entry may be reused; NCCL may still start kernel channels under
+ * its handle (v3 does for p2p, from the proxy thread).  Its handle carries
+ * bit 1 so that such a channel is told apart and ignored, rather than
+ * counted against whichever operation took the entry since. */
+#define NO_WAIT_BIT ((uintptr_t)2)
 
 static ncclResult_t start_common(void *context, void **handle, const struct op *o, uint8_t ver)
 {
@@ -419,8 +438,14 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
         *handle = (void *)(o->api == 2 ? &api_captured : &api_plain);
         return ncclSuccess;
     }
+    if (o->type == ncclProfileGroup) {
+        *handle = (void *)&group_marker;
+        return ncclSuccess;
+    }
     if (o->type == ncclProfileKernelCh) {
         int ch;
+        if ((uintptr_t)o->parent & NO_WAIT_BIT)
+            return ncclSuccess; /* its operation did not wait for channels */
         struct nev *p = ev_of(o->parent, &ch);
         if (p == NULL || ch)
             return ncclSuccess;
@@ -485,6 +510,18 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
     if (o->has_hash) { /* v1-v3: the communicator rides in each event */
         r->comm_id = o->comm_hash;
         field(r->comm_name, sizeof r->comm_name, o->name, &r->flags);
+        /* ... and only there: init said nothing of it.  The context takes
+         * the first operation's (NCCL enqueues a communicator's operations
+         * on one thread), so that its state records name it; its size
+         * stays unknown (0).  Before this the states are held back
+         * (cuptimon__nccl_collect) rather than sent for a communicator 0
+         * of rank -1 that does not exist. */
+        if (c != NULL && c->id == 0 && o->comm_hash != 0) {
+            c->rank = o->rank;
+            field(c->name, sizeof c->name, o->name, &c->trunc);
+            c->id = o->comm_hash;
+            atomic_fetch_add_explicit(&c->changed, 1, memory_order_release);
+        }
     }
     /* Captured into a CUDA graph: NCCL reports the capture, and its
      * kernel runs at each replay, with no event of NCCL's: it is not in
@@ -513,7 +550,7 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
     if (!wait_kernel)
         r->flags |= CUPTIMON_NCCL_F_NO_KERNEL;
     atomic_store_explicit(&e->refs, 1 + wait_kernel, memory_order_release);
-    *handle = e;
+    *handle = wait_kernel ? (void *)e : (void *)((uintptr_t)e | NO_WAIT_BIT);
     return ncclSuccess;
 }
 
@@ -868,8 +905,8 @@ int cuptimon__nccl_collect(struct shim *s, int force, long long now_ms)
         if (atomic_load_explicit(&c->used, memory_order_acquire) != 1)
             continue;
         uint64_t ch = atomic_load_explicit(&c->changed, memory_order_acquire);
-        if (ch == c->sent)
-            continue;
+        if (ch == c->sent || (c->version <= 3 && c->id == 0))
+            continue; /* v1-v3: not named until its first operation */
         c->sent = ch;
         state_record(c, &r, now);
         cuptimon__nccl_rec_encode(p + n++ * CUPTIMON_NCCL_REC_SIZE, &r);

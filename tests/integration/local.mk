@@ -32,3 +32,5 @@ INTEGRATION_TESTS += tests/integration/gpu-metrics-cost.sh
 
 # NCCL's collectives through the shim as NCCL's profiler plugin (issue 46).
 INTEGRATION_TESTS += tests/integration/nccl.sh
+# NCCL 2.23-2.27's plugin versions 1-3 through the shim (issue 46): its own line.
+INTEGRATION_TESTS += tests/integration/nccl-old.sh
