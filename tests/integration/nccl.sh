@@ -54,9 +54,10 @@ CUPTIMON_LABEL=own NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-own.so \
 grep -q 'cannot load profiler plugin /nonexistent' "$T/err-own" ||
     fail "the job's own NCCL_PROFILER_PLUGIN was replaced: $(cat "$T/err-own")"
 # ... and status says whose plugin NCCL runs.
+# (It lingers until both are read: SIGUSR1 ends the linger, a normal exit.)
 CUPTIMON_LABEL=own NCCL_PROFILER_PLUGIN=/opt/own/libnccl-profiler-own.so \
-    workload --kernels 20 --linger-ms 3000 --quiet &
-wo=$!
+    spawn_workload --kernels 20 --linger-ms 120000 --quiet
+wo=$SPAWNED
 own_seen() {
     ctl status --json | python3 -c '
 import json, sys
@@ -67,6 +68,7 @@ wait_for 100 own_seen || fail "status does not say the job runs its own NCCL pro
 ctl status >"$T/status-own.txt" || fail "status failed"
 grep -q "NCCL runs the job's own profiler plugin (/opt/own/libnccl-profiler-own.so): its collectives are not recorded" \
     "$T/status-own.txt" || { cat "$T/status-own.txt"; fail "status (text) does not say whose plugin NCCL runs"; }
+kill -USR1 "$wo"
 wait "$wo" || fail "the workload with its own plugin failed"
 # A hang: rank 0's last collective of communicator 0 stays in flight 4 s
 # (its kernel does not end), rank 1 sleeps 4 s before its last one (it
