@@ -67,7 +67,12 @@ read -r e_recv e_errs <<<"$ended"
     fail "at its end B had $e_recv buffers and $e_errs counted as not written: $(grep "(pid $b) ended" "$T/daemon.log")"
 [ "$b_lost" = "$b_errs" ] || fail "B's lost_buffers ($b_lost) is not its $b_errs write errors"
 [ "$b_chunks" = 0 ] || fail "B has $b_chunks chunks written on a read-only output"
-[ "$b_ms" -lt $((a_ms * 2 + 1000)) ] || fail "B took $b_ms ms, A $a_ms ms: it was held up"
+# Not held up: the shim never had to decline CUPTI a buffer (its slots
+# came back in time) and nothing was dropped.  (A bound on B's wall time
+# against A's failed on a loaded machine: 4369 ms against 1245, with
+# nothing declined or dropped; the run times are printed above.)
+[ "$(report_field "$T/b.json" requests_declined)" = 0 ] ||
+    fail "B's shim declined $(report_field "$T/b.json" requests_declined) buffer requests: its slots did not come back in time"
 [ "$(report_field "$T/b.json" dropped)" = 0 ] ||
     fail "B dropped $(report_field "$T/b.json" dropped) records: its slots did not come back"
 grep -q "archive: cannot create $T/out/archive/.*: $why; session .* is not archived" "$T/daemon.log" ||
