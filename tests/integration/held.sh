@@ -3,7 +3,7 @@
 # completes records in launch order: one kernel that runs for seconds on a
 # stream of its own holds every record launched after it, on any stream, in
 # buffers CUPTI keeps (docs/gpu-runs/20261204-h200-probe).
-#  A. a 3 s kernel while another stream launches flat out: the pool grows
+#  A. a 5 s kernel while another stream launches flat out: the pool grows
 #     past its resident slots instead of declining, so every kernel, copy
 #     and memset is archived exactly once and CUPTI drops nothing; status
 #     names the running kernel (name, stream, correlation id, age, what
@@ -37,7 +37,7 @@ has_session() { [ -n "$(status_of "$1")" ]; }
 
 # 30000 records fill some 46 slots of 128 KiB, three times the resident 16;
 # launched in 1 s (2 s on a loaded machine under a sanitizer), all inside the
-# 3 s hold: the buffers that come when it ends are the daemon's to drain,
+# 5 s hold: the buffers that come when it ends are the daemon's to drain,
 # and the job launches nothing more meanwhile (a daemon slower than the
 # job's launches makes CUPTI drop, by design: the pool does not grow for a
 # daemon that falls behind).
@@ -78,14 +78,16 @@ held_run() { # NAME [ENV=VALUE...]: a held workload, its session polled while it
     local name=$1
     shift
     env "$@" CUPTIMON_SLOT_SIZE=$slot CUDA_INJECTION64_PATH="$SHIM" "$WORKLOAD" \
-        --hold-us 3000000 --kernels 30000 --rate 30000 --wait-file "$T/go-$name" \
+        --hold-us 5000000 --kernels 30000 --rate 30000 --wait-file "$T/go-$name" \
         --report "$T/$name.json" --launch-log "$T/$name.log" --linger-ms 60000 --quiet \
         2>"$T/$name.err" &
     local w=$! i
     wait_for 100 has_session $w || fail "$name: the workload did not connect"
     touch "$T/go-$name"
     # Sampled through the hold (its kernel named once a second old) until
-    # it is over; the job lingers 60 s for it.
+    # it is over; the job lingers 60 s for it.  The hold is 5 s: with 3 s,
+    # a loaded machine's polls (ctl and python each) took no sample while
+    # the kernel was between 1 s old and done (no NAME-during.json).
     for i in $(seq 1 400); do
         poll_held $w "$name" && break
         kill -0 $w 2>/dev/null || break
