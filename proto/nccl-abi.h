@@ -19,11 +19,11 @@
  *  v1 (2.23): init(context, mask); func, datatype, algo, proto are small
  *     enums; each event carries its communicator's name and hash.
  *  v2 (2.24): those become strings; coll carries trafficBytes.
- *  v3 (2.25): kernel channel events (no GPU timer yet).
- *  v4 (2.26-2.27): init carries the communicator (name, hash, nodes,
+ *  v3 (2.25 to 2.27.2): kernel channel events (no GPU timer yet).
+ *  v4 (2.27.3 on): init carries the communicator (name, hash, nodes,
  *     ranks, rank); events no longer do; kernel channels carry the GPU's
  *     globaltimer at start (descriptor) and stop (state args).
- *  v5 (2.28): type widens to 64 bits, init's comm id moves first, API
+ *  v5 (2.28.3 on): type widens to 64 bits, init's comm id moves first, API
  *     events (group/collective/p2p API, kernel launch).
  *  v6 (2.29+): copy-engine collectives (CeColl, CeSync, CeBatch).
  */
