@@ -859,16 +859,22 @@ int cuptimon__stats_add_process(struct cuptimon_stats *st, const struct cuptimon
 
 /* nccl-tests' bus
  * bandwidth factor (nccl-tests src/all_reduce.cu AllReduceGetBw and its
- * siblings). */
+ * siblings); -1 when it needs the ranks and n (0) does not say them. */
 static double nccl_busbw_factor(const char *func, int n)
 {
-    double nr = n > 0 ? n : 1;
+    double nr = n;
     if (strcmp(func, "AllReduce") == 0)
-        return 2 * (nr - 1) / nr;
+        return n > 0 ? 2 * (nr - 1) / nr : -1;
     if (strcmp(func, "AllGather") == 0 || strcmp(func, "ReduceScatter") == 0 ||
         strcmp(func, "AllToAll") == 0)
-        return (nr - 1) / nr;
+        return n > 0 ? (nr - 1) / nr : -1;
     return 1;
+}
+
+/* Whether a function's size (nccl-tests') is its count times the ranks. */
+static int nccl_bytes_by_n(const char *func)
+{
+    return strcmp(func, "AllGather") == 0 || strcmp(func, "ReduceScatter") == 0;
 }
 
 static void nccl_event(struct cuptimon_stats *st, const struct cuptimon_ev *ev)
@@ -902,8 +908,8 @@ static void nccl_event(struct cuptimon_stats *st, const struct cuptimon_ev *ev)
     struct row *row = i == ROW_OTHER ? &rp->other : &rp->rows[i];
     uint64_t n = r.nranks > 0 ? (uint64_t)r.nranks : 1;
     uint64_t bytes = r.count * cuptimon__nccl_type_size(x.datatype);
-    if (strcmp(x.func, "AllGather") == 0 || strcmp(x.func, "ReduceScatter") == 0)
-        bytes *= n;
+    if (nccl_bytes_by_n(x.func))
+        bytes *= n; /* (n 1 when unknown: the row then shows no bytes) */
     dist_add(st, &row->t, dur);
     dist_add(st, &row->b, bytes);
 }
@@ -1171,15 +1177,24 @@ static json_object *nccl_rows(struct cuptimon_stats *st, size_t top_n)
         json_object_object_add(o, "function", json_object_new_string(func));
         json_object_object_add(o, "communicator", json_object_new_string(comm));
         json_object_object_add(o, "comm_id", json_object_new_string(id));
-        json_object_object_add(o, "ranks", json_object_new_int(nr));
+        /* NCCL before 2.27.3 (plugin v1-v3) never says a communicator's
+         * size: then what needs it is null (empty in tables), not figured
+         * with one rank: an all-gather's or reduce-scatter's size, and the
+         * bus bandwidth of those and of all-reduce and all-to-all. */
+        int sized = nr > 0;
+        int bytes_known = sized || !nccl_bytes_by_n(func);
+        double busf = nccl_busbw_factor(func, nr);
+        json_object_object_add(o, "ranks", sized ? json_object_new_int(nr) : NULL);
         json_object_object_add(o, "count", json_object_new_uint64(t->n));
-        json_object_object_add(o, "total_bytes", json_object_new_uint64(b->total));
+        json_object_object_add(o, "total_bytes",
+                               bytes_known ? json_object_new_uint64(b->total) : NULL);
         json_object_object_add(o, "total_ns", json_object_new_uint64(t->total));
         json_object_object_add(o, "avg_ns",
                                json_object_new_double(t->n ? (double)t->total / (double)t->n : 0));
-        json_object_object_add(o, "algbw_gbps", json_object_new_double(algbw));
+        json_object_object_add(o, "algbw_gbps", bytes_known ? json_object_new_double(algbw) : NULL);
         json_object_object_add(o, "busbw_gbps",
-                               json_object_new_double(algbw * nccl_busbw_factor(func, nr)));
+                               bytes_known && busf >= 0 ? json_object_new_double(algbw * busf)
+                                                        : NULL);
         json_object_array_add(a, o);
     }
     free(v);
