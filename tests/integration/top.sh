@@ -20,13 +20,14 @@ if ! ctl top --once >"$T/probe.txt" 2>&1; then
 fi
 
 # Two processes; they linger after their work so that they are still
-# sessions when top looks.
-CUPTIMON_LABEL=alpha RANK=0 workload --kernels 30000 --rate 100000 --streams 2 \
-    --report "$T/report-0.json" --linger-ms 20000 -q &
-W0=$!
-CUPTIMON_LABEL=beta RANK=1 workload --kernels 21000 --rate 100000 --streams 1 \
-    --report "$T/report-1.json" --linger-ms 20000 -q &
-W1=$!
+# sessions when top looks, until the test ends them (SIGUSR1: a normal
+# exit; spawn_workload, so that the signal reaches the program).
+CUPTIMON_LABEL=alpha RANK=0 spawn_workload --kernels 30000 --rate 100000 --streams 2 \
+    --report "$T/report-0.json" --linger-ms 600000 -q
+W0=$SPAWNED
+CUPTIMON_LABEL=beta RANK=1 spawn_workload --kernels 21000 --rate 100000 --streams 1 \
+    --report "$T/report-1.json" --linger-ms 600000 -q
+W1=$SPAWNED
 reported() { [ -s "$T/report-0.json" ] && [ -s "$T/report-1.json" ]; }
 wait_for 300 reported || fail "the workloads did not report within 30 s"
 # Everything they recorded, handed over and aggregated.
@@ -218,7 +219,7 @@ print("full screen: driven through a pty")
 PY
 fi
 
-kill -TERM "$W0" "$W1" 2>/dev/null || true
-wait "$W0" "$W1" 2>/dev/null || true
+kill -USR1 "$W0" "$W1" 2>/dev/null || true
+wait "$W0" "$W1" || fail "a workload failed"
 stop_daemon
 echo "ok"
