@@ -62,6 +62,10 @@ struct fly {
 struct ncomm {
     _Atomic int used;
     uint8_t version, trunc;
+    /* id, name and rank are set (v4+: at init; v1-v3: by the first
+     * operation, whose events alone carry them); released after them, so
+     * that the IO thread reads them whole. */
+    _Atomic int named;
     uint64_t id;
     int32_t rank, nranks, nnodes;
     char name[CUPTIMON_NCCL_NAME];
@@ -328,6 +332,7 @@ static struct ncomm *comm_new(uint8_t version, uint64_t id, const char *name, in
         memset(c->last_func, 0, sizeof c->last_func);
         for (uint32_t k = 0; k < NCCL_FLY; k++)
             atomic_store(&c->fly[k].ord1, 0);
+        atomic_store_explicit(&c->named, version > 3, memory_order_release);
         c->sent = 0;
         atomic_store(&c->changed, 1); /* a new communicator: its state goes out once */
         atomic_store(&c->used, 1);
@@ -379,7 +384,7 @@ static ncclResult_t finalize_common(void *context)
     /* Its last state (nothing in flight any more) goes out with the next
      * buffer. */
     struct cuptimon_nccl_rec r;
-    if (c->version > 3 || c->id != 0) {
+    if (atomic_load_explicit(&c->named, memory_order_acquire)) {
         state_record(c, &r, now_ns());
         put(&r);
     }
@@ -516,10 +521,12 @@ static ncclResult_t start_common(void *context, void **handle, const struct op *
          * stays unknown (0).  Before this the states are held back
          * (cuptimon__nccl_collect) rather than sent for a communicator 0
          * of rank -1 that does not exist. */
-        if (c != NULL && c->id == 0 && o->comm_hash != 0) {
+        if (c != NULL && !atomic_load_explicit(&c->named, memory_order_relaxed) &&
+            o->comm_hash != 0) {
             c->rank = o->rank;
             field(c->name, sizeof c->name, o->name, &c->trunc);
             c->id = o->comm_hash;
+            atomic_store_explicit(&c->named, 1, memory_order_release);
             atomic_fetch_add_explicit(&c->changed, 1, memory_order_release);
         }
     }
@@ -905,7 +912,7 @@ int cuptimon__nccl_collect(struct shim *s, int force, long long now_ms)
         if (atomic_load_explicit(&c->used, memory_order_acquire) != 1)
             continue;
         uint64_t ch = atomic_load_explicit(&c->changed, memory_order_acquire);
-        if (ch == c->sent || (c->version <= 3 && c->id == 0))
+        if (ch == c->sent || !atomic_load_explicit(&c->named, memory_order_acquire))
             continue; /* v1-v3: not named until its first operation */
         c->sent = ch;
         state_record(c, &r, now);
