@@ -30,6 +30,14 @@ struct cuptimon_mpq {
         T v;                                                                                       \
     }
 
+/* A queue over an array of such slots (static storage: n is its length). */
+#define CUPTIMON_MPQ_OVER(array)                                                                   \
+    {                                                                                              \
+        .slots = (unsigned char *)(array), .n = sizeof(array) / sizeof((array)[0]),                \
+        .stride = sizeof((array)[0]), .off = offsetof(__typeof__((array)[0]), v),                  \
+        .size = sizeof((array)[0].v)                                                               \
+    }
+
 /* Numbers the slots (before the first put, on one thread). */
 void cuptimon__mpq_init(struct cuptimon_mpq *q);
 

@@ -96,11 +96,7 @@ static struct nev evs[NCCL_EVENTS];
 static _Atomic uint32_t ev_next;
 static struct ncomm comms[NCCL_COMMS];
 static qslot queue[NCCL_QUEUE];
-static struct cuptimon_mpq q = {.slots = (unsigned char *)queue,
-                                .n = NCCL_QUEUE,
-                                .stride = sizeof(qslot),
-                                .off = offsetof(qslot, v),
-                                .size = sizeof(struct cuptimon_nccl_rec)};
+static struct cuptimon_mpq q = CUPTIMON_MPQ_OVER(queue);
 static _Atomic int q_ready;
 
 /* What was lost or refused, for the IO thread to count and say. */

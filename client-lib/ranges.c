@@ -25,11 +25,7 @@
 
 typedef CUPTIMON_MPQ_SLOT(struct cuptimon_range_ev) rslot;
 static rslot ring[RANGE_SLOTS];
-static struct cuptimon_mpq q = {.slots = (unsigned char *)ring,
-                                .n = RANGE_SLOTS,
-                                .stride = sizeof(rslot),
-                                .off = offsetof(rslot, v),
-                                .size = sizeof(struct cuptimon_range_ev)};
+static struct cuptimon_mpq q = CUPTIMON_MPQ_OVER(ring);
 static _Atomic int ring_ready;
 static _Atomic uint64_t dropped, dropped_total;
 
