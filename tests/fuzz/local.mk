@@ -92,9 +92,7 @@ tests_fuzz_fuzz_ranges_LDFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer
 # so each still gets FUZZ_SECONDS of a CPU); each one's output is in a log
 # of its own, shown whole when it fails, its "Done N runs" line when not.
 FUZZ_SMOKE_TARGETS = frame strings decode archive ranges layouts gpm rdelta
-fuzz-smoke: tests/fuzz/fuzz-frame$(EXEEXT) tests/fuzz/fuzz-strings$(EXEEXT) \
-	tests/fuzz/fuzz-decode$(EXEEXT) tests/fuzz/fuzz-archive$(EXEEXT) tests/fuzz/fuzz-ranges$(EXEEXT) \
-	tests/fuzz/fuzz-layouts$(EXEEXT) tests/fuzz/fuzz-gpm$(EXEEXT) tests/fuzz/fuzz-rdelta$(EXEEXT)
+fuzz-smoke: $(FUZZ_SMOKE_TARGETS:%=tests/fuzz/fuzz-%$(EXEEXT))
 	@set -e; \
 	work=$$(mktemp -d "$${TMPDIR:-/tmp}/cuptimon-fuzz.XXXXXX"); \
 	trap 'rm -rf "$$work"' EXIT; \
