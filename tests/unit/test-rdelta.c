@@ -226,16 +226,26 @@ START_TEST(hostile_encoded_forms_are_refused)
 }
 END_TEST
 
-/* Writes the real buffers lo..hi-1 as chunks of a session at level 1,
- * with the 13.0 walk sizes or without; returns the segment's bytes. */
-static uint64_t write_mix(const char *name, int lo, int hi, int with_sizes, uint32_t expect_codec)
+/* A session's writer at level 1 in tmpdir/NAME, and the walk sizes the
+ * daemon has for a CUDA 13.0 producer in sizes (set on it or not by the
+ * caller). */
+static struct cuptimon_archive_writer *open_session(const char *name,
+                                                    uint16_t sizes[CUPTIMON_RDELTA_KINDS])
 {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
     struct cuptimon_archive_writer *w;
     ck_assert_int_eq(cuptimon__aw_open(dir, "{\"pid\":1}", 1ull << 30, 1, &w, NULL), 0);
-    uint16_t sizes[CUPTIMON_RDELTA_KINDS];
     sizes_13_0(sizes);
+    return w;
+}
+
+/* Writes the real buffers lo..hi-1 as chunks of a session at level 1,
+ * with the 13.0 walk sizes or without; returns the segment's bytes. */
+static uint64_t write_mix(const char *name, int lo, int hi, int with_sizes, uint32_t expect_codec)
+{
+    uint16_t sizes[CUPTIMON_RDELTA_KINDS];
+    struct cuptimon_archive_writer *w = open_session(name, sizes);
     if (with_sizes)
         cuptimon__aw_set_record_sizes(w, sizes);
     for (int i = lo; i < hi; i++) {
@@ -312,12 +322,8 @@ START_TEST(old_and_new_chunks_read_side_by_side)
     /* One session whose writer had no sizes for its first chunks (as
      * every writer before this codec) and got them later: both kinds of
      * chunk, version 1 and 2, read back in order. */
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/mixed", tmpdir);
-    struct cuptimon_archive_writer *w;
-    ck_assert_int_eq(cuptimon__aw_open(dir, "{}", 1ull << 30, 1, &w, NULL), 0);
     uint16_t sizes[CUPTIMON_RDELTA_KINDS];
-    sizes_13_0(sizes);
+    struct cuptimon_archive_writer *w = open_session("mixed", sizes);
     for (int i = 0; i < 6; i++) {
         size_t len;
         uint8_t *buf = cuptimon__test_load_real(files[i], &len);
@@ -376,12 +382,8 @@ static void spoil(uint8_t *buf, size_t n)
 
 START_TEST(a_transform_that_does_not_undo_is_never_written)
 {
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/fallback", tmpdir);
-    struct cuptimon_archive_writer *w;
-    ck_assert_int_eq(cuptimon__aw_open(dir, "{}", 1ull << 30, 1, &w, NULL), 0);
     uint16_t sizes[CUPTIMON_RDELTA_KINDS];
-    sizes_13_0(sizes);
+    struct cuptimon_archive_writer *w = open_session("fallback", sizes);
     cuptimon__aw_set_record_sizes(w, sizes);
     cuptimon__aw_rdelta_test_hook = spoil;
     for (int i = 0; i < 6; i++) {
@@ -483,12 +485,8 @@ START_TEST(a_chunk_mostly_holes_is_not_transformed)
      * less than half of the chunk it goes out as plain zstd and is never
      * transformed (the copy into fresh pages and the verify pass cost a
      * worker more than the holes save); with a short tail it still is. */
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/holes", tmpdir);
-    struct cuptimon_archive_writer *w;
-    ck_assert_int_eq(cuptimon__aw_open(dir, "{}", 1ull << 30, 1, &w, NULL), 0);
     uint16_t sizes[CUPTIMON_RDELTA_KINDS];
-    sizes_13_0(sizes);
+    struct cuptimon_archive_writer *w = open_session("holes", sizes);
     cuptimon__aw_set_record_sizes(w, sizes);
     size_t len;
     uint8_t *buf = cuptimon__test_load_real(files[0], &len);
